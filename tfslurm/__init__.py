@@ -1,0 +1,50 @@
+"""tfslurm: TensorFlow distributed training on Slurm, right on every allocation shape.
+
+The core (hostlists, the step model, layouts, GPUs, ports, plans) never imports
+TensorFlow; ``SlurmClusterResolver`` imports it lazily, on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfslurm.errors import (
+    GpuError,
+    HostlistError,
+    JobSpecError,
+    LayoutError,
+    PlanError,
+    PortError,
+    SlurmEnvError,
+    TfslurmError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GpuError",
+    "HostlistError",
+    "JobSpecError",
+    "LayoutError",
+    "PlanError",
+    "PortError",
+    "SlurmClusterResolver",
+    "SlurmEnvError",
+    "TfslurmError",
+    "__version__",
+    "run",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy attributes keep `import tfslurm` cheap: the resolver needs TensorFlow and the
+    # runtime needs it too, so they are only imported when a script asks for them.
+    if name == "SlurmClusterResolver":
+        from tfslurm.resolver import SlurmClusterResolver
+
+        return SlurmClusterResolver
+    if name == "run":
+        from tfslurm.runtime import run
+
+        return run
+    raise AttributeError(f"module 'tfslurm' has no attribute {name!r}")

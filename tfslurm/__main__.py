@@ -1,0 +1,5 @@
+import sys
+
+from tfslurm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,65 @@
+"""The ``tfslurm`` command line.
+
+Each subcommand lives in its own module under ``tfslurm.commands`` and is imported only
+when it is run, so ``tfslurm prolog`` (run for every task at a site) pays for nothing else.
+A module provides ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from tfslurm.errors import TfslurmError
+
+# name -> (module under tfslurm.commands, one-line help). Help text lives here so that
+# building the parser does not import every command module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "hostlist": ("hostlist", "expand, compress and count Slurm hostlists"),
+    "layout": ("layout", "show the rank -> node map of the current step"),
+    "plan": ("plan", "show the TF cluster plan of the current step"),
+    "tf-config": ("tfconfig", "print this task's TF_CONFIG"),
+    "env": ("env", "print the variables this task needs (export lines or JSON)"),
+    "prolog": ("prolog", "TaskProlog hook: print export lines for this task"),
+    "run": ("run", "run a TF program as this task's role (chief/worker/ps/evaluator)"),
+    "cluster": ("cluster", "start or stop a throwaway local Slurm cluster (root)"),
+    "demo": ("demo", "train with TF across a throwaway local Slurm cluster (root)"),
+}
+
+
+def _load(name: str):
+    return importlib.import_module(f"tfslurm.commands.{COMMANDS[name][0]}")
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfslurm",
+        description="TensorFlow distributed training on Slurm.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (_module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # only the command being run gets its full argument set
+            _load(name).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(_load(args.command).run(args) or 0)
+    except TfslurmError as exc:
+        print(f"tfslurm {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
