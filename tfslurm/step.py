@@ -1,0 +1,260 @@
+"""The Slurm environment of the current process, as one typed, immutable snapshot.
+
+Everything else in tfslurm reads Slurm through a :class:`Step`, so the rules for which
+variable means what (step vs. job variables, ``*_HET_GROUP_n`` vs. the legacy
+``*_PACK_GROUP_n`` names, what a batch script lacks) live in one place, and a missing
+variable becomes a one-line :class:`~tfslurm.errors.SlurmEnvError` that says *why* it is
+missing (batch script, salloc shell, outside Slurm) instead of a ``KeyError``.
+
+Only the standard library is used: this runs in the TaskProlog of every task at a site.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from tfslurm.errors import SlurmEnvError
+
+__all__ = ["Context", "HetComponent", "Step"]
+
+# GPU variables Slurm (gres/gpu) may set for a task; kept in Step.env for the GPU code.
+GPU_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ZE_AFFINITY_MASK",
+)
+
+
+class Context(enum.Enum):
+    """Where the process runs, which decides what Slurm told it."""
+
+    STEP = "task of a step"  # launched by srun: SLURM_STEP_* and SLURM_PROCID are set
+    BATCH = "batch script"  # the sbatch script itself: job variables only, no SLURM_STEP_*
+    ALLOCATION = "salloc shell"  # a shell holding an allocation, on the submit host
+    OUTSIDE = "outside Slurm"  # no SLURM_JOB_ID at all
+
+
+# Step field -> the variable it comes from, for error messages.
+FIELD_VARIABLES: dict[str, str] = {
+    "job_id": "SLURM_JOB_ID",
+    "step_id": "SLURM_STEP_ID",
+    "restart_count": "SLURM_RESTART_COUNT",
+    "procid": "SLURM_PROCID",
+    "localid": "SLURM_LOCALID",
+    "nodeid": "SLURM_NODEID",
+    "node_name": "SLURMD_NODENAME",
+    "nodelist": "SLURM_STEP_NODELIST",
+    "tasks_per_node": "SLURM_STEP_TASKS_PER_NODE",
+    "num_tasks": "SLURM_STEP_NUM_TASKS",
+    "num_nodes": "SLURM_STEP_NUM_NODES",
+    "distribution": "SLURM_DISTRIBUTION",
+    "plane_size": "SLURM_DIST_PLANESIZE",
+    "het": "SLURM_HET_SIZE",
+    "hostfile": "SLURM_HOSTFILE",
+    "arbitrary_nodelist": "SLURM_ARBITRARY_NODELIST",
+    "gtids": "SLURM_GTIDS",
+    "resv_ports": "SLURM_STEP_RESV_PORTS",
+}
+
+
+@dataclass(frozen=True)
+class HetComponent:
+    """One component of a heterogeneous job, from its ``*_HET_GROUP_n`` variables.
+
+    These are *job* (allocation) values of the component: a step may use fewer tasks.
+    Raw hostlist / task-count strings are kept unexpanded; ``tfslurm.hostlist`` expands them.
+    """
+
+    index: int
+    job_id: int | None
+    nodelist: str | None  # SLURM_JOB_NODELIST_HET_GROUP_n
+    num_nodes: int | None  # SLURM_JOB_NUM_NODES_HET_GROUP_n
+    num_tasks: int | None  # SLURM_NTASKS_HET_GROUP_n (sbatch/salloc het jobs only)
+    tasks_per_node: str | None  # SLURM_TASKS_PER_NODE_HET_GROUP_n (sbatch/salloc only)
+    cpus_per_node: str | None  # SLURM_JOB_CPUS_PER_NODE_HET_GROUP_n
+
+
+@dataclass(frozen=True)
+class Step:
+    """Immutable snapshot of what Slurm told this process; None where it told nothing.
+
+    ``het`` is empty for a job that is not heterogeneous and ``gtids`` is None when
+    ``SLURM_GTIDS`` is unset. Build it with :meth:`from_environ`.
+    """
+
+    context: Context
+    job_id: int | None = None
+    step_id: int | None = None
+    restart_count: int = 0
+    procid: int | None = None
+    localid: int | None = None
+    nodeid: int | None = None
+    node_name: str | None = None
+    nodelist: str | None = None
+    tasks_per_node: str | None = None
+    num_tasks: int | None = None
+    num_nodes: int | None = None
+    distribution: str | None = None
+    plane_size: int | None = None
+    het: tuple[HetComponent, ...] = ()
+    hostfile: str | None = None
+    arbitrary_nodelist: str | None = None
+    gtids: tuple[int, ...] | None = None
+    resv_ports: str | None = None
+    env: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, hash=False, repr=False
+    )
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> Step:
+        """Read the Slurm variables from ``env`` (default: ``os.environ``).
+
+        Raises SlurmEnvError naming the variable when a number is malformed.
+        """
+        source = os.environ if env is None else env
+        kept = {
+            name: value
+            for name, value in source.items()
+            if name.startswith(("SLURM", "TFSLURM")) or name in GPU_VARIABLES
+        }
+        return cls(
+            context=_context(kept),
+            job_id=_int(kept, "SLURM_JOB_ID", "SLURM_JOBID"),
+            step_id=_int(kept, "SLURM_STEP_ID", "SLURM_STEPID"),
+            restart_count=_int(kept, "SLURM_RESTART_COUNT") or 0,
+            procid=_int(kept, "SLURM_PROCID"),
+            localid=_int(kept, "SLURM_LOCALID"),
+            nodeid=_int(kept, "SLURM_NODEID"),
+            node_name=_str(kept, "SLURMD_NODENAME"),
+            nodelist=_str(kept, "SLURM_STEP_NODELIST"),
+            tasks_per_node=_str(kept, "SLURM_STEP_TASKS_PER_NODE"),
+            num_tasks=_int(kept, "SLURM_STEP_NUM_TASKS"),
+            num_nodes=_int(kept, "SLURM_STEP_NUM_NODES"),
+            distribution=_str(kept, "SLURM_DISTRIBUTION"),
+            plane_size=_int(kept, "SLURM_DIST_PLANESIZE", positive=True),
+            het=_het_components(kept),
+            hostfile=_str(kept, "SLURM_HOSTFILE"),
+            arbitrary_nodelist=_str(kept, "SLURM_ARBITRARY_NODELIST"),
+            gtids=_int_list(kept, "SLURM_GTIDS"),
+            resv_ports=_str(kept, "SLURM_STEP_RESV_PORTS"),
+            env=MappingProxyType(kept),
+        )
+
+    def require(self, *fields: str) -> None:
+        """Raise SlurmEnvError unless every named field is set, saying why one is not.
+
+        ``step.require("nodelist", "procid")`` in a batch script raises "SLURM_STEP_NODELIST
+        is not set: this is a batch script, not a task of a step; run it under srun".
+        """
+        for name in fields:
+            if name not in FIELD_VARIABLES:
+                raise ValueError(f"Step has no field {name!r}")  # programming error
+            value = getattr(self, name)
+            if value is None or (name == "het" and not value):
+                raise SlurmEnvError(f"{FIELD_VARIABLES[name]} is not set: {self._why_missing()}")
+
+    def _why_missing(self) -> str:
+        if self.context is Context.OUTSIDE:
+            return "not running under Slurm (no SLURM_JOB_ID); run it as a task of a job step (srun)"
+        if self.context is Context.BATCH:
+            return "this is a batch script, not a task of a step; run it under srun"
+        if self.context is Context.ALLOCATION:
+            return "this is an salloc shell, not a task of a step; run it under srun"
+        where = f"job {self.job_id} step {self.step_id}" if self.job_id is not None else "step"
+        return f"Slurm did not set it for this task of {where}"
+
+    def describe(self) -> str:
+        """A short human label such as "task 3 of step 12.0 on node2"."""
+        if self.context is not Context.STEP:
+            return self.context.value
+        return f"task {self.procid} of step {self.job_id}.{self.step_id} on {self.node_name}"
+
+
+def _context(env: Mapping[str, str]) -> Context:
+    if "SLURM_JOB_ID" not in env and "SLURM_JOBID" not in env:
+        return Context.OUTSIDE
+    if ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env) and "SLURM_PROCID" in env:
+        return Context.STEP
+    # The batch script is started by slurmstepd on the first node, which sets the per-task
+    # variables (SLURMD_NODENAME, SLURM_PROCID=0 ...) but no step id; salloc's shell runs on
+    # the submit host where no slurmstepd was involved.
+    if "SLURMD_NODENAME" in env or "SLURM_PROCID" in env:
+        return Context.BATCH
+    return Context.ALLOCATION
+
+
+def _str(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value is not None and value.strip() != "":
+            return value.strip()
+    return None
+
+
+def _int(env: Mapping[str, str], *names: str, positive: bool = False) -> int | None:
+    for name in names:
+        raw = env.get(name)
+        if raw is None or raw.strip() == "":
+            continue
+        value = _parse_int(name, raw.strip())
+        if positive and value == 0:
+            raise SlurmEnvError(f"{name}={raw!r} must be a positive integer")
+        return value
+    return None
+
+
+def _parse_int(name: str, raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        raise SlurmEnvError(f"{name}={raw!r} is not a non-negative integer")
+    return int(raw)
+
+
+def _int_list(env: Mapping[str, str], name: str) -> tuple[int, ...] | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    items = raw.strip().split(",")
+    if len(items) > 1_000_000:
+        raise SlurmEnvError(f"{name} lists {len(items)} ids, more than a node can hold")
+    try:
+        return tuple(_parse_int(name, item.strip()) for item in items)
+    except SlurmEnvError:
+        raise SlurmEnvError(
+            f"{name}={_clip(raw)!r} is not a comma-separated list of task ids"
+        ) from None
+
+
+def _het_components(env: Mapping[str, str]) -> tuple[HetComponent, ...]:
+    size = _int(env, "SLURM_HET_SIZE", "SLURM_PACK_SIZE")
+    if size is None:
+        return ()
+    if size == 0 or size > 1024:
+        name = "SLURM_HET_SIZE" if "SLURM_HET_SIZE" in env else "SLURM_PACK_SIZE"
+        raise SlurmEnvError(f"{name}={size} is not a plausible number of het components")
+
+    def names(stem: str, n: int) -> tuple[str, str]:
+        return (f"{stem}_HET_GROUP_{n}", f"{stem}_PACK_GROUP_{n}")
+
+    return tuple(
+        HetComponent(
+            index=n,
+            job_id=_int(env, *names("SLURM_JOB_ID", n)),
+            nodelist=_str(env, *names("SLURM_JOB_NODELIST", n)),
+            num_nodes=_int(env, *names("SLURM_JOB_NUM_NODES", n)),
+            num_tasks=_int(env, *names("SLURM_NTASKS", n)),
+            tasks_per_node=_str(env, *names("SLURM_TASKS_PER_NODE", n)),
+            cpus_per_node=_str(env, *names("SLURM_JOB_CPUS_PER_NODE", n)),
+        )
+        for n in range(size)
+    )
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
