@@ -1,0 +1,163 @@
+"""Jobs specs: which TF job (chief, worker, ps, evaluator) each rank of a step plays.
+
+A spec is written ``"ps:1,worker:3"`` (the ``--tf-dist`` / ``TFSLURM_TF_DIST`` form) or as a
+mapping ``{"ps": 1, "worker": 3}``. One job may take ``*``: all ranks the others leave.
+Ranks are given jobs **in the order written**: with ``"chief:1,worker:*"`` rank 0 is the
+chief, ranks 1.. are workers 0... (TF's own ``SlurmClusterResolver`` sorts job names
+alphabetically instead; :func:`tf_order` gives that order for the compat resolver.)
+
+Only the standard library is used: this runs in the TaskProlog of every task.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Union
+
+from tfslurm.errors import JobSpecError
+
+__all__ = ["JobsSpec", "REST", "format_jobs", "parse_jobs", "split_spec", "tf_order"]
+
+REST = "*"
+JobsSpec = Union[str, Mapping[str, Union[int, str]], None]
+
+# TF's ClusterSpec accepts these names; the job names TF's strategies understand are
+# chief/worker/ps/evaluator, but a plan can name any job (e.g. for a custom server setup).
+_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_COUNT = re.compile(r"[0-9]{1,18}\Z")
+# TF's multi_worker_util rejects clusters with more than one of these.
+_AT_MOST_ONE = ("chief", "evaluator")
+_MAX_SPEC_CHARS = 4096
+
+
+def split_spec(spec: str) -> list[tuple[str, int | None]]:
+    """Parse ``"ps:1,worker:*"`` into ``[("ps", 1), ("worker", None)]`` (None = the rest).
+
+    Checks the grammar only; :func:`parse_jobs` checks the counts against a step.
+    """
+    if not isinstance(spec, str):
+        raise JobSpecError(f"jobs spec {spec!r} is not a string")
+    shown = _show(spec)
+    if len(spec) > _MAX_SPEC_CHARS:
+        raise JobSpecError(f"jobs spec {shown} is longer than {_MAX_SPEC_CHARS} characters")
+    if not spec.strip():
+        raise JobSpecError("jobs spec is empty; write it as NAME:COUNT[,NAME:COUNT...], e.g. chief:1,worker:*")
+    entries: list[tuple[str, int | None]] = []
+    for part in spec.split(","):
+        name, sep, count = part.partition(":")
+        name, count = name.strip(), count.strip()
+        if not sep:
+            raise JobSpecError(
+                f"jobs spec {shown}: {part.strip()!r} is not NAME:COUNT (e.g. worker:3 or worker:*)"
+            )
+        entries.append((_check_name(spec, name), _check_count(spec, name, count)))
+    _check_entries(spec, entries)
+    return entries
+
+
+def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
+    """Resolve a jobs spec against a step of ``num_tasks`` tasks: ``{job: count}`` in rank order.
+
+    ``None`` means every task is a worker. Jobs with a count of 0 are left out. Raises
+    :class:`JobSpecError` when the spec is malformed or does not add up to ``num_tasks``.
+    """
+    if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
+        raise JobSpecError(f"cannot assign jobs to {num_tasks!r} tasks: need at least one task")
+    if spec is None:
+        return {"worker": num_tasks}
+    if isinstance(spec, str):
+        entries = split_spec(spec)
+        shown = _show(spec)
+    elif isinstance(spec, Mapping):
+        entries = _mapping_entries(spec)
+        shown = _show(format_jobs(spec))
+    else:
+        raise JobSpecError(
+            f"jobs spec {spec!r} is neither a string like 'ps:1,worker:3' nor a dict like {{'worker': 4}}"
+        )
+    fixed = sum(count for _, count in entries if count is not None)
+    has_rest = any(count is None for _, count in entries)
+    if fixed > num_tasks or (fixed != num_tasks and not has_rest):
+        raise JobSpecError(
+            f"jobs spec {shown} asks for {fixed} task{'s' if fixed != 1 else ''} "
+            f"but the step has {num_tasks}"
+            + ("" if has_rest else "; give one job the rest with NAME:*")
+        )
+    jobs: dict[str, int] = {}
+    for name, count in entries:
+        resolved = num_tasks - fixed if count is None else count
+        if resolved:
+            jobs[name] = resolved
+    for name in _AT_MOST_ONE:
+        if jobs.get(name, 0) > 1:
+            raise JobSpecError(
+                f"jobs spec {shown} gives {jobs[name]} tasks to {name!r}; TensorFlow allows at most one"
+            )
+    return jobs
+
+
+def tf_order(jobs: Mapping[str, int]) -> dict[str, int]:
+    """The same jobs in TF's ``SlurmClusterResolver`` order: alphabetical by job name."""
+    return dict(sorted(jobs.items()))
+
+
+def format_jobs(jobs: Mapping[str, int | str]) -> str:
+    """``{"ps": 1, "worker": 3}`` -> ``"ps:1,worker:3"`` (the inverse of :func:`split_spec`)."""
+    return ",".join(f"{name}:{count}" for name, count in jobs.items())
+
+
+def _mapping_entries(spec: Mapping[str, int | str]) -> list[tuple[str, int | None]]:
+    entries: list[tuple[str, int | None]] = []
+    text = format_jobs(spec)
+    shown = _show(text)
+    for name, count in spec.items():
+        if not isinstance(name, str):
+            raise JobSpecError(f"jobs spec {shown}: job name {name!r} is not a string")
+        _check_name(text, name)
+        if isinstance(count, str):
+            entries.append((name, _check_count(text, name, count.strip())))
+        elif isinstance(count, int) and not isinstance(count, bool):
+            if count < 0:
+                raise JobSpecError(f"jobs spec {shown}: {name!r} has a negative count {count}")
+            entries.append((name, count))
+        else:
+            raise JobSpecError(
+                f"jobs spec {shown}: count {count!r} of {name!r} is not a number or '*'"
+            )
+    if not entries:
+        raise JobSpecError("jobs spec {} names no job; give at least one, e.g. {'worker': 4}")
+    _check_entries(text, entries)
+    return entries
+
+
+def _check_name(spec: str, name: str) -> str:
+    if not _JOB_NAME.match(name):
+        what = "an empty job name" if not name else f"job name {name!r}"
+        raise JobSpecError(
+            f"jobs spec {_show(spec)}: {what} is not a letter followed by letters, digits or '_'"
+        )
+    return name
+
+
+def _check_count(spec: str, name: str, count: str) -> int | None:
+    if count == REST:
+        return None
+    if not _COUNT.match(count):
+        raise JobSpecError(
+            f"jobs spec {_show(spec)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
+        )
+    return int(count)
+
+
+def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:
+    seen: set[str] = set()
+    for name, _ in entries:
+        if name in seen:
+            raise JobSpecError(f"jobs spec {_show(spec)} names {name!r} twice")
+        seen.add(name)
+    if sum(count is None for _, count in entries) > 1:
+        raise JobSpecError(f"jobs spec {_show(spec)}: only one job can take the rest ('*')")
+
+
+def _show(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
