@@ -1,0 +1,523 @@
+"""Where every rank of the current step runs: the full rank -> (node, local id) map.
+
+Slurm lays out a step's tasks with one of a few algorithms (``slurm_step_layout.c``) over
+the step's nodes in node-index order, which is the order of ``SLURM_STEP_NODELIST`` —
+not name order, so hosts are never re-sorted here. Most layouts can be rebuilt from the
+per-node task counts alone:
+
+* block: node 0 gets ranks ``0..c0-1``, node 1 the next ``c1``, ...
+* cyclic: round ``j`` gives one rank to each node (in node order) with more than ``j`` tasks;
+* plane=P: round ``j`` gives each node up to ``P`` more ranks, capped by its count;
+* arbitrary: rank ``r`` runs on entry ``r`` of the hostfile (``SLURM_HOSTFILE`` or
+  ``SLURM_ARBITRARY_NODELIST``); ``SLURM_STEP_NODELIST`` is then sorted and deduplicated;
+* heterogeneous steps (``srun A : B``, ``--het-group=0,1``): component 0's ranks come first,
+  each component laid out block-wise over its own nodes, while ``SLURM_STEP_NODELIST``
+  is the sorted union of all components' nodes.
+
+Every computed map is checked against what this task can see of reality (its
+``SLURMD_NODENAME``, ``SLURM_NODEID``, ``SLURM_LOCALID`` and the ranks on its node in
+``SLURM_GTIDS``). Where the environment does not determine the map — an unknown
+distribution, Slurm >= 26.05 ordering tasks by topology when no ``-m`` was given, a het
+component laid out with ``-m`` — the check fails and :class:`LayoutError` says which shape
+it is and how to launch it instead, rather than returning a wrong map.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import repeat
+from typing import Sequence
+
+from tfslurm import hostlist
+from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
+from tfslurm.step import Step
+
+__all__ = [
+    "Layout",
+    "LayoutError",
+    "MAX_HOSTFILE_BYTES",
+    "MAX_TASKS",
+    "arbitrary_layout",
+    "block_layout",
+    "cyclic_layout",
+    "layout_for",
+    "parse_hostfile",
+    "plane_layout",
+]
+
+#: Tasks one step may have before tfslurm refuses to expand it (Slurm's own limits are
+#: far lower in practice; this bounds memory when a variable is garbage).
+MAX_TASKS = 1 << 22
+#: Largest hostfile read (one short line per task of MAX_TASKS tasks fits easily).
+MAX_HOSTFILE_BYTES = 1 << 26
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The rank -> node map of a step. Node indices refer to ``nodes``.
+
+    ``component_sizes`` is the task count of each component of a heterogeneous step
+    (ranks of component 0 first), empty for an ordinary step.
+    """
+
+    nodes: tuple[str, ...]
+    rank_node: tuple[int, ...]
+    rank_local: tuple[int, ...]
+    method: str
+    component_sizes: tuple[int, ...] = ()
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.rank_node)
+
+    @property
+    def rank_to_node(self) -> list[str]:
+        """Element ``r`` is the node name of rank ``r``."""
+        nodes = self.nodes
+        return [nodes[i] for i in self.rank_node]
+
+    def node_of(self, rank: int) -> str:
+        return self.nodes[self.rank_node[self._check_rank(rank)]]
+
+    def local_id(self, rank: int) -> int:
+        return self.rank_local[self._check_rank(rank)]
+
+    def ranks_on(self, node_index: int) -> tuple[int, ...]:
+        """The ranks on node ``node_index``, in local-id order (like ``SLURM_GTIDS``)."""
+        return self._ranks_by_node[self._check_node(node_index)]
+
+    def tasks_on(self, node_index: int) -> int:
+        return len(self.ranks_on(node_index))
+
+    @cached_property
+    def _ranks_by_node(self) -> tuple[tuple[int, ...], ...]:
+        by_node: list[list[int]] = [[] for _ in self.nodes]
+        for rank, node in enumerate(self.rank_node):
+            by_node[node].append(rank)
+        return tuple(tuple(ranks) for ranks in by_node)
+
+    def _check_rank(self, rank: int) -> int:
+        if not 0 <= rank < len(self.rank_node):
+            raise LayoutError(f"rank {rank} is outside this step's {len(self.rank_node)} tasks")
+        return rank
+
+    def _check_node(self, node_index: int) -> int:
+        if not 0 <= node_index < len(self.nodes):
+            raise LayoutError(f"node index {node_index} is outside this step's {len(self.nodes)} nodes")
+        return node_index
+
+    def table(self) -> str:
+        """An aligned ``rank node local`` table for people."""
+        names = self.rank_to_node
+        rank_w = max(len("rank"), len(str(len(names) - 1)))
+        node_w = max([len("node")] + [len(n) for n in self.nodes])
+        lines = [f"{'rank':>{rank_w}}  {'node':<{node_w}}  local"]
+        for rank, (name, local) in enumerate(zip(names, self.rank_local)):
+            lines.append(f"{rank:>{rank_w}}  {name:<{node_w}}  {local:>5}")
+        return "\n".join(lines)
+
+
+# --- layouts from per-node counts -------------------------------------------------------
+
+
+def _check_counts(nodes: Sequence[str], counts: Sequence[int]) -> int:
+    if len(nodes) != len(counts):
+        raise LayoutError(
+            f"{len(nodes)} nodes but {len(counts)} per-node task counts: "
+            "SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE disagree"
+        )
+    total = sum(counts)
+    if total > MAX_TASKS:
+        raise LayoutError(f"{total} tasks is more than tfslurm handles ({MAX_TASKS})")
+    return total
+
+
+def block_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
+    """Node 0 gets the first ``counts[0]`` ranks, node 1 the next ``counts[1]``, ..."""
+    _check_counts(nodes, counts)
+    rank_node: list[int] = []
+    rank_local: list[int] = []
+    for index, count in enumerate(counts):
+        rank_node.extend(repeat(index, count))
+        rank_local.extend(range(count))
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "block")
+
+
+def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layout:
+    """Round ``j`` gives each node, in node order, up to ``size`` more ranks (its count caps)."""
+    if size < 1:
+        raise LayoutError(f"plane size {size} must be at least 1")
+    _check_counts(nodes, counts)
+    if size == 1:
+        return _cyclic(nodes, counts, "plane=1")
+    rank_node: list[int] = []
+    rank_local: list[int] = []
+    active = [i for i, c in enumerate(counts) if c > 0]
+    start = 0  # ranks each still-active node already has: size * round
+    while active:
+        for index in active:
+            take = min(size, counts[index] - start)
+            rank_node.extend(repeat(index, take))
+            rank_local.extend(range(start, start + take))
+        start += size
+        active = [i for i in active if counts[i] > start]
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), f"plane={size}")
+
+
+def cyclic_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
+    """Round ``j`` gives one rank to each node, in node order, that has more than ``j``."""
+    _check_counts(nodes, counts)
+    return _cyclic(nodes, counts, "cyclic")
+
+
+def _cyclic(nodes: Sequence[str], counts: Sequence[int], method: str) -> Layout:
+    rank_node: list[int] = []
+    rank_local: list[int] = []
+    active = [i for i, c in enumerate(counts) if c > 0]
+    round_ = 0
+    while active:
+        # The active set only changes when a node runs out: repeat it until the next one does.
+        until = min(counts[i] for i in active)
+        width = len(active)
+        for local in range(round_, until):
+            rank_node.extend(active)
+            rank_local.extend(repeat(local, width))
+        round_ = until
+        active = [i for i in active if counts[i] > round_]
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method)
+
+
+def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], method: str = "arbitrary") -> Layout:
+    """Rank ``r`` runs on ``hosts[r]``; ``nodes`` is the step's node list (index order)."""
+    if len(hosts) > MAX_TASKS:
+        raise LayoutError(f"{len(hosts)} tasks is more than tfslurm handles ({MAX_TASKS})")
+    index_of = {name: i for i, name in enumerate(nodes)}
+    seen = [0] * len(nodes)
+    rank_node: list[int] = []
+    rank_local: list[int] = []
+    for rank, host in enumerate(hosts):
+        index = index_of.get(host)
+        if index is None:
+            raise LayoutError(
+                f"{method}: rank {rank} is placed on {host!r}, which is not in the step's "
+                f"node list {hostlist.compress(list(nodes))}"
+            )
+        rank_node.append(index)
+        rank_local.append(seen[index])
+        seen[index] += 1
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method)
+
+
+# --- hostfiles ----------------------------------------------------------------------------
+
+
+def parse_hostfile(text: str, source: str = "hostfile") -> list[str]:
+    """Hosts of a Slurm hostfile in task order, as srun reads ``SLURM_HOSTFILE``.
+
+    ``#`` starts a comment; hosts are separated by newlines, blanks or commas outside
+    brackets; each word is a hostlist (``node[3,1]``) optionally repeated as a group with
+    ``*N`` (``node[2-3]*2`` is node2 node3 node2 node3).
+    """
+    hosts: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for word in _words(line.split("#", 1)[0]):
+            expr, star, times = word.rpartition("*") if "*" in word else (word, "", "")
+            if star and (not times.isascii() or not times.isdigit() or not expr):
+                raise LayoutError(f"{source} line {number}: {word!r} is not HOST or HOSTLIST*N")
+            try:
+                group = hostlist.expand(expr)
+            except HostlistError as exc:
+                raise LayoutError(f"{source} line {number}: {exc}") from None
+            count = int(times) if star else 1
+            if len(hosts) + len(group) * count > MAX_TASKS:
+                raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+            hosts.extend(group * count)
+    return hosts
+
+
+def _words(line: str) -> list[str]:
+    """Split on blanks and commas that are not inside ``[...]``."""
+    words: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in line:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        if depth == 0 and (char == "," or char.isspace()):
+            if current:
+                words.append("".join(current))
+                current = []
+        else:
+            current.append(char)
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def _read_hostfile(path: str) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_HOSTFILE_BYTES + 1)
+    except OSError as exc:
+        raise LayoutError(
+            f"SLURM_HOSTFILE={path!r} cannot be read on this node ({exc.strerror}); "
+            "put the hostfile on a shared file system"
+        ) from None
+    if len(data) > MAX_HOSTFILE_BYTES:
+        raise LayoutError(f"SLURM_HOSTFILE={path!r} is larger than {MAX_HOSTFILE_BYTES} bytes")
+    return parse_hostfile(data.decode("utf-8", "replace"), f"SLURM_HOSTFILE {path}")
+
+
+# --- the current step ---------------------------------------------------------------------
+
+
+def layout_for(step: Step) -> Layout:
+    """The verified rank -> node map of ``step`` (a task of a step); LayoutError otherwise."""
+    step.require("nodelist", "tasks_per_node")
+    assert step.nodelist is not None and step.tasks_per_node is not None
+    try:
+        nodes = hostlist.expand(step.nodelist)
+    except HostlistError as exc:
+        raise SlurmEnvError(f"SLURM_STEP_NODELIST: {exc}") from None
+    try:
+        counts = hostlist.expand_counts(step.tasks_per_node)
+    except HostlistError as exc:
+        raise SlurmEnvError(f"SLURM_STEP_TASKS_PER_NODE: {exc}") from None
+    _check_counts(nodes, counts)
+    if len(set(nodes)) != len(nodes):
+        raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
+
+    het = _het_participants(step, nodes)
+    if het is not None:
+        layout = _het_layout(step, nodes, counts, het)
+        _verify(step, layout, counts, het=True)
+        return layout
+
+    kind, plane = _node_distribution(step)
+    if kind == "arbitrary":
+        return _arbitrary_for(step, nodes, counts)
+    if kind == "cyclic":
+        layout = cyclic_layout(nodes, counts)
+    elif kind == "plane":
+        if plane is None:
+            raise LayoutError(
+                f"SLURM_DISTRIBUTION={step.distribution!r} but SLURM_DIST_PLANESIZE is not set"
+            )
+        layout = plane_layout(nodes, counts, plane)
+    elif kind == "block":
+        layout = block_layout(nodes, counts)
+    elif kind == "default":
+        # Slurm <= 25.11 lays out a step without -m as block (cyclic when every node has
+        # one task, which is the same map). Slurm >= 26.05 with a topology plugin orders
+        # by topology instead, which the environment does not show: _verify catches it.
+        layout = block_layout(nodes, counts)
+        layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, "default (block)")
+    else:
+        raise LayoutError(
+            f"SLURM_DISTRIBUTION={step.distribution!r} is a distribution tfslurm cannot "
+            "reproduce; launch the step with -m block, -m cyclic, -m plane=N or -m arbitrary"
+        )
+    _verify(step, layout, counts)
+    return layout
+
+
+def _node_distribution(step: Step) -> tuple[str, int | None]:
+    """The node-level part of SLURM_DISTRIBUTION: block, cyclic, plane, arbitrary, default."""
+    raw = step.distribution
+    if raw is None:
+        return "default", None
+    first = raw.split(",", 1)[0].split(":", 1)[0].strip().lower()
+    plane = step.plane_size
+    if first.startswith("plane="):
+        size = first.partition("=")[2]
+        if not size.isascii() or not size.isdigit() or int(size) < 1:
+            raise SlurmEnvError(f"SLURM_DISTRIBUTION={raw!r}: bad plane size")
+        first, plane = "plane", int(size)
+    if first in ("", "*"):
+        return "default", None
+    if first in ("block", "cyclic", "plane", "arbitrary"):
+        return first, plane
+    return "unknown", None
+
+
+def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
+    """Try each hostfile source srun may have used; keep the one reality agrees with."""
+    sources: list[tuple[str, list[str]]] = []
+    errors: list[str] = []
+    if step.hostfile:
+        try:
+            sources.append((f"arbitrary (SLURM_HOSTFILE {step.hostfile})", _read_hostfile(step.hostfile)))
+        except LayoutError as exc:
+            errors.append(str(exc))
+    if step.arbitrary_nodelist:
+        try:
+            hosts = hostlist.expand(step.arbitrary_nodelist)
+        except HostlistError as exc:
+            errors.append(f"SLURM_ARBITRARY_NODELIST: {exc}")
+        else:
+            sources.append(("arbitrary (SLURM_ARBITRARY_NODELIST)", hosts))
+    if not sources:
+        why = "; ".join(errors) or (
+            "neither SLURM_HOSTFILE nor SLURM_ARBITRARY_NODELIST is set in this task"
+        )
+        raise LayoutError(f"-m arbitrary step: the task order cannot be known: {why}")
+    total = sum(counts)
+    for method, hosts in sources:
+        if len(hosts) < total:
+            errors.append(f"{method} lists {len(hosts)} hosts for {total} tasks")
+            continue
+        try:
+            layout = arbitrary_layout(nodes, hosts[:total], method)
+            _verify(step, layout, counts)
+        except LayoutError as exc:
+            errors.append(str(exc))
+            continue
+        return layout
+    raise LayoutError("-m arbitrary step: " + "; ".join(errors))
+
+
+# --- heterogeneous steps ------------------------------------------------------------------
+
+
+def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]]] | None:
+    """(component index, its nodes in the step) for a step spanning >= 2 components."""
+    if len(step.het) < 2:
+        return None
+    in_step = set(nodes)
+    owner: dict[str, int] = {}
+    parts: list[tuple[int, list[str]]] = []
+    for component in step.het:
+        if not component.nodelist:
+            continue
+        try:
+            comp_nodes = hostlist.expand(component.nodelist)
+        except HostlistError as exc:
+            raise SlurmEnvError(f"SLURM_JOB_NODELIST_HET_GROUP_{component.index}: {exc}") from None
+        used = [n for n in comp_nodes if n in in_step]
+        for name in used:
+            if name in owner:
+                raise LayoutError(
+                    f"het components {owner[name]} and {component.index} share node {name}: "
+                    "the per-node task counts cannot be split between them"
+                )
+            owner[name] = component.index
+        if used:
+            parts.append((component.index, used))
+    if len(parts) < 2:
+        return None  # a step of one component (--het-group=N): an ordinary step
+    missing = [n for n in nodes if n not in owner]
+    if missing:
+        raise LayoutError(
+            f"het step: node {missing[0]} of SLURM_STEP_NODELIST belongs to no het component"
+        )
+    return parts
+
+
+def _het_layout(
+    step: Step, nodes: list[str], counts: list[int], parts: list[tuple[int, list[str]]]
+) -> Layout:
+    # srun numbers component 0's tasks first, then component 1's, ...; within a component
+    # Slurm lays tasks out over the component's own nodes. SLURM_DISTRIBUTION cannot tell
+    # how: in a het step every task sees one component's value (observed: whichever
+    # component srun launched last), so the default (block) layout is assumed and verified.
+    index_of = {name: i for i, name in enumerate(nodes)}
+    rank_node: list[int] = []
+    rank_local: list[int] = []
+    sizes: list[int] = []
+    for _component, comp_nodes in parts:
+        comp_counts = [counts[index_of[name]] for name in comp_nodes]
+        sub = block_layout(comp_nodes, comp_counts)
+        rank_node.extend(index_of[comp_nodes[i]] for i in sub.rank_node)
+        rank_local.extend(sub.rank_local)
+        sizes.append(sub.num_tasks)
+    method = "het(" + " : ".join("block" for _ in parts) + ")"
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method, tuple(sizes))
+
+
+# --- verification -------------------------------------------------------------------------
+
+
+def _verify(step: Step, layout: Layout, counts: list[int], het: bool = False) -> None:
+    """Check the map against this task's own view; LayoutError naming the shape if off."""
+    if step.num_tasks is not None and step.num_tasks != layout.num_tasks:
+        raise LayoutError(
+            f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
+            f"{step.tasks_per_node!r} adds up to {layout.num_tasks}"
+        )
+    if step.num_nodes is not None and step.num_nodes != len(layout.nodes):
+        raise LayoutError(
+            f"SLURM_STEP_NUM_NODES={step.num_nodes} but SLURM_STEP_NODELIST="
+            f"{step.nodelist!r} has {len(layout.nodes)} nodes"
+        )
+    per_node = [0] * len(layout.nodes)
+    for node in layout.rank_node:
+        per_node[node] += 1
+    if per_node != list(counts):
+        raise LayoutError(
+            f"{layout.method} puts {hostlist.compress_counts(per_node)} tasks per node but "
+            f"SLURM_STEP_TASKS_PER_NODE={step.tasks_per_node!r}"
+        )
+    nodeid = step.nodeid
+    if nodeid is None:
+        return  # nothing of this task's own placement to check against (not in a task)
+    if nodeid >= len(layout.nodes):
+        raise LayoutError(
+            f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}"
+        )
+    name = layout.nodes[nodeid]
+    if step.node_name is not None and step.node_name != name:
+        raise LayoutError(
+            f"SLURM_NODEID={nodeid} names {name} in SLURM_STEP_NODELIST={step.nodelist!r}, "
+            f"but this task runs on SLURMD_NODENAME={step.node_name}"
+        )
+    expected = layout.ranks_on(nodeid)
+    seen = step.gtids
+    mine_ok = True
+    if step.procid is not None:
+        mine_ok = step.procid < layout.num_tasks and layout.rank_node[step.procid] == nodeid
+        if mine_ok and step.localid is not None:
+            mine_ok = layout.rank_local[step.procid] == step.localid
+    if (seen is None or tuple(seen) == expected) and mine_ok:
+        return
+    shown = ",".join(map(str, seen)) if seen is not None else f"{step.procid} (local {step.localid})"
+    predicted = _clip(",".join(map(str, expected)))
+    raise LayoutError(
+        f"{_shape(step, layout, het)}: Slurm placed ranks {_clip(shown)} on {name} "
+        f"but {layout.method} layout predicts {predicted}; {_fix(step, layout, het)}"
+    )
+
+
+def _shape(step: Step, layout: Layout, het: bool) -> str:
+    dist = f"-m {step.distribution}" if step.distribution else "no -m"
+    kind = "heterogeneous step" if het else "step"
+    return (
+        f"{kind} {step.job_id}.{step.step_id} ({dist}, nodes {step.nodelist}, "
+        f"tasks per node {step.tasks_per_node})"
+    )
+
+
+def _fix(step: Step, layout: Layout, het: bool) -> str:
+    if het:
+        return (
+            "Slurm does not export each het component's distribution, so tfslurm supports "
+            "het steps whose components use the default (block) layout: drop -m from them"
+        )
+    if step.distribution is None:
+        return (
+            "without -m this Slurm orders tasks in a way the environment does not show "
+            "(Slurm >= 26.05 follows the network topology); launch with -m block"
+        )
+    return "the environment does not match Slurm's documented layout; launch with -m block"
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def current() -> Layout:
+    """The verified layout of the step this process is a task of (reads ``os.environ``)."""
+    return layout_for(Step.from_environ(os.environ))
