@@ -1,0 +1,134 @@
+"""Jobs specs: grammar, counts against the step, order, and one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tfslurm.errors import JobSpecError, TfslurmError
+from tfslurm.jobspec import format_jobs, parse_jobs, split_spec, tf_order
+
+
+def test_string_spec_keeps_written_order():
+    jobs = parse_jobs("worker:3,ps:1", 4)
+    assert list(jobs.items()) == [("worker", 3), ("ps", 1)]
+
+
+def test_rest_takes_what_the_others_leave():
+    assert parse_jobs("chief:1,worker:*", 5) == {"chief": 1, "worker": 4}
+    assert list(parse_jobs("worker:*,ps:2", 5).items()) == [("worker", 3), ("ps", 2)]
+
+
+def test_blanks_around_tokens_are_ignored():
+    assert parse_jobs(" ps : 1 , worker : * ", 3) == {"ps": 1, "worker": 2}
+
+
+def test_none_means_all_workers():
+    assert parse_jobs(None, 7) == {"worker": 7}
+
+
+def test_mapping_spec_and_star_in_mapping():
+    assert parse_jobs({"ps": 1, "worker": 3}, 4) == {"ps": 1, "worker": 3}
+    assert parse_jobs({"chief": 1, "worker": "*"}, 3) == {"chief": 1, "worker": 2}
+
+
+def test_zero_count_jobs_are_left_out():
+    assert parse_jobs("ps:0,worker:*", 2) == {"worker": 2}
+    assert parse_jobs("chief:1,worker:*", 1) == {"chief": 1}
+
+
+def test_tf_order_is_alphabetical():
+    jobs = parse_jobs("worker:2,ps:1,chief:1,evaluator:1", 5)
+    assert list(tf_order(jobs)) == ["chief", "evaluator", "ps", "worker"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "tasks", "needle"),
+    [
+        ("", 4, "empty"),
+        ("   ", 4, "empty"),
+        ("worker", 4, "'worker' is not NAME:COUNT"),
+        ("worker:3", 4, "asks for 3 tasks but the step has 4"),
+        ("ps:1,worker:4", 4, "asks for 5 tasks but the step has 4"),
+        ("ps:5,worker:*", 4, "asks for 5 tasks"),
+        ("ps:1,ps:2,worker:*", 4, "names 'ps' twice"),
+        ("ps:*,worker:*", 4, "only one job can take the rest"),
+        ("ps:-1,worker:*", 4, "count '-1'"),
+        ("ps:one,worker:*", 4, "count 'one'"),
+        ("ps:1.5,worker:*", 4, "count '1.5'"),
+        ("1ps:1,worker:*", 4, "job name '1ps'"),
+        (":1,worker:*", 4, "an empty job name"),
+        ("p s:1,worker:*", 4, "job name 'p s'"),
+        ("chief:2,worker:*", 4, "at most one"),
+        ("evaluator:2,worker:*", 4, "at most one"),
+        ("worker:1,,ps:1", 2, "is not NAME:COUNT"),
+        ({}, 4, "names no job"),
+        ({"worker": True}, 1, "count True"),
+        ({"worker": 1.0}, 1, "count 1.0"),
+        ({"worker": -1}, 1, "negative count"),
+        ({1: 1}, 1, "job name 1 is not a string"),
+        (["worker", 4], 4, "neither a string"),
+        ("worker:*", 0, "at least one task"),
+    ],
+)
+def test_bad_specs_raise_one_line_job_spec_errors(spec, tasks, needle):
+    with pytest.raises(JobSpecError) as info:
+        parse_jobs(spec, tasks)
+    message = str(info.value)
+    assert needle in message
+    assert "\n" not in message
+    assert isinstance(info.value, (TfslurmError, ValueError))
+
+
+def test_huge_spec_is_refused_before_parsing():
+    with pytest.raises(JobSpecError, match="longer than"):
+        split_spec("worker:1," * 10_000)
+
+
+def test_huge_count_is_a_mismatch_not_a_crash():
+    with pytest.raises(JobSpecError, match="asks for 999999999999999999 tasks"):
+        parse_jobs("worker:999999999999999999", 4)
+
+
+names = st.sampled_from(["chief", "worker", "ps", "evaluator", "sidecar", "w2_x"])
+
+
+@given(
+    st.lists(st.tuples(names, st.integers(0, 50)), min_size=1, max_size=5, unique_by=lambda e: e[0]),
+    st.data(),
+)
+def test_parsed_jobs_cover_every_task_in_written_order(entries, data):
+    entries = [(n, 1 if n in ("chief", "evaluator") and c > 1 else c) for n, c in entries]
+    rest_at = data.draw(st.sampled_from([None] + list(range(len(entries)))))
+    fixed = sum(c for i, (_, c) in enumerate(entries) if i != rest_at)
+    extra = data.draw(st.integers(0, 20)) if rest_at is not None else 0
+    if rest_at is not None and entries[rest_at][0] in ("chief", "evaluator"):
+        extra = min(extra, 1)
+    tasks = fixed + extra
+    if tasks == 0:
+        tasks, entries = 1, entries + [("filler", 1)]
+    spec = ",".join(
+        f"{n}:{'*' if i == rest_at else c}" for i, (n, c) in enumerate(entries)
+    )
+    jobs = parse_jobs(spec, tasks)
+    assert sum(jobs.values()) == tasks
+    assert all(count > 0 for count in jobs.values())
+    written = [n for n, _ in entries]
+    assert list(jobs) == [n for n in written if n in jobs]  # order kept
+    assert parse_jobs(format_jobs(jobs), tasks) == jobs  # round trip
+    assert split_spec(spec) == [(n, None if i == rest_at else c) for i, (n, c) in enumerate(entries)]
+    # A spec one task short or one too many never parses unless '*' absorbs it.
+    if rest_at is None:
+        with pytest.raises(JobSpecError):
+            parse_jobs(spec, tasks + 1)
+
+
+@given(st.text(max_size=40))
+def test_arbitrary_text_parses_or_raises_job_spec_error(text):
+    try:
+        jobs = parse_jobs(text, 8)
+    except JobSpecError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert sum(jobs.values()) == 8

@@ -1,0 +1,63 @@
+"""``tfslurm plan``: the TF cluster plan of the current step as an aligned table.
+
+One row per rank: rank, job, task index, ``host:port`` and GPUs as far as this task can
+know them (``?`` = another node's, not knowable here; ``-`` = none; ``*`` marks this task).
+The options here are shared by ``tfslurm tf-config`` and ``tfslurm env``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = "show the TF cluster plan of the current step"
+
+
+def add_plan_options(parser: argparse.ArgumentParser) -> None:
+    """Options every plan-printing command takes."""
+    parser.add_argument(
+        "--jobs", metavar="SPEC",
+        help="jobs in rank order, e.g. 'chief:1,worker:*' (default: $TFSLURM_TF_DIST, else all workers)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port-base", metavar="PORT", type=int,
+        help="first port on each node (default: reserved ports, else derived from job and step id)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--host-template", metavar="TEMPLATE",
+        help="host name of a node, e.g. '{node}-ib' (default: $TFSLURM_HOST_TEMPLATE, else the node name)",
+    )  # fmt: skip
+
+
+def add_gpu_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpus-per-task", metavar="N", type=int,
+        help="share the node's GPUs out N per task (default: as Slurm bound them)",
+    )  # fmt: skip
+
+
+def plan_options(args: argparse.Namespace, gpus: bool = True) -> dict[str, Any]:
+    """The keyword arguments of ``plan_from_environ`` given on the command line."""
+    options: dict[str, Any] = {}
+    if args.port_base is not None:
+        options["port_base"] = args.port_base
+    if args.host_template is not None:
+        options["host_template"] = args.host_template
+    if gpus and getattr(args, "gpus_per_task", None) is not None:
+        options["gpus_per_task"] = args.gpus_per_task
+    if not gpus:
+        options["assign"] = False
+    return options
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plan_options(parser)
+    add_gpu_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfslurm.plan import plan_from_environ
+
+    plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    print(plan.table())
+    return 0

@@ -1,0 +1,234 @@
+"""The plan descriptor: a whole cluster plan in a few hundred bytes of text.
+
+TF_CONFIG lists every task's ``host:port``, ~16-40 bytes a task, and an environment
+variable over 131,060 bytes cannot pass through ``exec`` (Linux ``MAX_ARG_STRLEN``) or
+Slurm's TaskProlog/SPANK (``MAX_ENV_STRLEN``). The descriptor says the same thing the
+way Slurm does (hostlist, task counts, layout, port rule, jobs spec), so
+``Plan.from_descriptor`` rebuilds the identical plan inside the Python process, where
+``os.environ`` has no size limit until a child is exec'd.
+
+Format (version 1), ``;``-separated ``key=value`` fields after a ``tfslurm1`` tag::
+
+    tfslurm1;nodes=nid[0001-0004];tasks=8(x4);map=block;ports=...;jobs=chief:1,worker:31;host={node}
+
+``nodes`` is an order-preserving Slurm hostlist, ``tasks`` a Slurm task-count list (both as
+in ``SLURM_STEP_*``), ``map`` is ``block``, ``cyclic`` or ``runs:`` + the rank -> node index
+list in task-count form (``z:`` + base64 of its zlib form when that is shorter), ``local``
+(only when local ids are not "order of rank on the node") the same for local ids, ``ports``
+the port rule's own encoding, ``jobs`` the resolved jobs in rank order, ``host`` the
+host-name template. Unknown keys are an error (a newer writer): better than a wrong plan.
+
+Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import zlib
+from dataclasses import dataclass
+
+from tfslurm import hostlist
+from tfslurm.errors import HostlistError, PlanError
+from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
+
+__all__ = ["Descriptor", "TAG", "block_map", "cyclic_map", "local_ids"]
+
+TAG = "tfslurm1"
+_KEYS = ("nodes", "tasks", "map", "local", "ports", "jobs", "host")
+_REQUIRED = ("nodes", "tasks", "map", "ports", "jobs", "host")
+# Longest rank -> node list spelled out before it is zlib-compressed.
+_PLAIN_MAP_CHARS = 256
+_MAX_DESCRIPTOR_CHARS = 1 << 26
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """The fields of a descriptor, decoded (plain data; ``tfslurm.plan`` makes a Plan of it)."""
+
+    nodes: tuple[str, ...]
+    counts: tuple[int, ...]
+    rank_node: tuple[int, ...]
+    rank_local: tuple[int, ...]
+    ports: str  # PortRule.encode()
+    jobs: tuple[tuple[str, int], ...]
+    host_template: str
+
+    def encode(self) -> str:
+        """The compact text form (see the module docstring)."""
+        counts = list(self.counts)
+        if self.rank_node == block_map(counts):
+            layout = "block"
+        elif self.rank_node == cyclic_map(counts):
+            layout = "cyclic"
+        else:
+            layout = _encode_list(self.rank_node)
+        fields = [
+            TAG,
+            "nodes=" + hostlist.compress(list(self.nodes)),
+            "tasks=" + hostlist.compress_counts(counts),
+            "map=" + layout,
+        ]
+        if self.rank_local != local_ids(self.rank_node, len(self.nodes)):
+            fields.append("local=" + _encode_list(self.rank_local))
+        fields += [
+            "ports=" + self.ports,
+            "jobs=" + ",".join(f"{name}:{count}" for name, count in self.jobs),
+            "host=" + self.host_template,
+        ]
+        for field in fields:
+            if ";" in field:
+                raise PlanError(f"cannot write a plan descriptor: field {field[:60]!r} contains ';'")
+        return ";".join(fields)
+
+    @classmethod
+    def decode(cls, text: str) -> Descriptor:
+        """Parse and check a descriptor; PlanError names what is wrong with it."""
+        if not isinstance(text, str):
+            raise PlanError(f"plan descriptor {text!r} is not a string")
+        if len(text) > _MAX_DESCRIPTOR_CHARS:
+            raise PlanError(f"plan descriptor is {len(text)} characters long, more than any plan needs")
+        head, _, rest = text.strip().partition(";")
+        if head != TAG:
+            raise PlanError(
+                f"plan descriptor {_show(text)} does not start with {TAG!r}; "
+                "was it written by another tfslurm version?"
+            )
+        values: dict[str, str] = {}
+        for part in rest.split(";"):
+            key, sep, value = part.partition("=")
+            if not sep or key not in _KEYS:
+                raise PlanError(f"plan descriptor {_show(text)}: unknown field {part[:40]!r}")
+            if key in values:
+                raise PlanError(f"plan descriptor {_show(text)}: field {key!r} given twice")
+            values[key] = value
+        missing = [key for key in _REQUIRED if key not in values]
+        if missing:
+            raise PlanError(f"plan descriptor {_show(text)} lacks {', '.join(missing)}")
+        try:
+            nodes = tuple(hostlist.expand(values["nodes"]))
+            counts = tuple(hostlist.expand_counts(values["tasks"]))
+        except HostlistError as exc:
+            raise PlanError(f"plan descriptor {_show(text)}: {exc}") from None
+        if not nodes or len(nodes) != len(counts):
+            raise PlanError(
+                f"plan descriptor {_show(text)}: {len(nodes)} nodes but {len(counts)} task counts"
+            )
+        if min(counts) < 1:
+            raise PlanError(f"plan descriptor {_show(text)}: a node has no task")
+        num_tasks = sum(counts)
+        if num_tasks > MAX_TASKS:
+            raise PlanError(f"plan descriptor {_show(text)}: {num_tasks} tasks, more than tfslurm handles")
+        layout = values["map"]
+        if layout == "block":
+            rank_node = block_map(counts)
+        elif layout == "cyclic":
+            rank_node = cyclic_map(counts)
+        else:
+            rank_node = _decode_list(text, "map", layout, num_tasks)
+            _check_map(text, rank_node, counts)
+        if "local" in values:
+            rank_local = _decode_list(text, "local", values["local"], num_tasks)
+            _check_local(text, rank_node, rank_local, counts)
+        else:
+            rank_local = local_ids(rank_node, len(nodes))
+        jobs = []
+        for part in values["jobs"].split(","):
+            name, _, count = part.partition(":")
+            if not name or not count.isdecimal() or not count.isascii():
+                raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {part!r}")
+            jobs.append((name, int(count)))
+        if sum(count for _, count in jobs) != num_tasks:
+            raise PlanError(
+                f"plan descriptor {_show(text)}: jobs add up to "
+                f"{sum(count for _, count in jobs)} tasks, the map has {num_tasks}"
+            )
+        if "{node}" not in values["host"]:
+            raise PlanError(f"plan descriptor {_show(text)}: host template lacks '{{node}}'")
+        return cls(
+            nodes=nodes,
+            counts=counts,
+            rank_node=rank_node,
+            rank_local=rank_local,
+            ports=values["ports"],
+            jobs=tuple(jobs),
+            host_template=values["host"],
+        )
+
+
+def block_map(counts: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """Rank -> node index under Slurm's block layout (``tfslurm.layout.block_layout``)."""
+    return block_layout([""] * len(counts), counts).rank_node
+
+
+def cyclic_map(counts: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """Rank -> node index under Slurm's cyclic layout (``tfslurm.layout.cyclic_layout``)."""
+    return cyclic_layout([""] * len(counts), counts).rank_node
+
+
+def local_ids(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ...]:
+    """Local id of every rank when local ids follow rank order on each node (Slurm's rule)."""
+    seen = [0] * num_nodes
+    out = []
+    append = out.append
+    for node in rank_node:
+        append(seen[node])
+        seen[node] += 1
+    return tuple(out)
+
+
+def _encode_list(values: tuple[int, ...]) -> str:
+    plain = "runs:" + hostlist.compress_counts(values)
+    if len(plain) <= _PLAIN_MAP_CHARS:
+        return plain
+    packed = "z:" + base64.b64encode(zlib.compress(plain.encode(), 9)).decode()
+    return packed if len(packed) < len(plain) else plain
+
+
+def _decode_list(text: str, key: str, value: str, length: int) -> tuple[int, ...]:
+    if value.startswith("z:"):
+        try:
+            # Bound the inflated size: a run list never needs more than ~20 bytes per rank.
+            inflater = zlib.decompressobj()
+            raw = inflater.decompress(base64.b64decode(value[2:], validate=True), 32 * length + 64)
+            if inflater.unconsumed_tail:
+                raise PlanError(f"plan descriptor {_show(text)}: field {key!r} inflates too far")
+            value = raw.decode()
+        except (binascii.Error, zlib.error, UnicodeDecodeError) as exc:
+            raise PlanError(f"plan descriptor {_show(text)}: field {key!r} is corrupt ({exc})") from None
+    if not value.startswith("runs:"):
+        raise PlanError(f"plan descriptor {_show(text)}: field {key!r} is {value[:30]!r}")
+    try:
+        values = tuple(hostlist.expand_counts(value[5:]))
+    except HostlistError as exc:
+        raise PlanError(f"plan descriptor {_show(text)}: field {key!r}: {exc}") from None
+    if len(values) != length:
+        raise PlanError(
+            f"plan descriptor {_show(text)}: field {key!r} lists {len(values)} ranks, expected {length}"
+        )
+    return values
+
+
+def _check_map(text: str, rank_node: tuple[int, ...], counts: tuple[int, ...]) -> None:
+    seen = [0] * len(counts)
+    for node in rank_node:
+        if node >= len(counts):
+            raise PlanError(f"plan descriptor {_show(text)}: rank on node index {node}, only {len(counts)} nodes")
+        seen[node] += 1
+    if tuple(seen) != counts:
+        raise PlanError(f"plan descriptor {_show(text)}: the map does not match the task counts")
+
+
+def _check_local(
+    text: str, rank_node: tuple[int, ...], rank_local: tuple[int, ...], counts: tuple[int, ...]
+) -> None:
+    per_node: list[set[int]] = [set() for _ in counts]
+    for node, local in zip(rank_node, rank_local):
+        per_node[node].add(local)
+    for node, ids in enumerate(per_node):
+        if ids != set(range(counts[node])):
+            raise PlanError(f"plan descriptor {_show(text)}: local ids of node {node} are not 0..{counts[node] - 1}")
+
+
+def _show(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -1,0 +1,469 @@
+"""The cluster plan: every rank's TF job, task index, ``host:port`` and GPUs.
+
+Built from the step (``tfslurm.step``), its rank -> node layout (``tfslurm.layout``), a jobs
+spec (``tfslurm.jobspec``), the port rule (``tfslurm.ports``) and this task's GPU
+assignment (``tfslurm.gpus``). Every task of a step computes the same plan from the same
+Slurm variables, so no task has to talk to another to agree on the cluster.
+
+Choices, and why:
+
+* **Jobs in the order written.** ``"chief:1,worker:*"`` makes rank 0 the chief. (TF's
+  resolver sorts job names; ``SlurmClusterResolver`` keeps that order for compatibility.)
+* **Host = the node's NodeName**, the name in ``SLURM_STEP_NODELIST`` and
+  ``SLURMD_NODENAME``. Every task knows it without asking slurmctld (``NodeAddr`` needs an
+  RPC per task, or slurm.conf, which configless sites do not have), and Slurm's defaults make
+  NodeName the resolvable host name (NodeHostname defaults to NodeName, NodeAddr to
+  NodeHostname). Sites whose NodeNames do not resolve, or that want another interface, set a
+  host template such as ``{node}-ib`` or ``{node}.cluster.example.org``
+  (``host_template=`` or ``TFSLURM_HOST_TEMPLATE``).
+* **Columns, not objects.** A plan keeps the layout's tuples and builds ``TaskPlan`` objects
+  only when asked, so 100,000 tasks plan in a few tens of milliseconds.
+* **GPUs**: this task's own devices come from ``assign_gpus``. For another rank the plan
+  shows what this task can know: ranks on its own node when the node's device list is split
+  among its tasks, every rank when the device list was given for every node
+  (``gpus_per_node=``); otherwise ``None`` ("not known here").
+
+Only the standard library is used: this runs in the TaskProlog of every task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Mapping
+
+from tfslurm.descriptor import Descriptor
+from tfslurm.errors import PlanError
+from tfslurm.jobspec import JobsSpec, parse_jobs
+
+if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
+    from tfslurm.gpus import GpuAssignment
+    from tfslurm.layout import Layout
+    from tfslurm.ports import PortRule
+    from tfslurm.step import Step
+
+__all__ = [
+    "DESCRIPTOR_VARIABLE",
+    "JOBS_VARIABLE",
+    "HOST_TEMPLATE_VARIABLE",
+    "Plan",
+    "TF_CONFIG_MAX_BYTES",
+    "TaskPlan",
+    "plan_for",
+    "plan_from_environ",
+]
+
+#: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
+#: ``TF_CONFIG=`` + value + NUL must fit in 131,072 bytes (slurm-facts §4.4).
+TF_CONFIG_MAX_BYTES = 131_060
+DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
+JOBS_VARIABLE = "TFSLURM_TF_DIST"
+HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
+_NODE = "{node}"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One rank of the plan. ``gpus`` is None when this task cannot know that rank's GPUs."""
+
+    rank: int
+    job: str
+    index: int
+    node: str
+    host: str
+    port: int
+    gpus: tuple[str, ...] | None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """What this task knows about the step's GPUs (see the module docstring).
+
+    ``node_devices`` is the device list of the node(s) in ``nodes`` (``None`` = every node),
+    shared out among each node's tasks with ``split_devices``; ``split=False`` means no
+    other rank's devices can be known (e.g. Slurm bound devices per task).
+    """
+
+    own: tuple[str, ...]
+    variable: str
+    source: str
+    node_devices: tuple[str, ...] = ()
+    nodes: frozenset[int] | None = frozenset()
+    gpus_per_task: int | None = None
+    split: bool = False
+    env: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The plan of one step. Build it with :func:`plan_for` or :meth:`from_descriptor`.
+
+    ``jobs`` is ``((name, count), ...)`` in rank order; ``rank`` is this task's rank (None
+    when the plan was not made by a task of the step).
+    """
+
+    nodes: tuple[str, ...]
+    rank_node: tuple[int, ...]
+    rank_local: tuple[int, ...]
+    jobs: tuple[tuple[str, int], ...]
+    ports: PortRule
+    host_template: str = _NODE
+    rank: int | None = None
+    gpus: GpuPlan | None = None
+    rpc_layer: str | None = None
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def num_tasks(self) -> int:
+        return len(self.rank_node)
+
+    @cached_property
+    def counts(self) -> tuple[int, ...]:
+        """Tasks on each node, in node order."""
+        counts = [0] * len(self.nodes)
+        for node in self.rank_node:
+            counts[node] += 1
+        return tuple(counts)
+
+    @cached_property
+    def hosts(self) -> tuple[str, ...]:
+        """The host name of each node (the node name through the host template)."""
+        if self.host_template == _NODE:
+            return self.nodes
+        return tuple(self.host_template.replace(_NODE, node) for node in self.nodes)
+
+    def host_of(self, rank: int) -> str:
+        return self.hosts[self.rank_node[self._check_rank(rank)]]
+
+    def port_of(self, rank: int) -> int:
+        return self.ports.port(self.rank_local[self._check_rank(rank)])
+
+    def job_of(self, rank: int) -> tuple[str, int]:
+        """``(job, index)`` of a rank."""
+        start = 0
+        self._check_rank(rank)
+        for name, count in self.jobs:
+            if rank < start + count:
+                return name, rank - start
+            start += count
+        raise AssertionError("jobs do not cover every rank")  # checked when built
+
+    def rank_of(self, job: str, index: int) -> int:
+        """The rank that plays ``job`` task ``index``."""
+        start = 0
+        for name, count in self.jobs:
+            if name == job:
+                if not 0 <= index < count:
+                    raise PlanError(f"job {job!r} has tasks 0..{count - 1}, not {index}")
+                return start + index
+            start += count
+        raise PlanError(f"the plan has no job {job!r} (jobs: {', '.join(n for n, _ in self.jobs)})")
+
+    def gpus_of(self, rank: int) -> tuple[str, ...] | None:
+        """A rank's devices as far as this task can know them (None: not known here)."""
+        self._check_rank(rank)
+        gpus = self.gpus
+        if gpus is None:
+            return None
+        if rank == self.rank:
+            return gpus.own
+        node = self.rank_node[rank]
+        if not gpus.split or (gpus.nodes is not None and node not in gpus.nodes):
+            return None
+        from tfslurm.gpus import split_devices
+
+        return split_devices(
+            gpus.node_devices, self.counts[node], self.rank_local[rank], gpus.gpus_per_task
+        )
+
+    # -- TF views ------------------------------------------------------------------------
+    @cached_property
+    def addresses(self) -> tuple[str, ...]:
+        """``host:port`` of every rank, in rank order."""
+        hosts = [host + ":" for host in self.hosts]
+        ports = [str(self.ports.port(local)) for local in range(max(self.counts))]
+        return tuple([hosts[n] + ports[l] for n, l in zip(self.rank_node, self.rank_local)])
+
+    def cluster_spec(self) -> dict[str, list[str]]:
+        """``{job: [host:port, ...]}`` in rank order (a new dict each call)."""
+        out: dict[str, list[str]] = {}
+        start = 0
+        addresses = self.addresses
+        for name, count in self.jobs:
+            out[name] = list(addresses[start : start + count])
+            start += count
+        return out
+
+    @cached_property
+    def _cluster_json(self) -> str:
+        return json.dumps(self.cluster_spec(), separators=(",", ":"))
+
+    def tf_config(self, rank: int | None = None) -> str:
+        """TF_CONFIG of a rank (default: this task) as compact JSON."""
+        rank = self._own_rank("TF_CONFIG") if rank is None else rank
+        job, index = self.job_of(rank)
+        task = json.dumps({"type": job, "index": index}, separators=(",", ":"))
+        extra = "" if self.rpc_layer is None else ',"rpc_layer":' + json.dumps(self.rpc_layer)
+        return '{"cluster":' + self._cluster_json + ',"task":' + task + extra + "}"
+
+    def tf_config_fits(self, rank: int | None = None) -> bool:
+        """Whether TF_CONFIG of a rank can pass through exec / Slurm's task environment."""
+        return len(self.tf_config(rank).encode()) <= TF_CONFIG_MAX_BYTES
+
+    def task_env(self) -> dict[str, str]:
+        """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""
+        config = self.tf_config()
+        out: dict[str, str] = {}
+        if len(config.encode()) <= TF_CONFIG_MAX_BYTES:
+            out["TF_CONFIG"] = config
+        else:
+            out[DESCRIPTOR_VARIABLE] = self.descriptor()
+        if self.gpus is not None:
+            out.update(self.gpus.env)
+        return out
+
+    # -- tasks ---------------------------------------------------------------------------
+    def task_of(self, rank: int) -> TaskPlan:
+        job, index = self.job_of(rank)
+        node = self.rank_node[rank]
+        return TaskPlan(
+            rank=rank,
+            job=job,
+            index=index,
+            node=self.nodes[node],
+            host=self.hosts[node],
+            port=self.port_of(rank),
+            gpus=self.gpus_of(rank),
+        )
+
+    @cached_property
+    def tasks(self) -> tuple[TaskPlan, ...]:
+        """Every rank as a TaskPlan (built on first use: large plans never need it)."""
+        return tuple(self.task_of(rank) for rank in range(self.num_tasks))
+
+    @property
+    def own(self) -> TaskPlan:
+        """This task's TaskPlan."""
+        return self.task_of(self._own_rank("its own task"))
+
+    def table(self) -> str:
+        """An aligned text table: rank, job, task, host:port, GPUs ('?' = not known here)."""
+        rows = [("RANK", "JOB", "TASK", "HOST:PORT", "GPUS")]
+        addresses = self.addresses
+        for rank in range(self.num_tasks):
+            job, index = self.job_of(rank)
+            gpus = self.gpus_of(rank)
+            shown = "?" if gpus is None else (",".join(gpus) or "-")
+            mark = " *" if rank == self.rank else ""
+            rows.append((str(rank), job, str(index), addresses[rank], shown + mark))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        return "\n".join(
+            "  ".join(
+                [row[0].rjust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]),
+                 row[3].ljust(widths[3]), row[4]]
+            ).rstrip()
+            for row in rows
+        )
+
+    # -- descriptor ----------------------------------------------------------------------
+    def descriptor(self) -> str:
+        """Compact text from which :meth:`from_descriptor` rebuilds this plan (no GPUs)."""
+        return Descriptor(
+            nodes=self.nodes,
+            counts=self.counts,
+            rank_node=self.rank_node,
+            rank_local=self.rank_local,
+            ports=self.ports.encode(),
+            jobs=self.jobs,
+            host_template=self.host_template,
+        ).encode()
+
+    @classmethod
+    def from_descriptor(cls, text: str, rank: int | None = None) -> Plan:
+        """Rebuild a plan from :meth:`descriptor` text; ``rank`` = the calling task's rank.
+
+        GPUs are not part of a descriptor (each task gets its own in CUDA_VISIBLE_DEVICES).
+        """
+        from tfslurm.ports import PortRule
+
+        fields = Descriptor.decode(text)
+        try:
+            ports = PortRule.decode(fields.ports)
+        except ValueError as exc:
+            raise PlanError(f"plan descriptor: bad port rule {fields.ports!r}: {exc}") from None
+        plan = cls(
+            nodes=fields.nodes,
+            rank_node=fields.rank_node,
+            rank_local=fields.rank_local,
+            jobs=fields.jobs,
+            ports=ports,
+            host_template=fields.host_template,
+        )
+        plan._check_ports()
+        if rank is not None:
+            plan._check_rank(rank)
+            object.__setattr__(plan, "rank", rank)
+        return plan
+
+    # -- internals -----------------------------------------------------------------------
+    def _check_rank(self, rank: int) -> int:
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(self.rank_node):
+            raise PlanError(f"rank {rank!r} is not in 0..{len(self.rank_node) - 1}")
+        return rank
+
+    def _own_rank(self, what: str) -> int:
+        if self.rank is None:
+            raise PlanError(f"cannot give {what}: this plan was not made by a task of the step")
+        return self.rank
+
+    def _check_ports(self) -> None:
+        """Every task on a node must get its own port (the rule decides how many it has)."""
+        most = max(self.counts)
+        ports = {self.ports.port(local) for local in range(most)}
+        if len(ports) != most:
+            raise PlanError(f"port rule {self.ports.encode()!r} gives {most} tasks of a node fewer than {most} ports")
+
+
+def plan_for(
+    step: Step,
+    jobs: JobsSpec = None,
+    *,
+    port_base: int | None = None,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    host_template: str | None = None,
+    layout: Layout | None = None,
+    rpc_layer: str | None = None,
+    tf_order: bool = False,
+    assign: bool = True,
+) -> Plan:
+    """The plan of ``step`` as seen by this task.
+
+    ``jobs`` defaults to ``TFSLURM_TF_DIST`` (set by the SPANK plugin's ``--tf-dist``), else
+    every task is a worker. ``layout`` overrides the computed one (the compat resolver's
+    ``tasks_per_node``); ``tf_order`` assigns jobs alphabetically as TF's resolver does;
+    ``assign=False`` skips the GPU assignment (plans made away from the task).
+    """
+    from tfslurm.gpus import assign_gpus
+    from tfslurm.layout import layout_for
+    from tfslurm.ports import port_rule
+
+    if layout is None:
+        layout = layout_for(step)
+    if jobs is None:
+        jobs = step.env.get(JOBS_VARIABLE) or None
+    resolved = parse_jobs(jobs, layout.num_tasks)
+    if tf_order:
+        resolved = dict(sorted(resolved.items()))
+    template = _host_template(host_template, step.env)
+    counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
+    rule = port_rule(step, max(counts), port_base=port_base)
+    gpus = None
+    if assign and step.procid is not None:
+        assignment = assign_gpus(
+            step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node
+        )
+        gpus = _gpu_plan(assignment, layout, step, gpus_per_task, gpus_per_node)
+    plan = Plan(
+        nodes=tuple(layout.nodes),
+        rank_node=tuple(layout.rank_node),
+        rank_local=tuple(layout.rank_local),
+        jobs=tuple(resolved.items()),
+        ports=rule,
+        host_template=template,
+        rank=step.procid,
+        gpus=gpus,
+        rpc_layer=rpc_layer,
+    )
+    plan._check_ports()
+    return plan
+
+
+def plan_from_environ(
+    env: Mapping[str, str] | None = None,
+    jobs: JobsSpec = None,
+    *,
+    assign: bool = True,
+    **options: object,
+) -> Plan:
+    """This task's plan, from ``os.environ`` (or ``env``).
+
+    When ``TFSLURM_DESCRIPTOR`` is set and nothing overrides it (no ``jobs`` or options), the
+    plan is rebuilt from it, so it is exactly the plan the task was started with; else from
+    Slurm's variables (:func:`plan_for`). ``assign`` adds this task's GPUs.
+    """
+    from tfslurm.step import Step
+
+    source = os.environ if env is None else env
+    step = Step.from_environ(source)
+    text = source.get(DESCRIPTOR_VARIABLE)
+    if not (text and jobs is None and not options):
+        return plan_for(step, jobs, assign=assign, **options)  # type: ignore[arg-type]
+    step.require("step_id", "procid")
+    assert step.procid is not None
+    plan = Plan.from_descriptor(text, rank=step.procid)
+    node = plan.nodes[plan.rank_node[step.procid]]
+    if step.node_name is not None and node != step.node_name:
+        raise PlanError(
+            f"{DESCRIPTOR_VARIABLE} puts rank {step.procid} on {node}, "
+            f"but it runs on {step.node_name}: the descriptor is from another step"
+        )
+    if not assign:
+        return plan
+    from tfslurm.gpus import assign_gpus
+    from tfslurm.layout import Layout
+
+    layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, "descriptor")
+    gpus = _gpu_plan(assign_gpus(step, layout), layout, step, None, None)
+    return dataclasses.replace(plan, gpus=gpus)
+
+
+def _host_template(template: str | None, env: Mapping[str, str]) -> str:
+    source = "host template"
+    if template is None:
+        template = env.get(HOST_TEMPLATE_VARIABLE) or _NODE
+        source = HOST_TEMPLATE_VARIABLE
+    bad = set(template) & set(";:,/ \t\n")
+    if _NODE not in template or template.replace(_NODE, "").count("{") or bad:
+        raise PlanError(
+            f"{source} {template!r} must contain '{{node}}' once and no other braces, "
+            "':', ';', ',', '/' or blanks (e.g. '{node}-ib')"
+        )
+    return template
+
+
+def _gpu_plan(
+    assignment: GpuAssignment,
+    layout: Layout,
+    step: Step,
+    gpus_per_task: int | None,
+    gpus_per_node: int | None,
+) -> GpuPlan:
+    """Turn this task's GpuAssignment into what the plan can say about every rank."""
+    split = assignment.source in _SPLIT_SOURCES
+    nodes: frozenset[int] | None
+    if gpus_per_node is not None:
+        nodes = None  # the same device list on every node, given by the caller
+    else:
+        nodes = frozenset([layout.rank_node[step.procid]])
+    return GpuPlan(
+        own=tuple(assignment.devices),
+        variable=assignment.variable,
+        source=assignment.source,
+        node_devices=tuple(assignment.node_devices),
+        nodes=nodes,
+        gpus_per_task=gpus_per_task,
+        split=split,
+        env=dict(assignment.env()),
+    )
+
+
+# GpuAssignment.source values meaning "this node's device list was split among its tasks".
+_SPLIT_SOURCES: frozenset[str] = frozenset()

@@ -1,0 +1,312 @@
+"""``tfslurm.SlurmClusterResolver``: a drop-in for TF's resolver that is right on every shape.
+
+Same constructor and methods as ``tf.distribute.cluster_resolver.SlurmClusterResolver``,
+and the same answers where TF's are right. Where TF is wrong this one follows Slurm: hosts
+in ``SLURM_STEP_NODELIST`` order (TF sorts them as strings), every layout Slurm has (TF
+assumes block), CPU-only steps and Slurm's per-task GPU binding (TF crashes), ports that do
+not collide between concurrent steps (TF: 8888 + local index), ``task_type``/``task_id`` set
+at construction (TF: only inside ``cluster_spec()``), and ``CUDA_VISIBLE_DEVICES`` written
+once, at construction, idempotently (TF rewrites it on every ``cluster_spec()`` and drifts).
+docs/migrating.md lists every difference.
+
+TensorFlow is imported only when the class is first used: ``tfslurm.resolver`` builds it
+on first attribute access, as a subclass of TF's ``ClusterResolver`` (which MWMS requires)
+when TF is importable, and of ``object`` otherwise (``cluster_spec()`` then returns a dict).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from tfslurm.errors import GpuError, LayoutError, PlanError
+from tfslurm.jobspec import JobsSpec
+from tfslurm.plan import JOBS_VARIABLE, Plan, plan_for
+
+__all__ = ["SlurmClusterResolver", "SlurmResolverMixin", "cuda_initialised"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SlurmClusterResolver":
+        return _resolver_class()
+    raise AttributeError(f"module 'tfslurm.resolver' has no attribute {name!r}")
+
+
+@functools.cache
+def _resolver_class() -> type:
+    """Build the public class once: TF's ClusterResolver as base when TF is importable."""
+    namespace: dict[str, Any] = {"__module__": __name__, "__doc__": SlurmResolverMixin.__doc__}
+    try:
+        import tensorflow as tf
+    except ImportError:
+        bases: tuple[type, ...] = (SlurmResolverMixin,)
+    else:
+        bases = (SlurmResolverMixin, tf.distribute.cluster_resolver.ClusterResolver)
+        namespace["_cluster_spec_type"] = tf.train.ClusterSpec
+    cls = type("SlurmClusterResolver", bases, namespace)
+    cls.__qualname__ = "SlurmClusterResolver"
+    return cls
+
+
+class SlurmResolverMixin:
+    """ClusterResolver for a Slurm step (a task launched by ``srun``).
+
+    Args (as TF's, defaults differ where noted):
+      jobs: ``{"ps": 1, "worker": 3}`` or ``"ps:1,worker:*"``. TF's alphabetical job order
+        is kept for an explicit ``jobs``; the default is ``TFSLURM_TF_DIST`` (the
+        ``--tf-dist`` spec, in the order written, as TF_CONFIG from tfslurm has it) or
+        every task a worker.
+      port_base: first port on each node; ``None`` (default; TF: 8888) uses the step's
+        reserved ports or a base derived from job and step id (``tfslurm.ports``).
+      gpus_per_node: GPUs on each node, numbered 0..n-1 (as TF). Default: what Slurm gave
+        this task's node (never ``nvidia-smi`` unless Slurm said nothing).
+      gpus_per_task: GPUs per task when a node's GPUs are shared out among its tasks.
+      tasks_per_node: int or ``{node: n}``; overrides Slurm's counts (block layout).
+      auto_set_gpu: write this task's devices to ``CUDA_VISIBLE_DEVICES`` now.
+      rpc_layer: ``"grpc"``.
+    tfslurm extras (keyword-only): ``env`` (a mapping to read instead of ``os.environ``;
+    auto_set_gpu writes into it), ``host_template`` (e.g. ``"{node}-ib"``), ``job_order``
+    (``"alphabetical"`` or ``"written"``).
+    """
+
+    def __init__(
+        self,
+        jobs: JobsSpec = None,
+        port_base: int | None = None,
+        gpus_per_node: int | None = None,
+        gpus_per_task: int | None = None,
+        tasks_per_node: int | Mapping[str, int] | None = None,
+        auto_set_gpu: bool = True,
+        rpc_layer: str | None = "grpc",
+        *,
+        env: Mapping[str, str] | None = None,
+        host_template: str | None = None,
+        job_order: str | None = None,
+    ) -> None:
+        from tfslurm.step import Step
+
+        environ = os.environ if env is None else env
+        step = Step.from_environ(environ)
+        step.require("procid")
+        layout = _override_layout(step, tasks_per_node) if tasks_per_node is not None else None
+        if job_order not in (None, "alphabetical", "written"):
+            raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
+        if jobs is None:
+            spec = environ.get(JOBS_VARIABLE) or None
+            alphabetical = job_order == "alphabetical"
+        else:
+            spec = jobs
+            alphabetical = job_order != "written"
+        _check_count("port_base", port_base, low=1, high=65535)
+        _check_count("gpus_per_node", gpus_per_node)
+        _check_count("gpus_per_task", gpus_per_task)
+        plan = plan_for(
+            step,
+            spec,
+            port_base=port_base,
+            gpus_per_task=gpus_per_task,
+            gpus_per_node=gpus_per_node,
+            host_template=host_template,
+            layout=layout,
+            tf_order=alphabetical,
+        )
+        self._plan = plan
+        self._rank = plan.rank
+        self._task_type, self._task_id = plan.job_of(plan.rank)
+        self._rpc_layer = rpc_layer
+        self._auto_set_gpu = auto_set_gpu
+        if auto_set_gpu and plan.gpus is not None:
+            target = os.environ if env is None else env
+            if isinstance(target, MutableMapping):
+                _set_gpu_env(target, plan.gpus.env, in_process=env is None)
+
+    # -- TF's ClusterResolver API --------------------------------------------------------
+    _cluster_spec_type: Any = None  # tf.train.ClusterSpec when TF is importable
+
+    def cluster_spec(self) -> Any:
+        """The cluster as ``tf.train.ClusterSpec`` (a dict of lists without TF)."""
+        spec = self._plan.cluster_spec()
+        return spec if self._cluster_spec_type is None else self._cluster_spec_type(spec)
+
+    def master(
+        self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None
+    ) -> str:
+        """``grpc://host:port`` of a task (default: this one); ``''`` when none is chosen."""
+        task_type = self.task_type if task_type is None else task_type
+        task_id = self.task_id if task_id is None else task_id
+        if task_type is None or task_id is None:
+            return ""
+        address = self._plan.addresses[self._plan.rank_of(task_type, int(task_id))]
+        layer = rpc_layer or self.rpc_layer
+        return f"{layer}://{address}" if layer else address
+
+    def get_task_info(self) -> tuple[str | None, int | None]:
+        """``(task_type, task_id)`` of this process (set since construction)."""
+        return self.task_type, self.task_id
+
+    def num_accelerators(
+        self, task_type: str | None = None, task_id: int | None = None, config_proto: Any = None
+    ) -> dict[str, int]:
+        """``{"GPU": n}`` for a task's own GPUs (default: this task); ``{}`` with none.
+
+        Returns ``{}`` rather than ``{"GPU": 0}`` for a GPU-less task, as TF's base class does,
+        so MultiWorkerMirroredStrategy uses the CPU instead of looking for GPUs. For a task
+        whose GPUs this process cannot know, this task's own count is returned (TF assumes
+        every worker has the same).
+        """
+        del config_proto
+        plan = self._plan
+        gpus = None
+        if task_type is not None and task_id is not None:
+            gpus = plan.gpus_of(plan.rank_of(task_type, int(task_id)))
+        if gpus is None:
+            gpus = plan.gpus_of(self._rank) or ()
+        return {"GPU": len(gpus)} if gpus else {}
+
+    @property
+    def environment(self) -> str:
+        return ""
+
+    @property
+    def task_type(self) -> str | None:
+        return getattr(self, "_task_type", None)
+
+    @task_type.setter
+    def task_type(self, task_type: str | None) -> None:
+        self._task_type = task_type
+
+    @property
+    def task_id(self) -> int | None:
+        return getattr(self, "_task_id", None)
+
+    @task_id.setter
+    def task_id(self, task_id: int | None) -> None:
+        self._task_id = task_id
+
+    @property
+    def rpc_layer(self) -> str | None:
+        return self._rpc_layer
+
+    @rpc_layer.setter
+    def rpc_layer(self, rpc_layer: str | None) -> None:
+        self._rpc_layer = rpc_layer
+
+    # -- tfslurm extras ------------------------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        """The full tfslurm plan (every rank's job, host:port and known GPUs)."""
+        return self._plan
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """This task's own devices (empty without GPUs)."""
+        return self._plan.gpus_of(self._rank) or ()
+
+    def tf_config(self) -> str:
+        """This task's TF_CONFIG (compact JSON) for the same cluster."""
+        return self._plan.tf_config()
+
+    def __repr__(self) -> str:
+        return (
+            f"SlurmClusterResolver(rank={self._rank}, task={self.task_type}:{self.task_id}, "
+            f"tasks={self._plan.num_tasks}, nodes={len(self._plan.nodes)})"
+        )
+
+
+def cuda_initialised() -> bool:
+    """Whether this process already fixed its GPU list, so CUDA_VISIBLE_DEVICES is ignored.
+
+    True once the CUDA driver library is mapped into the process (any framework) or
+    TensorFlow's eager context has initialised its devices.
+    """
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                if "libcuda.so" in line or "libamdhip64.so" in line:
+                    return True
+    except OSError:
+        pass
+    import sys
+
+    context_module = sys.modules.get("tensorflow.python.eager.context")
+    if context_module is None:
+        return False
+    try:
+        ctx = context_module.context_safe()
+        return bool(ctx is not None and getattr(ctx, "_initialized", False))
+    except Exception:  # noqa: BLE001 - a private TF API; never let the check itself fail
+        return False
+
+
+def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in_process: bool) -> None:
+    """Write the GPU variables; warn if the process can no longer see the change."""
+    changed = {name: value for name, value in wanted.items() if target.get(name) != value}
+    if not changed:
+        return
+    if in_process and cuda_initialised():
+        shown = ", ".join(f"{name}={value!r}" for name, value in changed.items())
+        warnings.warn(
+            f"tfslurm.SlurmClusterResolver: setting {shown} has no effect, the GPUs of this "
+            "process are already initialised; create the resolver before any TensorFlow op, "
+            "or let Slurm set the variables before Python starts (tfslurm prolog / srun --tf-dist)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    for name, value in changed.items():
+        target[name] = value
+
+
+def _check_count(name: str, value: Any, low: int = 0, high: int | None = None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        error = GpuError if name.startswith("gpus") else PlanError
+        upper = f"..{high}" if high is not None else " or more"
+        raise error(f"{name}={value!r} must be an integer {low}{upper}")
+
+
+def _override_layout(step: Any, tasks_per_node: int | Mapping[str, int]) -> Any:
+    """Block layout from TF's ``tasks_per_node`` argument, checked against this task's node."""
+    from tfslurm import hostlist
+    from tfslurm.layout import Layout, block_layout
+
+    if isinstance(tasks_per_node, Mapping):
+        counts_by_node = dict(tasks_per_node)
+        if step.nodelist is not None:
+            nodes = hostlist.expand(step.nodelist)
+            if sorted(nodes) != sorted(counts_by_node):
+                raise LayoutError(
+                    f"tasks_per_node names {sorted(counts_by_node)} but the step's nodes are {nodes}"
+                )
+        else:
+            nodes = list(counts_by_node)
+        counts = [counts_by_node[node] for node in nodes]
+    else:
+        step.require("nodelist")
+        nodes = hostlist.expand(step.nodelist)
+        counts = [tasks_per_node] * len(nodes)
+    for node, count in zip(nodes, counts):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise LayoutError(f"tasks_per_node gives {node} {count!r} tasks; need a positive integer")
+    block = block_layout(nodes, counts)
+    rank_node = block.rank_node
+    if step.num_tasks is not None and step.num_tasks != len(rank_node):
+        raise LayoutError(
+            f"tasks_per_node adds up to {len(rank_node)} tasks but SLURM_STEP_NUM_TASKS={step.num_tasks}"
+        )
+    if step.procid is not None and step.procid >= len(rank_node):
+        raise LayoutError(f"tasks_per_node adds up to {len(rank_node)} tasks, but this is rank {step.procid}")
+    if step.node_name is not None and nodes[rank_node[step.procid]] != step.node_name:
+        raise LayoutError(
+            f"tasks_per_node puts rank {step.procid} on {nodes[rank_node[step.procid]]}, "
+            f"but it runs on {step.node_name}; leave tasks_per_node unset"
+        )
+    return Layout(block.nodes, block.rank_node, block.rank_local, "block (tasks_per_node)")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"SlurmClusterResolver"})
+
