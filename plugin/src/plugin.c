@@ -1,0 +1,49 @@
+/*
+ * plugin.c - entry points of the tfslurm SPANK plugin (--tf-dist).
+ *
+ * The library is built with -fvisibility=hidden; only what Slurm looks up by name is
+ * exported here: the plugin identification symbols Slurm's loader requires
+ * (plugin_name, plugin_type, plugin_version, spank_plugin_version, and on Slurm >= 25.05
+ * slurm_spank_init_failure_mode) and the slurm_spank_* callbacks.  Each callback only
+ * dispatches on the context, like NVIDIA's pyxis does.
+ */
+#include <slurm/spank.h>
+
+#include "plugin.h"
+
+#define TFD_EXPORT __attribute__((visibility("default")))
+
+/* Same values SPANK_PLUGIN(tfslurm, 1) would define, but exported explicitly. */
+TFD_EXPORT const char plugin_name[] = "tfslurm";
+TFD_EXPORT const char plugin_type[] = "spank";
+TFD_EXPORT const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+TFD_EXPORT const unsigned int spank_plugin_version = 1;
+
+#if defined(SLURM_VERSION_NUM) && SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+/* If slurm_spank_init ever failed, fail the job rather than drain the node. */
+TFD_EXPORT int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
+TFD_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av);
+TFD_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av);
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+		return tfd_local_init(sp, ac, av);
+	case S_CTX_ALLOCATOR:
+		return tfd_allocator_init(sp, ac, av);
+	case S_CTX_REMOTE:
+		return tfd_remote_init(sp, ac, av);
+	default:
+		return 0; /* slurmd and job_script contexts: nothing to do */
+	}
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return tfd_remote_task_init(sp, ac, av);
+}

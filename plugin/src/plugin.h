@@ -1,0 +1,38 @@
+/*
+ * plugin.h - what the per-context files of the tfslurm SPANK plugin share.
+ *
+ * Layout: plugin.c holds the only exported symbols and dispatches on spank_context() to
+ * local.c (srun), allocator.c (sbatch/salloc) and remote.c (slurmstepd); option.c owns
+ * the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf.
+ */
+#ifndef TFSLURM_PLUGIN_H
+#define TFSLURM_PLUGIN_H
+
+#include <slurm/spank.h>
+
+#include "config.h"
+
+/* The variable every task of a --tf-dist step gets; tfslurm's TaskProlog acts on it. */
+#define TFD_MARKER "TFSLURM_TF_DIST"
+/* Slurm refuses a variable when strlen(name) + strlen(value) + 2 >= this (env.c). */
+#define TFD_SLURM_ENV_STRLEN_MAX 131072
+
+/* option.c: the --tf-dist option, its callback and the plugin's per-process state. */
+struct spank_option *tfd_option(void);
+const struct tfd_config *tfd_config(void);
+int tfd_setup(spank_t sp, int ac, char **av); /* parse args + register; never fails */
+/* Choose the spec for an option argument (NULL/"" = bare --tf-dist) and check it.
+ * Returns the spec, or NULL with a one-line reason in err. */
+const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen);
+
+/* local.c */
+int tfd_local_init(spank_t sp, int ac, char **av);
+
+/* allocator.c */
+int tfd_allocator_init(spank_t sp, int ac, char **av);
+
+/* remote.c */
+int tfd_remote_init(spank_t sp, int ac, char **av);
+int tfd_remote_task_init(spank_t sp, int ac, char **av);
+
+#endif

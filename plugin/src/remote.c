@@ -1,0 +1,98 @@
+/*
+ * remote.c - slurmstepd (SPANK "remote" context): give each task of a --tf-dist step
+ * the marker TFSLURM_TF_DIST=<spec>.
+ *
+ * Slurm strips _SLURM_SPANK_OPTION_* from the task environment, so the spec has to be
+ * passed on under a name of our own.  Nothing else happens in C: the hostlist, layout,
+ * ports and GPUs are worked out by tfslurm's Python TaskProlog, which runs right after
+ * task_init in the same task.
+ *
+ * Failure policy: a step without --tf-dist is never touched and never failed.  A step
+ * with --tf-dist whose marker cannot be set fails its tasks (task_init returning -1
+ * fails the step, it does not drain the node), because running TF without its cluster
+ * description would hang or train alone.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+
+#include "plugin.h"
+
+int tfd_remote_init(spank_t sp, int ac, char **av)
+{
+	/* The option must be registered here too, or slurmstepd rejects the forwarded
+	 * value; tfd_setup never fails. */
+	return tfd_setup(sp, ac, av);
+}
+
+/* Batch scripts, the extern step and salloc's interactive step are not TF tasks. */
+static int is_tf_step(spank_t sp)
+{
+	uint32_t stepid = 0;
+
+	if (spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+		return 0;
+	switch (stepid) {
+	case SLURM_BATCH_SCRIPT:
+	case SLURM_EXTERN_CONT:
+	case SLURM_INTERACTIVE_STEP:
+	case SLURM_PENDING_STEP:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* Say why this task cannot start: slurmstepd copies its errors to the task's stderr
+ * ("slurmstepd-NODE: error: tfslurm: ...") and to the slurmd log. */
+static int task_fail(const char *why)
+{
+	slurm_error("tfslurm: %s", why);
+	return -1;
+}
+
+int tfd_remote_task_init(spank_t sp, int ac, char **av)
+{
+	char *optarg = NULL;
+	const char *spec;
+	char err[512];
+	char check[TFD_SPEC_MAX + 2];
+	size_t spec_len;
+	spank_err_t rc;
+
+	(void) ac;
+	(void) av;
+	if (!is_tf_step(sp))
+		return 0;
+	if (spank_option_getopt(sp, tfd_option(), &optarg) != ESPANK_SUCCESS)
+		return 0; /* --tf-dist not given: leave the task alone */
+
+	spec = tfd_resolve_spec(optarg, err, sizeof(err));
+	if (!spec)
+		return task_fail(err);
+
+	/* spank_setenv reports success even when Slurm drops an over-long value, so the
+	 * length is checked here (the spec grammar already bounds it far lower) and the
+	 * value is read back afterwards. */
+	spec_len = strnlen(spec, TFD_SPEC_MAX + 1);
+	if (spec_len > TFD_SPEC_MAX ||
+	    strlen(TFD_MARKER) + spec_len + 2 >= TFD_SLURM_ENV_STRLEN_MAX)
+		return task_fail("--tf-dist value too long for the task environment");
+
+	rc = spank_setenv(sp, TFD_MARKER, spec, 1);
+	if (rc != ESPANK_SUCCESS) {
+		snprintf(err, sizeof(err), "could not set %s: %s", TFD_MARKER,
+			 spank_strerror(rc));
+		return task_fail(err);
+	}
+	memset(check, 0, sizeof(check));
+	rc = spank_getenv(sp, TFD_MARKER, check, sizeof(check));
+	if (rc != ESPANK_SUCCESS || strcmp(check, spec) != 0) {
+		snprintf(err, sizeof(err), "%s was not stored in the task environment (%s)",
+			 TFD_MARKER, rc == ESPANK_SUCCESS ? "value differs" : spank_strerror(rc));
+		return task_fail(err);
+	}
+	return 0;
+}

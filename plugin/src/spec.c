@@ -1,0 +1,231 @@
+/*
+ * spec.c - syntax check of a --tf-dist jobs spec; see spec.h and docs/tf-dist.md.
+ *
+ * Written as a single bounded left-to-right scan: no allocation, no recursion, and no
+ * read past TFD_SPEC_MAX + 1 bytes, so hostile input (huge, binary, unterminated
+ * entries) costs nothing and cannot overrun.
+ */
+#include "spec.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Quote exactly n bytes of s (no NUL inside); "..." marks truncation to fit outlen. */
+static void quote_span(const char *s, size_t n, int more, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char) s[i];
+		char piece[4];
+		size_t plen;
+
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			piece[0] = (char) c;
+			plen = 1;
+		} else {
+			piece[0] = '\\';
+			piece[1] = 'x';
+			piece[2] = hex[c >> 4];
+			piece[3] = hex[c & 0xf];
+			plen = 4;
+		}
+		/* keep 3 bytes for a possible "..." and 1 for the NUL */
+		if (o + plen + 4 > outlen) {
+			more = 1;
+			break;
+		}
+		memcpy(out + o, piece, plen);
+		o += plen;
+	}
+	if (more && o + 4 <= outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+}
+
+void tfd_quote(const char *s, size_t maxshow, char *out, size_t outlen)
+{
+	size_t n;
+
+	if (!out || outlen == 0)
+		return;
+	if (!s) {
+		snprintf(out, outlen, "(none)");
+		return;
+	}
+	n = strnlen(s, maxshow + 1);
+	quote_span(s, n > maxshow ? maxshow : n, n > maxshow, out, outlen);
+}
+
+void tfd_quote_n(const char *s, size_t n, char *out, size_t outlen)
+{
+	if (!out || outlen == 0)
+		return;
+	quote_span(s, n, 0, out, outlen);
+}
+
+static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_space(char c) { return c == ' ' || c == '\t'; }
+
+/* The message for a byte that is not allowed where it stands. */
+static void bad_byte(char *err, size_t errlen, const char *spec, size_t pos, const char *where)
+{
+	unsigned char c = (unsigned char) spec[pos];
+	char shown[8];
+
+	tfd_quote_n(spec + pos, 1, shown, sizeof(shown));
+	if (c < 0x20 || c == 0x7f)
+		set_err(err, errlen, "control character '%s' at byte %zu %s", shown, pos, where);
+	else if (c >= 0x80)
+		set_err(err, errlen, "non-ASCII byte '%s' at byte %zu %s", shown, pos, where);
+	else
+		set_err(err, errlen, "unexpected '%s' at byte %zu %s", shown, pos, where);
+}
+
+static size_t skip_space(const char *spec, size_t pos, size_t len)
+{
+	while (pos < len && is_space(spec[pos]))
+		pos++;
+	return pos;
+}
+
+int tfd_spec_check(const char *spec, char *err, size_t errlen)
+{
+	/* offsets and lengths of the names seen so far, for the duplicate check; an entry
+	 * takes at least 4 bytes ("a:1,"), so this many always suffice */
+	unsigned short name_at[TFD_SPEC_MAX / 4 + 2], name_len[TFD_SPEC_MAX / 4 + 2];
+	size_t len, pos, entries = 0, k;
+	int seen_rest = 0, any_fixed = 0;
+	char shown[64], where[160];
+
+	set_err(err, errlen, "no error");
+	if (!spec) {
+		set_err(err, errlen, "no jobs spec given");
+		return -1;
+	}
+	len = strnlen(spec, TFD_SPEC_MAX + 1);
+	if (len > TFD_SPEC_MAX) {
+		set_err(err, errlen, "jobs spec longer than %d bytes", TFD_SPEC_MAX);
+		return -1;
+	}
+	if (skip_space(spec, 0, len) == len) {
+		set_err(err, errlen, "empty jobs spec; expected e.g. worker:* or ps:1,worker:*");
+		return -1;
+	}
+
+	for (pos = 0;;) {
+		size_t start, nlen, digits = 0;
+		long long count = 0;
+
+		/* job name: [A-Za-z][A-Za-z0-9_]* */
+		pos = skip_space(spec, pos, len);
+		if (pos == len || spec[pos] == ',') {
+			set_err(err, errlen, "empty entry at byte %zu (two commas, or a comma at "
+				"the start or end)", pos);
+			return -1;
+		}
+		if (!is_alpha(spec[pos])) {
+			bad_byte(err, errlen, spec, pos, "where a job name should start (job names "
+				 "are a letter followed by letters, digits or _)");
+			return -1;
+		}
+		start = pos;
+		while (pos < len && (is_alpha(spec[pos]) || is_digit(spec[pos]) || spec[pos] == '_'))
+			pos++;
+		nlen = pos - start;
+		tfd_quote_n(spec + start, nlen, shown, sizeof(shown));
+		pos = skip_space(spec, pos, len);
+		if (pos == len || spec[pos] == ',') {
+			set_err(err, errlen, "job '%s' has no count; write %s:N or %s:*", shown,
+				shown, shown);
+			return -1;
+		}
+		if (spec[pos] != ':') {
+			snprintf(where, sizeof(where), "after job '%s' (job names are a letter "
+				 "followed by letters, digits or _)", shown);
+			bad_byte(err, errlen, spec, pos, where);
+			return -1;
+		}
+		for (k = 0; k < entries; k++) {
+			if (name_len[k] == nlen && memcmp(spec + name_at[k], spec + start, nlen) == 0) {
+				set_err(err, errlen, "job '%s' appears twice", shown);
+				return -1;
+			}
+		}
+		name_at[entries] = (unsigned short) start;
+		name_len[entries] = (unsigned short) nlen;
+		entries++;
+		pos = skip_space(spec, pos + 1, len);
+
+		/* count: '*' or 1 to TFD_COUNT_DIGITS decimal digits */
+		if (pos < len && spec[pos] == '*') {
+			if (seen_rest) {
+				set_err(err, errlen, "more than one job has the count *");
+				return -1;
+			}
+			seen_rest = 1;
+			pos++;
+		} else if (pos < len && is_digit(spec[pos])) {
+			while (pos < len && is_digit(spec[pos])) {
+				if (++digits > TFD_COUNT_DIGITS) {
+					set_err(err, errlen, "count of job '%s' has more than %d digits",
+						shown, TFD_COUNT_DIGITS);
+					return -1;
+				}
+				count = count * 10 + (spec[pos] - '0');
+				pos++;
+			}
+			if (count > 0)
+				any_fixed = 1;
+			if (count > 1 && ((nlen == 5 && memcmp(spec + start, "chief", 5) == 0) ||
+					  (nlen == 9 && memcmp(spec + start, "evaluator", 9) == 0))) {
+				set_err(err, errlen, "job '%s' has count %lld; TensorFlow allows at "
+					"most one", shown, count);
+				return -1;
+			}
+		} else if (pos == len || spec[pos] == ',') {
+			set_err(err, errlen, "job '%s' needs a count (a number or *) after ':'",
+				shown);
+			return -1;
+		} else {
+			snprintf(where, sizeof(where), "in the count of job '%s' (a number or *)",
+				 shown);
+			bad_byte(err, errlen, spec, pos, where);
+			return -1;
+		}
+		pos = skip_space(spec, pos, len);
+		if (pos == len)
+			break;
+		if (spec[pos] != ',') {
+			snprintf(where, sizeof(where), "after the count of job '%s'; separate "
+				 "jobs with ','", shown);
+			bad_byte(err, errlen, spec, pos, where);
+			return -1;
+		}
+		pos++; /* ',' */
+	}
+	if (!seen_rest && !any_fixed) {
+		set_err(err, errlen, "every count is 0: no task would get a job");
+		return -1;
+	}
+	return 0;
+}

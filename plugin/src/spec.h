@@ -1,0 +1,42 @@
+/*
+ * spec.h - syntax check of a --tf-dist jobs spec ("ps:1,worker:*").
+ *
+ * This is the C twin of tfslurm/jobspec.py (grammar in docs/tf-dist.md), so that a typo
+ * fails at submit time in srun/sbatch/salloc.  It accepts exactly what jobspec.py's
+ * split_spec accepts on printable ASCII, minus specs no step could ever satisfy (all
+ * counts 0; a fixed chief or evaluator count above 1); it is stricter on control
+ * characters and non-ASCII bytes, which it always rejects.  Whether the counts add up
+ * to the step's tasks is checked in Python, in every task, because only the task knows
+ * its step.  No Slurm headers here: the unit test links this file alone.
+ */
+#ifndef TFSLURM_SPEC_H
+#define TFSLURM_SPEC_H
+
+#include <stddef.h>
+
+/* Longest spec accepted, in bytes (same cap as tfslurm/jobspec.py; real ones are short). */
+#define TFD_SPEC_MAX 4096
+/* Most digits in one count (as in tfslurm/jobspec.py; fits a long long). */
+#define TFD_COUNT_DIGITS 18
+
+/*
+ * Check that `spec` is a valid jobs spec.  Reads at most TFD_SPEC_MAX + 1 bytes of it.
+ * Returns 0 when valid.  Otherwise returns -1 and writes a one-line reason (printable
+ * ASCII only, NUL-terminated, truncated to fit) into err[0..errlen).
+ * `spec` == NULL is invalid.
+ */
+int tfd_spec_check(const char *spec, char *err, size_t errlen);
+
+/*
+ * Write a printable, bounded rendering of `s` into out[0..outlen): bytes outside
+ * printable ASCII become \xNN, and text beyond `maxshow` input bytes becomes "...".
+ * Always NUL-terminates when outlen > 0.  Used to show user input in messages without
+ * letting control characters (newlines, escapes) through to a terminal or a log.
+ */
+void tfd_quote(const char *s, size_t maxshow, char *out, size_t outlen);
+
+/* Same for exactly the n bytes at s (which must not contain a NUL), without "..."
+ * unless out is too small. */
+void tfd_quote_n(const char *s, size_t n, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,453 @@
+/*
+ * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), no Slurm needed.
+ *
+ *   spec_test unit            table-driven cases, hostile input, tfd_quote
+ *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model
+ *   spec_test check           read NUL-separated specs on stdin, print "OK" or
+ *                             "ERR <reason>" per spec (used by tests/test_plugin.py to
+ *                             compare with tfslurm/jobspec.py)
+ *
+ * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
+ * valgrind see any read past the end.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+static int failures;
+
+static char *exact_copy(const char *s, size_t n)
+{
+	char *p = malloc(n + 1);
+
+	if (!p) {
+		perror("malloc");
+		exit(2);
+	}
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+static int printable_line(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static void expect(const char *spec, int want_ok, const char *want_in_error)
+{
+	char err[256];
+	char *copy = spec ? exact_copy(spec, strlen(spec)) : NULL;
+	int rc = tfd_spec_check(copy, err, sizeof(err));
+	char shown[128];
+
+	tfd_quote(spec, 40, shown, sizeof(shown));
+	if ((rc == 0) != want_ok) {
+		printf("FAIL '%s': rc=%d (%s), wanted %s\n", shown, rc, err,
+		       want_ok ? "valid" : "invalid");
+		failures++;
+	} else if (!want_ok && want_in_error && !strstr(err, want_in_error)) {
+		printf("FAIL '%s': error '%s' lacks '%s'\n", shown, err, want_in_error);
+		failures++;
+	} else if (!printable_line(err)) {
+		printf("FAIL '%s': error message is not printable ASCII\n", shown);
+		failures++;
+	}
+	free(copy);
+}
+
+static void unit_quote(void)
+{
+	char out[32];
+
+	tfd_quote("a\nb\\c\xff", 100, out, sizeof(out));
+	if (strcmp(out, "a\\x0ab\\x5cc\\xff") != 0) {
+		printf("FAIL quote escapes: %s\n", out);
+		failures++;
+	}
+	tfd_quote("abcdefghijklmnopqrstuvwxyz0123456789", 100, out, 16);
+	if (strlen(out) >= 16 || strcmp(out + strlen(out) - 3, "...") != 0) {
+		printf("FAIL quote truncation: %s\n", out);
+		failures++;
+	}
+	tfd_quote("abcdef", 3, out, sizeof(out));
+	if (strcmp(out, "abc...") != 0) {
+		printf("FAIL quote maxshow: %s\n", out);
+		failures++;
+	}
+	tfd_quote(NULL, 3, out, sizeof(out));
+	if (strcmp(out, "(none)") != 0) {
+		printf("FAIL quote NULL: %s\n", out);
+		failures++;
+	}
+	tfd_quote("abc", 3, out, 1);
+	if (out[0] != '\0') {
+		printf("FAIL quote outlen 1\n");
+		failures++;
+	}
+}
+
+static void unit_hostile(void)
+{
+	char err[64];
+	char *buf;
+	size_t i;
+
+	/* not NUL-terminated within TFD_SPEC_MAX + 1 bytes: must stop reading there */
+	buf = malloc(TFD_SPEC_MAX + 1);
+	memset(buf, 'a', TFD_SPEC_MAX + 1);
+	if (tfd_spec_check(buf, err, sizeof(err)) != -1 || !strstr(err, "longer than")) {
+		printf("FAIL unterminated buffer: %s\n", err);
+		failures++;
+	}
+	free(buf);
+
+	/* exactly TFD_SPEC_MAX bytes: read in full (the length cap is not the error) */
+	buf = malloc(TFD_SPEC_MAX + 1);
+	memcpy(buf, "worker:1", 8);
+	for (i = 8; i < TFD_SPEC_MAX; i++)
+		buf[i] = 'x';
+	buf[TFD_SPEC_MAX] = '\0';
+	if (tfd_spec_check(buf, err, sizeof(err)) != -1 || !strstr(err, "after the count")) {
+		printf("FAIL %d-byte junk: %s\n", TFD_SPEC_MAX, err);
+		failures++;
+	}
+	free(buf);
+
+	/* small error buffers are filled safely */
+	if (tfd_spec_check("bad spec", err, 1) != -1 || err[0] != '\0') {
+		printf("FAIL errlen 1\n");
+		failures++;
+	}
+	if (tfd_spec_check("bad", NULL, 0) != -1) {
+		printf("FAIL NULL err buffer\n");
+		failures++;
+	}
+}
+
+static int unit(void)
+{
+	char *big;
+	size_t i;
+
+	expect("worker:4", 1, NULL);
+	expect("worker:*", 1, NULL);
+	expect("chief:1,ps:2,worker:*", 1, NULL);
+	expect("ps:1,worker:3", 1, NULL);
+	expect("evaluator:1,chief:1,worker:2", 1, NULL);
+	expect("My_Job2:123456789012345678", 1, NULL);
+	expect(" ps : 1 ,\tworker:* ", 1, NULL);
+	expect("worker:0,ps:*", 1, NULL);
+	expect("worker:04", 1, NULL);
+	expect("chief:1,worker:0,ps:1", 1, NULL);
+	expect("chief:*", 1, NULL);
+
+	expect(NULL, 0, "no jobs spec");
+	expect("", 0, "empty jobs spec");
+	expect(" \t ", 0, "empty jobs spec");
+	expect("worker", 0, "has no count");
+	expect("worker,ps:1", 0, "has no count");
+	expect("worker:", 0, "needs a count");
+	expect("worker:,ps:1", 0, "needs a count");
+	expect("worker:0", 0, "every count is 0");
+	expect("worker:0,ps:0", 0, "every count is 0");
+	expect("worker:-1", 0, "unexpected '-'");
+	expect("worker:+1", 0, "unexpected '+'");
+	expect("worker:1234567890123456789", 0, "more than 18 digits");
+	expect("worker:*,ps:*", 0, "more than one");
+	expect("worker:1,worker:2", 0, "appears twice");
+	expect("worker:1, worker :*", 0, "appears twice");
+	expect("chief:2", 0, "at most one");
+	expect("evaluator:3,worker:*", 0, "at most one");
+	expect("worker:1,", 0, "empty entry");
+	expect(",worker:1", 0, "empty entry");
+	expect("ps:1,,worker:1", 0, "empty entry");
+	expect("ps:1, ,worker:1", 0, "empty entry");
+	expect("1worker:1", 0, "unexpected '1'");
+	expect("_w:1", 0, "unexpected '_'");
+	expect("wor-ker:1", 0, "unexpected '-' at byte 3 after job 'wor'");
+	expect("wor ker:1", 0, "unexpected 'k' at byte 4 after job 'wor'");
+	expect("worker:4x", 0, "after the count");
+	expect("worker:4 5", 0, "after the count");
+	expect("worker:4\n", 0, "control character '\\x0a' at byte 8");
+	expect("worker:4\nps:1", 0, "control character '\\x0a'");
+	expect("\nworker:4", 0, "control character '\\x0a' at byte 0");
+	expect("worker:4\r", 0, "control character '\\x0d'");
+	expect("worker:4\x7f", 0, "control character '\\x7f'");
+	expect("ps:1;worker:3", 0, "unexpected ';'");
+	expect("ps=1", 0, "unexpected '='");
+	expect("w\xc3\xb6rker:1", 0, "non-ASCII byte '\\xc3' at byte 1");
+	expect("worker:\xef\xbc\x94", 0, "non-ASCII byte '\\xef'");
+	expect("worker::4", 0, "unexpected ':'");
+	expect("worker:*:1", 0, "after the count");
+	expect("worker:**", 0, "after the count");
+	expect(":4", 0, "unexpected ':'");
+	expect("\x1b[31mworker:1", 0, "control character '\\x1b'");
+	expect("worker:1,\xff", 0, "non-ASCII byte '\\xff'");
+
+	/* exactly TFD_SPEC_MAX bytes is accepted, one more is not */
+	big = malloc(TFD_SPEC_MAX + 2);
+	memcpy(big, "worker:1", 8);
+	for (i = 8; i < TFD_SPEC_MAX; i++)
+		big[i] = ' ';
+	big[TFD_SPEC_MAX] = '\0';
+	expect(big, 1, NULL);
+	big[TFD_SPEC_MAX] = ' ';
+	big[TFD_SPEC_MAX + 1] = '\0';
+	expect(big, 0, "longer than 4096 bytes");
+	/* the most entries that fit: "a0:1,a1:1,..." with distinct names */
+	big[0] = '\0';
+	for (i = 0; strlen(big) + 12 < TFD_SPEC_MAX; i++)
+		snprintf(big + strlen(big), TFD_SPEC_MAX + 2 - strlen(big), "%sj%zu:1",
+			 i ? "," : "", i);
+	expect(big, 1, NULL);
+	free(big);
+
+	unit_quote();
+	unit_hostile();
+	if (failures) {
+		printf("%d failure(s)\n", failures);
+		return 1;
+	}
+	printf("spec_test unit: all cases passed\n");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- fuzzing */
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	/* xorshift64*: deterministic for a given seed */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ULL;
+}
+
+/*
+ * An independent model of the grammar, written differently from spec.c (split first,
+ * then check each piece), used to cross-check its verdicts on random input.
+ */
+static int model_space(char c) { return c == ' ' || c == '\t'; }
+
+/* [lo, hi) of s with spaces and tabs trimmed on both sides. */
+static void trim(const char *s, size_t *lo, size_t *hi)
+{
+	while (*lo < *hi && model_space(s[*lo]))
+		(*lo)++;
+	while (*hi > *lo && model_space(s[*hi - 1]))
+		(*hi)--;
+}
+
+static int model_valid(const char *s, size_t n)
+{
+	size_t start = 0, i, e = 0, k, j;
+	size_t ns[TFD_SPEC_MAX], nl[TFD_SPEC_MAX];
+	int stars = 0, positive = 0;
+
+	if (n > TFD_SPEC_MAX)
+		return 0;
+	for (i = 0; i <= n; i++) {
+		size_t colon, nlo, nhi, clo, chi;
+
+		if (i < n && s[i] != ',')
+			continue;
+		for (colon = start; colon < i && s[colon] != ':'; colon++)
+			;
+		if (colon == i)
+			return 0;
+		nlo = start, nhi = colon, clo = colon + 1, chi = i;
+		trim(s, &nlo, &nhi);
+		trim(s, &clo, &chi);
+		if (nhi == nlo)
+			return 0;
+		if (!((s[nlo] >= 'a' && s[nlo] <= 'z') || (s[nlo] >= 'A' && s[nlo] <= 'Z')))
+			return 0;
+		for (j = nlo; j < nhi; j++)
+			if (!((s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
+			      (s[j] >= '0' && s[j] <= '9') || s[j] == '_'))
+				return 0;
+		if (chi - clo == 1 && s[clo] == '*') {
+			stars++;
+		} else {
+			long long v = 0;
+
+			if (chi == clo || chi - clo > TFD_COUNT_DIGITS)
+				return 0;
+			for (j = clo; j < chi; j++) {
+				if (s[j] < '0' || s[j] > '9')
+					return 0;
+				v = v * 10 + (s[j] - '0');
+			}
+			positive |= v > 0;
+			if (v > 1 && ((nhi - nlo == 5 && !memcmp(s + nlo, "chief", 5)) ||
+				      (nhi - nlo == 9 && !memcmp(s + nlo, "evaluator", 9))))
+				return 0;
+		}
+		for (k = 0; k < e; k++)
+			if (nl[k] == nhi - nlo && memcmp(s + ns[k], s + nlo, nl[k]) == 0)
+				return 0;
+		ns[e] = nlo;
+		nl[e] = nhi - nlo;
+		e++;
+		start = i + 1;
+	}
+	return stars <= 1 && (stars || positive);
+}
+
+static size_t random_input(char *buf, size_t cap)
+{
+	static const char *pieces[] = {
+		"worker", "ps", "chief", "evaluator", ":", ",", "*", "1", "3", "0", "10",
+		"999999", "123456789012345678", "1234567890123456789", "_", "a", "Z", " ",
+		"\n", "\t", ";", "=",
+		"\xc3\xa9", "\xff", "\x01", "-", "::", ",,", "j1", "j2",
+	};
+	static const char *names[] = { "worker", "ps", "chief", "evaluator", "J1", "a_2",
+				       " ps", "ps\t" };
+	static const char *counts[] = { "*", "1", "2", "17", "123456789012345678", "0",
+					"01", " 3", "* ", "1234567890123456789" };
+	size_t n = 0, target;
+	int mode = (int) (rng() % 6);
+
+	if (mode >= 4) {
+		/* a spec built from the grammar, then (mode 5) one byte mutated */
+		size_t entries = 1 + rng() % 4, e;
+
+		for (e = 0; e < entries; e++) {
+			const char *nm = names[rng() % (sizeof(names) / sizeof(names[0]))];
+			const char *ct = counts[rng() % (sizeof(counts) / sizeof(counts[0]))];
+
+			n += (size_t) snprintf(buf + n, cap - n, "%s%s:%s", e ? "," : "", nm, ct);
+		}
+		if (mode == 5 && n > 0) {
+			size_t at = rng() % n;
+
+			switch (rng() % 3) {
+			case 0: /* replace */
+				buf[at] = (char) (1 + rng() % 255);
+				break;
+			case 1: /* delete */
+				memmove(buf + at, buf + at + 1, n - at - 1);
+				n--;
+				break;
+			default: /* insert */
+				memmove(buf + at + 1, buf + at, n - at);
+				buf[at] = pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))][0];
+				n++;
+			}
+		}
+		return n;
+	}
+
+	if (mode == 0) {
+		/* raw bytes 1..255, any length up to cap */
+		target = rng() % cap;
+		while (n < target)
+			buf[n++] = (char) (1 + rng() % 255);
+		return n;
+	}
+	/* grammar-shaped pieces, sometimes very long */
+	target = mode == 3 ? rng() % cap : rng() % 64;
+	while (n < target) {
+		const char *p = pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
+		size_t l = strlen(p);
+
+		if (n + l > target)
+			break;
+		memcpy(buf + n, p, l);
+		n += l;
+	}
+	return n;
+}
+
+static int fuzz(long iterations, uint64_t seed)
+{
+	char *scratch = malloc(3 * TFD_SPEC_MAX);
+	long it, accepted = 0;
+
+	rng_state = seed ? seed : 0x9e3779b97f4a7c15ULL;
+	for (it = 0; it < iterations; it++) {
+		size_t n = random_input(scratch, 3 * TFD_SPEC_MAX - 1);
+		char *input = exact_copy(scratch, n);
+		char err[200];
+		int rc = tfd_spec_check(input, err, sizeof(err));
+		int want = model_valid(input, n);
+
+		if ((rc == 0) != want || (rc != 0 && !printable_line(err))) {
+			char shown[128];
+
+			tfd_quote(input, 60, shown, sizeof(shown));
+			printf("FAIL fuzz #%ld '%s': parser says %s (%s), model says %s\n", it,
+			       shown, rc == 0 ? "valid" : "invalid", err, want ? "valid" : "invalid");
+			failures++;
+		}
+		accepted += rc == 0;
+		free(input);
+		if (failures > 10)
+			break;
+	}
+	free(scratch);
+	printf("spec_test fuzz: %ld inputs, %ld valid, %d disagreement(s)\n", it, accepted,
+	       failures);
+	return failures ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- check mode */
+
+static int check_stdin(void)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int c;
+
+	for (;;) {
+		c = getchar();
+		if (c == EOF || c == '\0') {
+			char *input = exact_copy(buf, n);
+			char err[256];
+
+			if (c == EOF && n == 0)
+				break;
+			if (tfd_spec_check(input, err, sizeof(err)) == 0)
+				printf("OK\n");
+			else
+				printf("ERR %s\n", err);
+			free(input);
+			n = 0;
+			if (c == EOF)
+				break;
+			continue;
+		}
+		if (n + 1 >= cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			if (!buf)
+				return 2;
+		}
+		buf[n++] = (char) c;
+	}
+	free(buf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "unit") == 0)
+		return unit();
+	if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
+		return fuzz(atol(argv[2]), argc >= 4 ? strtoull(argv[3], NULL, 0) : 0);
+	if (argc == 2 && strcmp(argv[1], "check") == 0)
+		return check_stdin();
+	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-separated specs\n",
+		argv[0]);
+	return 2;
+}
