@@ -1,0 +1,428 @@
+"""Which GPUs this task owns, from what Slurm set — never a device Slurm did not give it.
+
+Slurm describes a task's GPUs in several ways depending on how they were requested
+(``docs/gpus-and-ports.md`` has the full table and the observed environments):
+
+* ``--gpus-per-task=N`` (or ``--gpu-bind=per_task:N|map_gpu:..|mask_gpu:..|single:N|closest``):
+  ``SLURMD_TRES_BIND=gpu:<how>`` and ``CUDA_VISIBLE_DEVICES`` already lists *this task's own*
+  devices. tfslurm keeps them as they are.
+* ``--gres=gpu:N``, ``--gpus-per-node=N``, ``--gpus=N`` (default binding): every task on a node
+  sees the same per-node list, which tfslurm splits among the node's tasks (see
+  :func:`split_devices`).
+* ``--gpu-bind=none``: only ``SLURM_GPUS_ON_NODE=N``; no variable says *which* devices. The
+  devices are identifiable only if the process sees exactly ``N`` of them (device cgroup), which
+  ``nvidia-smi`` can confirm; otherwise tfslurm hands out nothing and leaves the variables alone.
+* no GPU: nothing set (Slurm 22.05 even removes an inherited ``CUDA_VISIBLE_DEVICES``); the task
+  gets 0 GPUs, and asking for some is a :class:`GpuError`.
+
+``SLURM_STEP_GPUS`` / ``SLURM_JOB_GPUS`` hold *global* device indices, which differ from what
+the process sees when the device cgroup renumbers devices from 0, so tfslurm always hands out
+the visible-device form (``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` /
+``HIP_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK`` / ``GPU_DEVICE_ORDINAL``), keeping MIG UUIDs and
+``ZE`` sub-device ids as opaque strings.
+
+Only the standard library; the nvidia-smi probe runs only in the ``--gpu-bind=none`` case and
+is bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from tfslurm.errors import GpuError
+
+if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
+    from tfslurm.layout import Layout
+    from tfslurm.step import Step
+
+__all__ = [
+    "GpuAssignment",
+    "GpuError",
+    "VISIBLE_DEVICE_VARIABLES",
+    "assign_gpus",
+    "assign_gpus_from_env",
+    "count_visible_gpus",
+    "parse_devices",
+    "split_devices",
+]
+
+#: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
+#: primary one (CUDA first; Slurm's default gres.conf flags set CUDA, ROCR and GPU_DEVICE_ORDINAL).
+VISIBLE_DEVICE_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "GPU_DEVICE_ORDINAL",
+)
+
+#: Slurm's own GPU variables: one of them set means Slurm manages GPUs for this job.
+SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+
+#: Devices one list may name (a node with more is not plausible; bounds memory on garbage).
+MAX_DEVICES = 4096
+
+#: Seconds the nvidia-smi probe may take before it counts as "unknown".
+NVIDIA_SMI_TIMEOUT = 5.0
+
+# --gpu-bind values under which Slurm computed a per-task device list itself.
+_PER_TASK_BINDINGS = frozenset({"per_task", "map_gpu", "mask_gpu", "single", "closest"})
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]*\Z")
+
+
+@dataclass(frozen=True)
+class GpuAssignment:
+    """The GPUs of one task, and the variables to export so its runtime sees only those.
+
+    ``devices`` are values for ``variable`` (cgroup-relative indices or MIG/GPU UUIDs);
+    ``node_devices`` is what Slurm made visible to the task before tfslurm split it;
+    ``source`` says why, in words. ``unbound`` counts GPUs Slurm allocated on the node
+    without saying which (``--gpu-bind=none``): the task then sees them unfiltered.
+    ``exports`` (filled by :func:`assign_gpus`) are the exact variables to set.
+    """
+
+    devices: tuple[str, ...]
+    node_devices: tuple[str, ...]
+    variable: str
+    source: str
+    unbound: int = 0
+    exports: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def count(self) -> int:
+        """GPUs this task may use: its own devices, or the unidentified ones it sees."""
+        return len(self.devices) if self.devices or not self.unbound else self.unbound
+
+    def env(self) -> dict[str, str]:
+        """Variables to export for this task.
+
+        Every visible-device variable Slurm set is rewritten to the same selection (so CUDA,
+        ROCm and OpenCL agree); with no devices they become ``""`` — but only variables
+        Slurm (or the user) had set: nothing is invented, and no device is added.
+        """
+        if self.exports is not None:
+            return dict(self.exports)
+        if self.devices or self.node_devices:
+            return {self.variable: ",".join(self.devices)}
+        return {}
+
+    def describe(self) -> str:
+        shown = ",".join(self.devices) if self.devices else "none"
+        return f"GPUs {shown} ({self.source})"
+
+
+def parse_devices(name: str, value: str) -> tuple[str, ...]:
+    """The device entries of a visible-devices variable, in order, duplicates dropped.
+
+    ``""`` and Slurm < 19.05's ``NoDevFiles`` mean none; like the CUDA runtime, a ``-1``
+    entry ends the list (``CUDA_VISIBLE_DEVICES=-1`` hides every device). Anything else that
+    is not an index or an id (``GPU-…``, ``MIG-…``, ``0.1``) is a GpuError naming ``name``.
+    """
+    text = value.strip()
+    if text in ("", "NoDevFiles"):
+        return ()
+    if len(text) > 64 * MAX_DEVICES:
+        raise GpuError(f"{name} is {len(text)} characters long, not a device list")
+    devices: list[str] = []
+    seen: set[str] = set()
+    for raw in text.split(","):
+        entry = raw.strip()
+        if entry.startswith("-") and entry[1:].isdigit():
+            break  # CUDA stops at the first invalid ordinal; "-1" is the usual "none" idiom
+        if not _TOKEN.match(entry):
+            raise GpuError(f"{name}={_clip(value)!r}: {entry!r} is not a device index or id")
+        if entry not in seen:
+            seen.add(entry)
+            devices.append(entry)
+        if len(devices) > MAX_DEVICES:
+            raise GpuError(f"{name} lists more than {MAX_DEVICES} devices")
+    return tuple(devices)
+
+
+def split_devices(
+    devices: Sequence[str],
+    local_tasks: int,
+    local_id: int,
+    gpus_per_task: int | None = None,
+) -> tuple[str, ...]:
+    """Local task ``local_id``'s share of a node's ``devices``; no device goes to two tasks.
+
+    * ``gpus_per_task=g``: task ``i`` gets ``devices[i*g:(i+1)*g]``; all ``local_tasks*g``
+      must exist (else GpuError); devices past them stay unused.
+    * ``gpus_per_task=None`` (default): a balanced contiguous split that uses every device:
+      with ``n`` devices and ``t`` tasks each task gets ``n // t``, and the first ``n % t``
+      tasks one more. So 3 GPUs over 2 tasks is ``[0,1]`` and ``[2]``; 1 GPU over 2 tasks
+      is ``[0]`` and ``[]`` (a device is never shared: TF takes all of a GPU's memory).
+
+    Pass ``gpus_per_task`` for equal counts (MultiWorkerMirroredStrategy needs the same
+    device count on every worker).
+    """
+    if isinstance(local_tasks, bool) or not isinstance(local_tasks, int) or local_tasks < 1:
+        raise GpuError(f"local task count {local_tasks!r} must be a positive integer")
+    if isinstance(local_id, bool) or not isinstance(local_id, int) or not 0 <= local_id < local_tasks:
+        raise GpuError(f"local id {local_id!r} is not in 0..{local_tasks - 1}")
+    n = len(devices)
+    if gpus_per_task is not None:
+        _check_count("gpus_per_task", gpus_per_task)
+        if local_tasks * gpus_per_task > n:
+            raise GpuError(
+                f"gpus_per_task={gpus_per_task} for {local_tasks} task(s) on this node needs "
+                f"{local_tasks * gpus_per_task} GPU(s), but only {n} are visible "
+                f"({','.join(devices) or 'none'})"
+            )
+        return tuple(devices[local_id * gpus_per_task : (local_id + 1) * gpus_per_task])
+    share, extra = divmod(n, local_tasks)
+    start = local_id * share + min(local_id, extra)
+    return tuple(devices[start : start + share + (1 if local_id < extra else 0)])
+
+
+def count_visible_gpus(timeout: float = NVIDIA_SMI_TIMEOUT, executable: str = "nvidia-smi") -> int | None:
+    """How many GPUs ``nvidia-smi --list-gpus`` shows this process; None if it cannot tell.
+
+    A missing executable, a failure, unreadable output or a run longer than ``timeout``
+    seconds all give None (never FileNotFoundError or a hang).
+    """
+    try:
+        done = subprocess.run(
+            [executable, "--list-gpus"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    if done.returncode != 0:
+        return None
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+
+
+def assign_gpus(
+    step: Step,
+    layout: Layout | None = None,
+    *,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    local_tasks: int | None = None,
+    nvidia_smi: str = "nvidia-smi",
+) -> GpuAssignment:
+    """This task's GPUs, from ``step.env`` (see the module docstring for the rules).
+
+    ``local_tasks`` (tasks of this step on this node) defaults to the layout's count for
+    this rank's node, else the length of ``SLURM_GTIDS``; the local id is ``SLURM_LOCALID``.
+    ``gpus_per_node`` (TF's argument) caps a per-node list at its first N devices.
+    """
+    local_id = step.localid if step.localid is not None else 0
+    if local_tasks is None and layout is not None and step.procid is not None:
+        if 0 <= step.procid < layout.num_tasks:
+            local_tasks = layout.tasks_on(layout.rank_node[step.procid])
+    if local_tasks is None and step.gtids:
+        local_tasks = len(step.gtids)
+    return assign_gpus_from_env(
+        step.env,
+        local_id=local_id,
+        local_tasks=local_tasks,
+        gpus_per_task=gpus_per_task,
+        gpus_per_node=gpus_per_node,
+        nvidia_smi=nvidia_smi,
+    )
+
+
+def assign_gpus_from_env(
+    env: Mapping[str, str],
+    *,
+    local_id: int = 0,
+    local_tasks: int | None = None,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    nvidia_smi: str = "nvidia-smi",
+) -> GpuAssignment:
+    """:func:`assign_gpus` over a plain mapping of variables (what the unit tests use)."""
+    if gpus_per_task is not None:
+        _check_count("gpus_per_task", gpus_per_task)
+    if gpus_per_node is not None:
+        _check_count("gpus_per_node", gpus_per_node)
+    if local_tasks is not None and (not isinstance(local_tasks, int) or local_tasks < 1):
+        raise GpuError(f"local task count {local_tasks!r} must be a positive integer")
+    if local_tasks is not None and not 0 <= local_id < local_tasks:
+        raise GpuError(f"SLURM_LOCALID={local_id} is not below the node's task count {local_tasks}")
+
+    present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
+    binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    if present:
+        variable = present[0]
+        node_devices = parse_devices(variable, env[variable])
+        origin = _origin(env, variable)
+        if gpus_per_task == 0:
+            chosen, why = (), f"gpus_per_task=0; {origin}"
+        elif binding in _PER_TASK_BINDINGS:
+            chosen, why = _per_task(node_devices, variable, env, binding, gpus_per_task)
+        else:
+            chosen, why = _per_node(
+                node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
+            )
+        exports = _exports(env, present, node_devices, chosen)
+        return GpuAssignment(chosen, node_devices, variable, why, 0, exports)
+
+    on_node = _slurm_count(env)
+    if on_node:
+        return _unidentified(on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi)
+    wanted = [f"{k}={v}" for k, v in (("gpus_per_task", gpus_per_task), ("gpus_per_node", gpus_per_node)) if v]
+    if wanted:
+        raise GpuError(
+            f"{' and '.join(wanted)} asks for GPUs, but Slurm gave this task none "
+            "(no CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS or SLURM_GPUS_ON_NODE); "
+            "request them with --gpus-per-task, --gpus-per-node or --gres=gpu:N"
+        )
+    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", "no GPU allocated", 0, ())
+
+
+# --- the cases ---------------------------------------------------------------------------
+
+
+def _per_task(
+    own: tuple[str, ...], variable: str, env: Mapping[str, str], binding: str, gpus_per_task: int | None
+) -> tuple[tuple[str, ...], str]:
+    how = f"per-task binding (SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()})"
+    if gpus_per_task is None or gpus_per_task == len(own):
+        return own, how
+    if gpus_per_task > len(own):
+        raise GpuError(
+            f"gpus_per_task={gpus_per_task} but Slurm bound {len(own)} GPU(s) to this task "
+            f"({variable}={','.join(own) or 'empty'}); request --gpus-per-task={gpus_per_task}"
+        )
+    return own[:gpus_per_task], f"{how}, first {gpus_per_task} of {len(own)}"
+
+
+def _per_node(
+    devices: tuple[str, ...],
+    variable: str,
+    origin: str,
+    local_id: int,
+    local_tasks: int | None,
+    gpus_per_task: int | None,
+    gpus_per_node: int | None,
+) -> tuple[tuple[str, ...], str]:
+    listed = f"{variable}={','.join(devices)}" if devices else f"{variable} empty"
+    if gpus_per_node is not None:
+        if gpus_per_node > len(devices):
+            raise GpuError(
+                f"gpus_per_node={gpus_per_node} but only {len(devices)} GPU(s) are visible "
+                f"on this node ({listed})"
+            )
+        devices = devices[:gpus_per_node]
+    if not devices:
+        if gpus_per_task:
+            raise GpuError(f"gpus_per_task={gpus_per_task} but this task has no GPU ({listed}; {origin})")
+        return (), f"no GPU ({listed}; {origin})"
+    if local_tasks is None:
+        if gpus_per_task is None:
+            return devices, f"per-node list {listed} ({origin}); tasks on this node unknown, kept whole"
+        local_tasks = local_id + 1  # only this task's own block can be checked
+    chosen = split_devices(devices, local_tasks, local_id, gpus_per_task)
+    rule = f"gpus_per_task={gpus_per_task}" if gpus_per_task is not None else "balanced split"
+    if local_tasks == 1:
+        return chosen, f"per-node list {listed} ({origin}), the node's only task"
+    return chosen, f"per-node list {listed} ({origin}), {rule} over {local_tasks} local tasks"
+
+
+def _unidentified(
+    on_node: int,
+    binding: str | None,
+    local_id: int,
+    local_tasks: int | None,
+    gpus_per_task: int | None,
+    gpus_per_node: int | None,
+    nvidia_smi: str,
+) -> GpuAssignment:
+    """Slurm allocated ``on_node`` GPUs but set no visible-device variable (--gpu-bind=none)."""
+    why = "--gpu-bind=none" if binding == "none" else "no visible-device variable"
+    if gpus_per_task == 0:
+        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, ())
+    seen = count_visible_gpus(executable=nvidia_smi)
+    if seen == on_node:
+        # The process sees exactly the GPUs Slurm allocated (device cgroup): they are 0..N-1.
+        node_devices = tuple(str(i) for i in range(on_node))
+        base = f"{why}: SLURM_GPUS_ON_NODE={on_node} and nvidia-smi sees exactly {on_node}"
+        chosen, source = _per_node(
+            node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
+        )
+        exports = (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),)
+        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports)
+    if gpus_per_task or gpus_per_node:
+        asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
+        raise GpuError(
+            f"{asked}, but Slurm allocated {on_node} GPU(s) on this node without saying which "
+            f"({why}; nvidia-smi sees {'?' if seen is None else seen}): they cannot be split "
+            "safely; drop --gpu-bind=none"
+        )
+    seen_text = "nvidia-smi unavailable" if seen is None else f"nvidia-smi sees {seen}"
+    source = (
+        f"{why}: Slurm allocated {on_node} GPU(s) without naming them ({seen_text}); "
+        "device selection left to the task"
+    )
+    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, ())
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _exports(
+    env: Mapping[str, str], present: list[str], node_devices: tuple[str, ...], chosen: tuple[str, ...]
+) -> tuple[tuple[str, str], ...]:
+    """The same selection, by position, for every visible-device variable that was set."""
+    positions = [node_devices.index(d) for d in chosen]
+    out: list[tuple[str, str]] = []
+    for name in present:
+        try:
+            listed = parse_devices(name, env[name])
+        except GpuError:
+            continue  # a secondary variable tfslurm cannot read is left as it is
+        if name == present[0] or len(listed) == len(node_devices):
+            out.append((name, ",".join(listed[p] for p in positions)))
+    return tuple(out)
+
+
+def _origin(env: Mapping[str, str], variable: str) -> str:
+    if any(name in env for name in SLURM_GPU_VARIABLES):
+        step_gpus = env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS")
+        return f"from Slurm, global ids {step_gpus.strip()}" if step_gpus else "from Slurm"
+    if env.get(variable, "").strip() == "NoDevFiles":
+        return "Slurm < 19.05 marker: no GPU allocated"
+    return f"{variable} set before the step: Slurm manages no GPUs here"
+
+
+def _slurm_count(env: Mapping[str, str]) -> int:
+    raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    if raw:
+        if not raw.isdigit() or len(raw) > 6:
+            raise GpuError(f"SLURM_GPUS_ON_NODE={_clip(raw)!r} is not a GPU count")
+        return int(raw)
+    ids = env.get("SLURM_STEP_GPUS", "").strip()
+    return len(parse_devices("SLURM_STEP_GPUS", ids)) if ids else 0
+
+
+def _gpu_binding(tres_bind: str) -> str | None:
+    """The gpu part of SLURMD_TRES_BIND: 'none', 'per_task', 'map_gpu', ... or None."""
+    for part in tres_bind.replace("+", ";").split(";"):
+        part = part.strip()
+        for prefix in ("gres/gpu:", "gpu:"):
+            if part.startswith(prefix):
+                words = [w for w in re.split(r"[,:]", part[len(prefix) :]) if w and w != "verbose"]
+                return words[0] if words else None
+    return None
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GpuError(f"{name}={value!r} must be a non-negative integer")
+    if value > MAX_DEVICES:
+        raise GpuError(f"{name}={value} is more GPUs than any node has")
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
