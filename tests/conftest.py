@@ -1,0 +1,114 @@
+"""Session fixtures: a real local Slurm cluster (see docs/test-cluster.md).
+
+``slurm_cluster``: 4 nodes ``node[1-4]``, each in its own namespaces, 4 fake GPUs per
+node, ``MpiParams=ports=20000-20100``, no TaskProlog, empty plugstack.
+``slurm_cluster_factory(**options)``: a cached running cluster per distinct set of
+``ClusterConfig`` options (``gpus=0``, ``node_prefix="tf-gpu", node_digits=3``,
+``task_prolog=...``, ``plugstack_lines=[...]``, ``num_nodes=N``, ``cpus=N``...).
+
+Without root or Slurm the cluster tests skip with the reason; with ``CI=true`` they fail
+instead, so a CI run can never pass by skipping the tests that matter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tfslurm.errors import ClusterError
+from tfslurm.localcluster import ClusterConfig, LocalCluster, missing_requirements, reap_orphans
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def skip_or_fail(reason: str) -> None:
+    """pytest.skip outside CI; in CI a skipped cluster test is a failure."""
+    if in_ci():
+        pytest.fail(f"CI=true and the cluster tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI, a cluster test that skips itself (for any reason) is reported as failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        in_ci()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("cluster") is not None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: cluster test was skipped ({reason}); skips count as failures in CI"
+
+
+class _ClusterPool:
+    """One running cluster per configuration, all stopped at the end of the session."""
+
+    def __init__(self) -> None:
+        self.clusters: dict[tuple[Any, ...], LocalCluster] = {}
+        self.failures: dict[tuple[Any, ...], str] = {}
+
+    def get(self, **options: Any) -> LocalCluster:
+        missing = missing_requirements()
+        if missing:
+            skip_or_fail("local Slurm cluster unavailable: " + "; ".join(missing))
+        config = ClusterConfig.from_options(**options)
+        key = config.cache_key()
+        if key in self.failures:  # do not retry a start that already failed this session
+            pytest.fail(self.failures[key], pytrace=False)
+        cluster = self.clusters.get(key)
+        if cluster is None or not cluster.running:
+            cluster = LocalCluster(config)
+            try:
+                cluster.start()
+            except ClusterError as exc:
+                self.failures[key] = f"local Slurm cluster {options or '(default)'} failed to start: {exc}"
+                pytest.fail(self.failures[key], pytrace=False)
+            self.clusters[key] = cluster
+        return cluster
+
+    def stop_all(self) -> None:
+        threads = [threading.Thread(target=c.stop) for c in self.clusters.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.clusters.clear()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_factory() -> Iterator[Callable[..., LocalCluster]]:
+    """``factory(**options) -> LocalCluster``: a running cluster for these options (cached)."""
+    if not missing_requirements():
+        reap_orphans()  # clusters of earlier test runs that were killed before teardown
+    pool = _ClusterPool()
+    # A test run ended by SIGTERM (e.g. `timeout pytest`) still stops its clusters.
+    previous = signal.getsignal(signal.SIGTERM)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and previous in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        yield pool.get
+    finally:
+        pool.stop_all()
+        if main_thread and previous in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_cluster_factory: Callable[..., LocalCluster]) -> LocalCluster:
+    """The default cluster: node[1-4], 4 fake GPUs each, no TaskProlog, empty plugstack."""
+    return slurm_cluster_factory()

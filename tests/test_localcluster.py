@@ -1,0 +1,336 @@
+"""The local test cluster itself: config rendering (no root) and the real thing (root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tfslurm.errors import ClusterError, TfslurmError
+from tfslurm.localcluster import ClusterConfig, ClusterConfigError, LocalCluster, clean_environ
+from tfslurm.localcluster import procs
+from tfslurm.localcluster.netns import Network, mounts_under
+from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
+
+
+# ---------------------------------------------------------------------------- no root needed
+def render(config: ClusterConfig, state: str = "/tmp/tfs-x") -> str:
+    net = Network.plan(state, "10.213.150", config.node_names())
+    return slurm_conf(
+        config,
+        Layout(state),
+        controller_host="ctl",
+        controller_addr=net.gateway,
+        ctld_port=21000,
+        slurmd_port=21001,
+        node_addrs={n.name: n.address for n in net.nodes},
+    )
+
+
+def conf_values(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "NodeName=")))
+
+
+def test_node_names_plain_and_padded() -> None:
+    assert ClusterConfig().node_names() == ["node1", "node2", "node3", "node4"]
+    assert ClusterConfig(node_prefix="tf-gpu", node_digits=3).node_names() == [
+        "tf-gpu001", "tf-gpu002", "tf-gpu003", "tf-gpu004",
+    ]  # fmt: skip
+    assert ClusterConfig(num_nodes=12).node_names()[9:] == ["node10", "node11", "node12"]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"num_nodes": 0}, "num_nodes=0"),
+        ({"num_nodes": 500}, "num_nodes=500"),
+        ({"gpus": -1}, "gpus=-1"),
+        ({"node_prefix": "node1"}, "node_prefix='node1'"),
+        ({"node_prefix": "a b"}, "node_prefix='a b'"),
+        ({"num_nodes": 12, "node_digits": 1}, "node_digits=1"),
+        ({"task_prolog": "relative/prolog"}, "task_prolog='relative/prolog'"),
+        ({"plugstack_lines": "required /x.so"}, "plugstack_lines"),
+        ({"plugstack_lines": ["a\nb"]}, "plugstack_lines"),
+        ({"resv_ports": "200-100"}, "resv_ports='200-100'"),
+        ({"subnet": "192.168.1"}, "subnet='192.168.1'"),
+        ({"state_dir": "/"}, "state_dir='/'"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_bad_options_raise_one_line_error_naming_the_option(options: dict, named: str) -> None:
+    with pytest.raises(ClusterConfigError) as info:
+        ClusterConfig.from_options(**options)
+    message = str(info.value)
+    assert named in message and "\n" not in message
+    assert isinstance(info.value, TfslurmError)
+
+
+def test_slurm_conf_keeps_everything_in_the_state_dir() -> None:
+    text = render(ClusterConfig(task_prolog="/opt/prolog", plugstack_lines=["required /x.so a=1"]))
+    values = conf_values(text)
+    assert values["AuthType"] == "auth/none" and values["CredType"] == "cred/none"
+    assert values["PlugStackConfig"] == "/tmp/tfs-x/etc/plugstack.conf"
+    assert values["MpiParams"] == "ports=20000-20100"
+    assert values["SchedulerParameters"] == "bf_interval=1"
+    assert values["TaskProlog"] == "/opt/prolog"
+    assert values["GresTypes"] == "gpu"
+    paths = [v for k, v in values.items() if k.endswith(("Location", "Dir", "File", "Config"))]
+    assert paths and all(p.startswith("/tmp/tfs-x/") for p in paths), paths
+    assert "/etc/slurm" not in text
+    nodes = [line for line in text.splitlines() if line.startswith("NodeName=")]
+    assert nodes[0].startswith("NodeName=node1 NodeAddr=10.213.150.11 CPUs=4") and "Gres=gpu:4" in nodes[0]
+    assert len(nodes) == 4
+
+
+def test_gpu_less_and_hookless_config_has_no_gres_and_empty_plugstack() -> None:
+    config = ClusterConfig(gpus=0)
+    values = conf_values(render(config))
+    assert "GresTypes" not in values and "TaskProlog" not in values
+    assert "Gres=" not in render(config)
+    assert gres_conf(config, Layout("/tmp/tfs-x")) is None
+    assert plugstack_conf(config) == ""
+    assert gres_conf(ClusterConfig(gpus=2), Layout("/s")).splitlines()[1] == "NodeName=node1 Name=gpu File=/s/dev/nvidia[0-1]"
+
+
+def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:
+    a = Network.plan("/tmp/tfslurm-cluster-aaaa", "10.213.150", [f"n{i}" for i in range(1, 201)])
+    b = Network.plan("/tmp/tfslurm-cluster-bbbb", "10.213.151", ["n1"])
+    assert a.bridge != b.bridge and a.nodes[0].veth != b.nodes[0].veth
+    assert all(len(name) <= 15 for name in [a.bridge, *(n.veth for n in a.nodes)])
+    assert a.nodes[-1].address == "10.213.150.210"
+
+
+def test_clean_environ_strips_outer_slurm_and_sets_conf_and_no_proxy() -> None:
+    outer = {"PATH": "/bin", "SLURM_JOB_ID": "7", "SLURMD_NODENAME": "x", "SBATCH_X": "1", "no_proxy": "corp"}
+    env = clean_environ(outer, "/s/etc/slurm.conf", ["node1", "node2"])
+    assert env["SLURM_CONF"] == "/s/etc/slurm.conf"
+    assert not [k for k in env if k.startswith(("SLURM_J", "SLURMD", "SBATCH"))]
+    assert env["no_proxy"].split(",")[:3] == ["corp", "127.0.0.1", "localhost"]
+    assert "node2" in env["NO_PROXY"].split(",")
+    assert env["PATH"] == "/bin"
+
+
+def test_cli_rejects_bad_option_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from tfslurm.cli import main
+
+    assert main(["cluster", "up", "--nodes", "0", "--state", "/tmp/tfs-never-started"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "num_nodes=0" in err
+    assert not os.path.exists("/tmp/tfs-never-started")
+
+
+# ---------------------------------------------------------------------------- real cluster
+cluster = pytest.mark.cluster
+
+
+@cluster
+def test_four_nodes_idle_with_own_hostnames(slurm_cluster: LocalCluster) -> None:
+    assert slurm_cluster.nodes == ["node1", "node2", "node3", "node4"]
+    out = slurm_cluster.run(["sinfo", "-h", "-N", "-o", "%N %T %G"])
+    assert out.returncode == 0, out.stderr
+    rows = sorted(line.split() for line in out.stdout.splitlines())
+    assert rows == [[n, "idle", "gpu:4"] for n in slurm_cluster.nodes]
+    out = slurm_cluster.srun("-N4", "--ntasks-per-node=2", "sh", "-c", 'echo "$(hostname) $SLURMD_NODENAME"')
+    assert out.returncode == 0, out.stderr
+    pairs = [line.split() for line in out.stdout.splitlines()]
+    assert len(pairs) == 8 and all(host == name for host, name in pairs)
+    assert sorted({host for host, _ in pairs}) == slurm_cluster.nodes
+
+
+@cluster
+def test_same_port_bound_on_two_nodes_at_once(slurm_cluster: LocalCluster) -> None:
+    # Each task listens on the same port, then connects to the *other* node by name. Both
+    # connections can only succeed if both listeners exist at the same time.
+    script = textwrap.dedent(
+        """
+        import os, socket, time
+        me = os.environ["SLURMD_NODENAME"]
+        peer = {"node2": "node3", "node3": "node2"}[me]
+        srv = socket.socket(); srv.bind(("0.0.0.0", 23456)); srv.listen(1)
+        deadline = time.time() + 20
+        while True:
+            try:
+                c = socket.create_connection((peer, 23456), timeout=1); break
+            except OSError:
+                if time.time() > deadline: raise
+                time.sleep(0.05)
+        conn, addr = srv.accept()
+        c.sendall(me.encode()); got = conn.recv(64).decode()
+        print(me, "got", got, "from", addr[0])
+        """
+    )
+    out = slurm_cluster.srun("-w", "node2,node3", "-N2", "--ntasks-per-node=1", sys.executable, "-c", script, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.splitlines())
+    assert lines[0].startswith("node2 got node3 from " + slurm_cluster.node_address("node3"))
+    assert lines[1].startswith("node3 got node2 from " + slurm_cluster.node_address("node2"))
+
+
+@cluster
+def test_fake_gpus_are_char_devices_and_reach_tasks(slurm_cluster: LocalCluster) -> None:
+    for g in range(4):
+        st = os.stat(f"{slurm_cluster.state_dir}/dev/nvidia{g}")
+        assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == g
+    out = slurm_cluster.srun(
+        "-N2", "--ntasks-per-node=2", "--gres=gpu:2", "sh", "-c", 'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"'
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and {line.split()[1] for line in lines} == {"0,1"}
+    out = slurm_cluster.srun("-N1", "-n2", "--gpus-per-task=1", "printenv", "CUDA_VISIBLE_DEVICES")
+    assert sorted(out.stdout.split()) == ["0", "1"], out.stderr
+
+
+@cluster
+def test_reserved_ports_and_het_steps(slurm_cluster: LocalCluster) -> None:
+    out = slurm_cluster.srun("-N2", "--ntasks-per-node=1", "--resv-ports=3", "printenv", "SLURM_STEP_RESV_PORTS")
+    assert out.returncode == 0, out.stderr
+    ranges = set(out.stdout.split())
+    assert len(ranges) == 1
+    low, high = map(int, ranges.pop().split("-"))
+    assert 20000 <= low and high == low + 2 <= 20100
+    out = slurm_cluster.srun("-N1", "-n1", "hostname", ":", "-N2", "-n2", "hostname", timeout=30)
+    assert out.returncode == 0 and len(out.stdout.split()) == 3, out.stderr
+
+
+@cluster
+def test_tasks_get_a_clean_env_and_can_run_tfslurm(slurm_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "999999")  # as if the tests themselves ran in a job
+    assert "SLURM_JOB_ID" not in slurm_cluster.env
+    out = slurm_cluster.srun("-N2", "--ntasks-per-node=1", sys.executable, "-m", "tfslurm", "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("usage: tfslurm") == 2
+    out = slurm_cluster.srun("-n1", "printenv", "SLURM_JOB_ID", "no_proxy")
+    job_id, no_proxy = out.stdout.split()
+    assert job_id != "999999" and "127.0.0.1" in no_proxy.split(",")
+
+
+@cluster
+def test_sbatch_and_wait_job(slurm_cluster: LocalCluster, tmp_path) -> None:
+    os.chmod(tmp_path, 0o755)
+    job = slurm_cluster.sbatch("#!/bin/sh\nsrun hostname\n", "-N2", "--ntasks-per-node=1", "-o", "out-%j.txt", cwd=str(tmp_path))
+    assert slurm_cluster.wait_job(job, timeout=60) == "COMPLETED"
+    assert sorted((tmp_path / f"out-{job}.txt").read_text().split()) in (
+        sorted(pair) for pair in [("node1", "node2"), ("node1", "node3"), ("node1", "node4"), ("node2", "node3"), ("node2", "node4"), ("node3", "node4")]
+    )
+    failed = slurm_cluster.sbatch("#!/bin/sh\nexit 3\n", "-n1", "-o", "/dev/null")
+    assert slurm_cluster.wait_job(failed, timeout=60) == "FAILED"
+
+
+@cluster
+def test_on_node_sees_own_hostname_and_resolves_peers(slurm_cluster: LocalCluster) -> None:
+    out = slurm_cluster.on_node("node3", ["sh", "-c", "hostname; getent hosts node1"])
+    assert out.returncode == 0, out.stderr
+    host, address, name = out.stdout.split()
+    assert (host, address, name) == ("node3", slurm_cluster.node_address("node1"), "node1")
+    with pytest.raises(ClusterError, match="no node named 'node9'"):
+        slurm_cluster.on_node("node9", ["true"])
+    # /etc/hosts is replaced only inside the nodes
+    with open("/etc/hosts") as f:
+        assert "node1" not in f.read().split()
+
+
+@cluster
+def test_zero_padded_node_names(slurm_cluster_factory) -> None:
+    padded = slurm_cluster_factory(node_prefix="tf-gpu", node_digits=3)
+    assert padded.nodes == ["tf-gpu001", "tf-gpu002", "tf-gpu003", "tf-gpu004"]
+    out = padded.srun("-N4", "--ntasks-per-node=1", "sh", "-c", 'echo "$(hostname) $SLURM_STEP_NODELIST"')
+    assert out.returncode == 0, out.stderr
+    rows = sorted(line.split() for line in out.stdout.splitlines())
+    assert rows == [[n, "tf-gpu[001-004]"] for n in padded.nodes]
+    out = padded.srun("-w", "tf-gpu002,tf-gpu004", "printenv", "SLURM_STEP_NODELIST")
+    assert set(out.stdout.split()) == {"tf-gpu[002,004]"}
+
+
+@cluster
+def test_gpu_less_cluster_has_no_gres(slurm_cluster_factory, slurm_cluster: LocalCluster) -> None:
+    cpu_only = slurm_cluster_factory(gpus=0)
+    assert cpu_only is not slurm_cluster
+    # two clusters side by side: nothing outside the state dirs is shared
+    assert cpu_only.subnet != slurm_cluster.subnet and cpu_only.ctld_port != slurm_cluster.ctld_port
+    assert not os.path.exists(f"{cpu_only.state_dir}/etc/gres.conf")
+    out = cpu_only.run(["sinfo", "-h", "-N", "-o", "%N %G"])
+    assert {line.split()[1] for line in out.stdout.splitlines()} == {"(null)"}
+    out = cpu_only.srun("-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "[$CUDA_VISIBLE_DEVICES]"')
+    assert out.returncode == 0 and out.stdout.split() == ["[]", "[]"], out.stderr
+    out = cpu_only.srun("-n1", "--gres=gpu:1", "true", timeout=20)
+    assert out.returncode != 0 and "gres" in out.stderr.lower()
+
+
+@cluster
+def test_task_prolog_and_plugstack_hooks(slurm_cluster_factory, tmp_path_factory) -> None:
+    gcc = shutil.which("gcc")
+    if not gcc or not os.path.exists("/usr/include/slurm/spank.h"):
+        pytest.skip("needs gcc and libslurm-dev to build a test SPANK plugin")
+    work = tmp_path_factory.mktemp("hooks")
+    os.chmod(work, 0o755)
+    prolog = work / "prolog.sh"
+    prolog.write_text('#!/bin/sh\necho "export HOOK_PROLOG=rank$SLURM_PROCID"\n')
+    prolog.chmod(0o755)
+    source = work / "hook.c"
+    source.write_text(
+        textwrap.dedent(
+            """
+            #include <slurm/spank.h>
+            #include <string.h>
+            SPANK_PLUGIN(tfs_test_hook, 1);
+            int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+                const char *value = ac > 0 ? av[0] : "none";
+                spank_setenv(sp, "HOOK_SPANK", value, 1);
+                return 0;
+            }
+            """
+        )
+    )
+    plugin = work / "hook.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(plugin), str(source)], check=True)
+    hooked = slurm_cluster_factory(task_prolog=str(prolog), plugstack_lines=[f"required {plugin} from-plugstack"])
+    out = hooked.srun("-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$HOOK_PROLOG $HOOK_SPANK"')
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["rank0 from-plugstack", "rank1 from-plugstack"]
+
+
+@cluster
+def test_failed_start_raises_cluster_error_with_log_tail(tmp_path_factory) -> None:
+    broken = LocalCluster(num_nodes=1, gpus=0, extra_conf_lines=["NoSuchSlurmKey=1"], timeout=10)
+    with pytest.raises(ClusterError) as info:
+        broken.start()
+    assert "NoSuchSlurmKey" in str(info.value)  # from slurmctld's own log
+    assert not broken.running
+    network = Network.plan(broken.state_dir, "10.213.0", broken.nodes)
+    assert not os.path.exists(f"/sys/class/net/{network.bridge}")
+    assert not mounts_under(broken.state_dir)
+    shutil.rmtree(broken.state_dir)
+
+
+@cluster
+def test_stop_leaves_no_processes_links_or_mounts() -> None:
+    c = LocalCluster(num_nodes=2, gpus=1)
+    c.start()
+    try:
+        daemons = c.live_daemons()
+        assert sorted(r.name for r in daemons) == ["slurmctld", "slurmd", "slurmd"]
+        # a job that would run for ever, plus a process started inside a node by hand
+        job = c.sbatch("#!/bin/sh\nsrun sleep 600\n", "-N2", "-o", "/dev/null")
+        stray = c.popen(c.node_argv("node2", ["sleep", "600"]))
+        for _ in range(100):
+            if c.job_states(job) == ["RUNNING"]:
+                break
+            subprocess.run(["sleep", "0.1"])
+        assert c.job_states(job) == ["RUNNING"]
+        inodes = c._network.netns_inodes()
+        assert len(inodes) == 2 and procs.pids_in_netns(inodes)
+        network, state = c._network, c.state_dir
+    finally:
+        c.stop()
+    stray.wait(timeout=10)
+    assert not [r for r in daemons if procs.alive(r.pid)]
+    assert procs.pids_in_netns(inodes) == []
+    assert network.leftovers() == []
+    assert not os.path.exists(state)  # a temporary state dir is removed
+    c.stop()  # idempotent

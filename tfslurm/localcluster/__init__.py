@@ -1,0 +1,27 @@
+"""A throwaway, real multi-node Slurm cluster on one machine (root, Debian slurm-wlm).
+
+For the test suite (tests/conftest.py), ``tfslurm cluster up|down|status`` and
+``tfslurm demo``. See docs/test-cluster.md. Not for production: it runs Slurm with
+``AuthType=auth/none``, so any local user can act as any other user on it.
+"""
+
+from __future__ import annotations
+
+from tfslurm.localcluster.cluster import (
+    ClusterTimeout,
+    LocalCluster,
+    clean_environ,
+    missing_requirements,
+    reap_orphans,
+)
+from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
+
+__all__ = [
+    "ClusterConfig",
+    "ClusterConfigError",
+    "ClusterTimeout",
+    "LocalCluster",
+    "clean_environ",
+    "missing_requirements",
+    "reap_orphans",
+]
