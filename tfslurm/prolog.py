@@ -1,0 +1,204 @@
+"""The TaskProlog hook: the ``export`` lines that give a task its TF cluster.
+
+Slurm runs a TaskProlog in every task, after the SPANK plugin's ``task_init`` and before the
+user's program, and reads its stdout line by line (slurm-facts §4.2): ``export NAME=value``
+sets a variable (the value is the rest of the line, taken literally), ``unset NAME`` removes
+one and ``print text`` shows ``text`` on the task's stdout. So CUDA_VISIBLE_DEVICES and
+TF_CONFIG are in place before Python or CUDA start.
+
+The hook acts only when ``TFSLURM_TF_DIST`` is set (by the SPANK plugin's ``--tf-dist``, or
+by the user). The shell wrapper written by :func:`write_wrapper` checks that without starting
+Python, so jobs that do not use tfslurm pay one ``/bin/sh`` start-up per task.
+
+Only the standard library is imported, and only what the plan needs: this module runs in
+every task of every tf-dist job at a site.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Mapping, TextIO
+
+from tfslurm.errors import TfslurmError
+
+if TYPE_CHECKING:  # pathlib, json and shlex are only needed to write the wrapper
+    from pathlib import Path
+
+__all__ = [
+    "MARKER",
+    "PrologError",
+    "SLURM_ENV_STRLEN_MAX",
+    "format_lines",
+    "main",
+    "prolog_lines",
+    "task_changes",
+    "wrapper_script",
+    "write_wrapper",
+]
+
+#: Set (to the jobs spec) in the tasks of a ``--tf-dist`` step; absent = the hook does nothing.
+MARKER = "TFSLURM_TF_DIST"
+#: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
+#: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
+SLURM_ENV_STRLEN_MAX = 131_072
+#: Slurm adds this to the environment of every task when a TaskProlog is configured; the
+#: hook removes it so a job sees the environment it would see without the hook.
+SCRIPT_CONTEXT = "SLURM_SCRIPT_CONTEXT"
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_WRAPPER_TEMPLATE = "taskprolog.sh.in"
+
+
+class PrologError(TfslurmError):
+    """Variables that cannot be passed through Slurm's TaskProlog protocol."""
+
+
+def task_changes(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The variables to set (str) or unset (None) in this task, in output order.
+
+    Empty when the marker is absent or this is not a task of a step (the batch script of an
+    ``sbatch`` that exported ``TFSLURM_TF_DIST`` itself runs the hook too, and needs nothing).
+    The plan always comes from Slurm's variables, never from an inherited TF_CONFIG or
+    descriptor: those are replaced or unset, so a stale one cannot survive.
+    """
+    spec = env.get(MARKER, "")
+    if not spec.strip():
+        return {}
+    from tfslurm.step import Context, Step
+
+    step = Step.from_environ(env)
+    if step.context is not Context.STEP:
+        return {}
+    from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
+
+    plan = plan_for(step, spec)
+    variables = plan.task_env()
+    changes: dict[str, str | None] = {}
+    for stale in ("TF_CONFIG", DESCRIPTOR_VARIABLE):
+        if stale not in variables and stale in env:
+            changes[stale] = None
+    changes.update(variables)
+    return changes
+
+
+def format_lines(changes: Mapping[str, str | None]) -> list[str]:
+    """TaskProlog lines for ``changes``; raises PrologError for anything the protocol mangles.
+
+    The protocol has no quoting: a value runs to the end of its line, so a newline would cut
+    it and start a new (possibly ``export``) line. Such values are refused, never passed on.
+    """
+    lines = []
+    for name, value in changes.items():
+        if not _NAME.match(name):
+            raise PrologError(f"cannot export {name!r}: not a valid variable name")
+        if value is None:
+            lines.append(f"unset {name}")
+            continue
+        if "\n" in value or "\r" in value or "\0" in value:
+            bad = "a newline" if "\n" in value else "a carriage return" if "\r" in value else "a NUL byte"
+            raise PrologError(
+                f"cannot export {name}: its value contains {bad}, which Slurm's TaskProlog "
+                f"protocol cannot carry (value starts {value[:40]!r})"
+            )
+        size = len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2
+        if size >= SLURM_ENV_STRLEN_MAX:
+            raise PrologError(
+                f"cannot export {name}: {size - 2} bytes with its name, but Slurm drops variables "
+                f"of {SLURM_ENV_STRLEN_MAX - 2} bytes or more"
+            )
+        lines.append(f"export {name}={value}")
+    return lines
+
+
+def prolog_lines(env: Mapping[str, str] | None = None) -> list[str]:
+    """Every line the hook prints for a task with environment ``env`` (default: os.environ)."""
+    return format_lines(task_changes(os.environ if env is None else env))
+
+
+def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    """Run the hook: print the lines; on error print a ``print`` line and return non-zero.
+
+    A non-zero exit makes Slurm cancel the task, which is right only when the task asked for
+    a TF cluster (``TFSLURM_TF_DIST`` set): without the marker this returns 0 whatever happens.
+    """
+    env = os.environ if env is None else env
+    out = sys.stdout if out is None else out
+    asked = bool(env.get(MARKER, "").strip())
+    try:
+        lines = prolog_lines(env)
+    except TfslurmError as exc:
+        return _fail(out, env, asked, f"error: {exc}", 2)
+    except Exception as exc:  # a bug must still reach the user as one readable line
+        return _fail(out, env, asked, f"internal error: {type(exc).__name__}: {exc}", 1)
+    out.write("".join(line + "\n" for line in lines))
+    out.flush()
+    return 0
+
+
+def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:
+    if not asked:
+        return 0
+    text = " ".join(message.split())  # one line whatever the message holds
+    out.write(f"print tfslurm prolog ({MARKER}={_clip(env.get(MARKER, ''))}): {text}\n")
+    out.flush()
+    return code
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- the shell wrapper for TaskProlog= ---------------------------------------------------
+
+
+def wrapper_script(python: str | None = None, package_parent: str | None = None) -> str:
+    """The text of the ``TaskProlog=`` wrapper for this installation.
+
+    ``python`` (default: this interpreter) runs with ``-I -S`` (no user site, no
+    ``PYTHON*`` variables, no ``site`` import: faster and immune to the job's Python
+    settings); ``package_parent`` (default: where this ``tfslurm`` package lives) is put on
+    ``sys.path`` instead.
+    """
+    import json
+    import shlex
+    from pathlib import Path
+
+    python = os.path.abspath(python or sys.executable)
+    parent = package_parent or str(Path(__file__).resolve().parent.parent)
+    for what, path in (("python", python), ("package directory", parent)):
+        if any(c in path for c in "\n\r\0"):
+            raise PrologError(f"{what} path {path!r} contains a newline or NUL")
+        if not os.path.isabs(path):
+            raise PrologError(f"{what} path {path!r} is not absolute")
+    code = (
+        f"import sys; sys.path.insert(0, {json.dumps(parent)}); "
+        "from tfslurm.prolog import main; sys.exit(main())"
+    )
+    from tfslurm import __version__
+
+    template = (Path(__file__).parent / "data" / _WRAPPER_TEMPLATE).read_text()
+    return (
+        template.replace("@VERSION@", __version__)
+        .replace("@PYTHON@", shlex.quote(python))
+        .replace("@CODE@", shlex.quote(code))
+    )
+
+
+def write_wrapper(path: str | os.PathLike[str], python: str | None = None) -> Path:
+    """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return the path."""
+    from pathlib import Path
+
+    target = Path(path)
+    text = wrapper_script(python)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PrologError(f"cannot write the TaskProlog wrapper {str(target)!r}: {exc.strerror}") from None
+    return target
