@@ -504,9 +504,10 @@ def _sort_key(run: list) -> tuple:
 def _coalesce(runs: list[list]) -> list[list]:
     """Slurm's hostlist_coalesce over sorted runs: split overlapping runs at the overlap.
 
-    Slurm walks pairs right to left and restarts from the end after each split; the pairs
-    right of the split are unchanged and were already checked, so continuing at the split
-    (a stack instead of a restart) visits the same pairs in the same order.
+    Slurm walks pairs right to left and restarts from the end after each split. Only the
+    two split runs change, so every pair right of (right half, its right neighbour) was
+    already checked and fails again: resuming at that pair (a stack instead of a
+    restart) visits the same pairs in the same order, without Slurm's quadratic rescans.
     """
     left = runs
     right: list[list] = []  # processed runs, reversed: right[-1] is the leftmost
@@ -532,6 +533,8 @@ def _coalesce(runs: list[list]) -> list[list]:
                     left.append([prev[_PREFIX], number, number, width])
                 if number < high:
                     left.append([prev[_PREFIX], number, number, width])
+            if len(right) > 1:  # recheck the grown right half against its neighbour
+                left.append(right.pop())
         else:
             right.append(left.pop())
     right.reverse()
