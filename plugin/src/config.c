@@ -7,6 +7,40 @@
 #include <string.h>
 
 #define DEFAULT_SPEC_KEY "default_spec="
+#define HOST_TEMPLATE_KEY "host_template="
+#define NODE_FIELD "{node}"
+
+int tfd_host_template_check(const char *template, char *err, size_t errlen)
+{
+	size_t len = strnlen(template, TFD_TEMPLATE_MAX + 1), i, fields = 0;
+
+	if (len > TFD_TEMPLATE_MAX) {
+		snprintf(err, errlen, "longer than %d bytes", TFD_TEMPLATE_MAX);
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char) template[i];
+
+		if (strncmp(template + i, NODE_FIELD, strlen(NODE_FIELD)) == 0) {
+			fields++;
+			i += strlen(NODE_FIELD) - 1;
+			continue;
+		}
+		if (c <= 0x20 || c >= 0x7f || strchr(";:,/{}", c)) {
+			char shown[8];
+
+			tfd_quote_n(template + i, 1, shown, sizeof(shown));
+			snprintf(err, errlen, "'%s' at byte %zu is not allowed in a host name "
+				 "template", shown, i);
+			return -1;
+		}
+	}
+	if (fields == 0) {
+		snprintf(err, errlen, "must contain {node}, e.g. {node}-ib");
+		return -1;
+	}
+	return 0;
+}
 
 static void config_error(struct tfd_config *cfg, const char *arg, const char *why)
 {
@@ -40,8 +74,18 @@ void tfd_config_parse(struct tfd_config *cfg, int ac, char **av)
 				return;
 			}
 			snprintf(cfg->default_spec, sizeof(cfg->default_spec), "%s", value);
+		} else if (strncmp(arg, HOST_TEMPLATE_KEY, strlen(HOST_TEMPLATE_KEY)) == 0) {
+			const char *value = arg + strlen(HOST_TEMPLATE_KEY);
+			char reason[96];
+
+			if (tfd_host_template_check(value, reason, sizeof(reason)) != 0) {
+				config_error(cfg, arg, reason);
+				return;
+			}
+			snprintf(cfg->host_template, sizeof(cfg->host_template), "%s", value);
 		} else {
-			config_error(cfg, arg, "unknown argument (known: default_spec=SPEC)");
+			config_error(cfg, arg, "unknown argument (known: default_spec=SPEC, "
+				     "host_template=TEMPLATE)");
 			return;
 		}
 	}

@@ -53,14 +53,45 @@ static int task_fail(const char *why)
 	return -1;
 }
 
+/*
+ * Set name=value in the task environment (overwrite == 0: keep a value already there)
+ * and read it back: spank_setenv reports success even when Slurm drops a value.
+ * Values here are bounded (spec, template), far below Slurm's 128 KiB limit.
+ */
+static int set_checked(spank_t sp, const char *name, const char *value, int overwrite,
+		       char *err, size_t errlen)
+{
+	char check[TFD_SPEC_MAX + 2];
+	size_t len = strnlen(value, TFD_SPEC_MAX + 1);
+	spank_err_t rc;
+
+	if (len > TFD_SPEC_MAX || strlen(name) + len + 2 >= TFD_SLURM_ENV_STRLEN_MAX) {
+		snprintf(err, errlen, "value for %s too long for the task environment", name);
+		return -1;
+	}
+	memset(check, 0, sizeof(check));
+	if (!overwrite && spank_getenv(sp, name, check, sizeof(check)) != ESPANK_ENV_NOEXIST)
+		return 0; /* already set (or too long to read): the task's own value stays */
+	rc = spank_setenv(sp, name, value, 1);
+	if (rc != ESPANK_SUCCESS) {
+		snprintf(err, errlen, "could not set %s: %s", name, spank_strerror(rc));
+		return -1;
+	}
+	memset(check, 0, sizeof(check));
+	rc = spank_getenv(sp, name, check, sizeof(check));
+	if (rc != ESPANK_SUCCESS || strcmp(check, value) != 0) {
+		snprintf(err, errlen, "%s was not stored in the task environment (%s)", name,
+			 rc == ESPANK_SUCCESS ? "value differs" : spank_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
 int tfd_remote_task_init(spank_t sp, int ac, char **av)
 {
 	char *optarg = NULL;
 	const char *spec;
 	char err[512];
-	char check[TFD_SPEC_MAX + 2];
-	size_t spec_len;
-	spank_err_t rc;
 
 	(void) ac;
 	(void) av;
@@ -73,26 +104,12 @@ int tfd_remote_task_init(spank_t sp, int ac, char **av)
 	if (!spec)
 		return task_fail(err);
 
-	/* spank_setenv reports success even when Slurm drops an over-long value, so the
-	 * length is checked here (the spec grammar already bounds it far lower) and the
-	 * value is read back afterwards. */
-	spec_len = strnlen(spec, TFD_SPEC_MAX + 1);
-	if (spec_len > TFD_SPEC_MAX ||
-	    strlen(TFD_MARKER) + spec_len + 2 >= TFD_SLURM_ENV_STRLEN_MAX)
-		return task_fail("--tf-dist value too long for the task environment");
-
-	rc = spank_setenv(sp, TFD_MARKER, spec, 1);
-	if (rc != ESPANK_SUCCESS) {
-		snprintf(err, sizeof(err), "could not set %s: %s", TFD_MARKER,
-			 spank_strerror(rc));
+	if (set_checked(sp, TFD_MARKER, spec, 1, err, sizeof(err)) != 0)
 		return task_fail(err);
-	}
-	memset(check, 0, sizeof(check));
-	rc = spank_getenv(sp, TFD_MARKER, check, sizeof(check));
-	if (rc != ESPANK_SUCCESS || strcmp(check, spec) != 0) {
-		snprintf(err, sizeof(err), "%s was not stored in the task environment (%s)",
-			 TFD_MARKER, rc == ESPANK_SUCCESS ? "value differs" : spank_strerror(rc));
+	/* Site default for the host names in TF_CONFIG; a user's own value wins. */
+	if (tfd_config()->host_template[0] &&
+	    set_checked(sp, TFD_HOST_TEMPLATE_VAR, tfd_config()->host_template, 0, err,
+			sizeof(err)) != 0)
 		return task_fail(err);
-	}
 	return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), no Slurm needed.
+ * spec_test.c - tests for the --tf-dist spec parser (src/spec.c) and the plugstack.conf
+ * arguments (src/config.c); neither needs Slurm.
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
  *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "spec.h"
 
 static int failures;
@@ -131,6 +133,81 @@ static void unit_hostile(void)
 	}
 }
 
+static void config_case(const char *args, int want_valid, const char *want_spec,
+			const char *want_template, const char *want_in_error)
+{
+	char buf[512];
+	char *av[8];
+	int ac = 0;
+	struct tfd_config cfg;
+	char *tok;
+
+	snprintf(buf, sizeof(buf), "%s", args);
+	for (tok = strtok(buf, "|"); tok && ac < 8; tok = strtok(NULL, "|"))
+		av[ac++] = tok;
+	tfd_config_parse(&cfg, ac, av);
+	if (cfg.valid != want_valid ||
+	    (want_valid && strcmp(cfg.default_spec, want_spec) != 0) ||
+	    (want_valid && strcmp(cfg.host_template, want_template) != 0) ||
+	    (!want_valid && !strstr(cfg.error, want_in_error)) || !printable_line(cfg.error)) {
+		printf("FAIL config '%s': valid=%d spec='%s' template='%s' error='%s'\n", args,
+		       cfg.valid, cfg.default_spec, cfg.host_template, cfg.error);
+		failures++;
+	}
+}
+
+static void unit_config(void)
+{
+	char longarg[400];
+
+	config_case("", 1, "worker:*", "", NULL);
+	config_case("default_spec=chief:1,worker:*", 1, "chief:1,worker:*", "", NULL);
+	config_case("host_template={node}-ib|default_spec=ps:1,worker:*", 1, "ps:1,worker:*",
+		    "{node}-ib", NULL);
+	config_case("host_template={node}.cluster.example.org", 1, "worker:*",
+		    "{node}.cluster.example.org", NULL);
+	config_case("default_spec=bogus", 0, NULL, NULL, "not a valid jobs spec");
+	config_case("default_spec=", 0, NULL, NULL, "empty jobs spec");
+	config_case("default_spec=chief:2", 0, NULL, NULL, "at most one");
+	config_case("host_template=node-ib", 0, NULL, NULL, "must contain {node}");
+	config_case("host_template={node}:8888", 0, NULL, NULL, "':' at byte 6");
+	config_case("host_template={node} x", 0, NULL, NULL, "' ' at byte 6");
+	config_case("host_template={nodes}", 0, NULL, NULL, "'{' at byte 0");
+	config_case("host_template={node}}", 0, NULL, NULL, "'}' at byte 6");
+	config_case("host_template={node}\x1b", 0, NULL, NULL, "'\\x1b' at byte 6");
+	config_case("host_template=\xc3\xa9{node}", 0, NULL, NULL, "'\\xc3' at byte 0");
+	config_case("verbose", 0, NULL, NULL, "unknown argument");
+	config_case("default_spec=worker:*|tfdist=1", 0, NULL, NULL, "'tfdist=1': unknown");
+
+	/* a control character in the argument itself, and a template that is too long */
+	{
+		char *av[1];
+		struct tfd_config cfg;
+		char arg[] = "host_template={node}\n";
+
+		av[0] = arg;
+		tfd_config_parse(&cfg, 1, av);
+		if (cfg.valid || !strstr(cfg.error, "\\x0a") || !printable_line(cfg.error)) {
+			printf("FAIL config newline: %s\n", cfg.error);
+			failures++;
+		}
+		memset(longarg, 'a', sizeof(longarg) - 1);
+		longarg[sizeof(longarg) - 1] = '\0';
+		memcpy(longarg, "host_template={node}", 20);
+		av[0] = longarg;
+		tfd_config_parse(&cfg, 1, av);
+		if (cfg.valid || !strstr(cfg.error, "longer than 255")) {
+			printf("FAIL config long template: %s\n", cfg.error);
+			failures++;
+		}
+		tfd_config_parse(&cfg, 0, NULL);
+		if (!cfg.valid || strcmp(cfg.default_spec, "worker:*") != 0) {
+			printf("FAIL config no args\n");
+			failures++;
+		}
+	}
+}
+
 static int unit(void)
 {
 	char *big;
@@ -211,6 +288,7 @@ static int unit(void)
 
 	unit_quote();
 	unit_hostile();
+	unit_config();
 	if (failures) {
 		printf("%d failure(s)\n", failures);
 		return 1;
