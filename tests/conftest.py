@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tfslurm.errors import ClusterError
+
+pytest_plugins = ["pytester"]
 from tfslurm.localcluster import ClusterConfig, LocalCluster, missing_requirements, reap_orphans
 
 

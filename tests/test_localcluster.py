@@ -334,3 +334,90 @@ def test_stop_leaves_no_processes_links_or_mounts() -> None:
     assert network.leftovers() == []
     assert not os.path.exists(state)  # a temporary state dir is removed
     c.stop()  # idempotent
+
+
+# ---------------------------------------------------------------------------- skip vs. CI
+INNER_TEST = """
+import pytest
+
+@pytest.mark.cluster
+def test_needs_cluster(slurm_cluster):
+    assert slurm_cluster.nodes
+
+@pytest.mark.cluster
+def test_skips_itself():
+    pytest.skip("no tensorflow here")
+
+def test_plain():
+    pytest.skip("not a cluster test")
+"""
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_cluster_tests_skip_outside_ci_and_fail_in_ci(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
+    conftest = os.path.join(os.path.dirname(__file__), "conftest.py")
+    pytester.makeconftest(open(conftest).read())
+    pytester.makeini("[pytest]\nmarkers =\n    cluster: real cluster\n")
+    pytester.makepyfile(test_inner=INNER_TEST)
+    monkeypatch.setenv("TFSLURM_NO_CLUSTER", "1")
+    monkeypatch.setenv("CI", ci)
+    result = pytester.runpytest_subprocess("-rA")
+    if ci:
+        result.assert_outcomes(failed=1, errors=1, skipped=1)
+        result.stdout.fnmatch_lines(["*CI=true and the cluster tests cannot run: *TFSLURM_NO_CLUSTER*"])
+        result.stdout.fnmatch_lines(["*CI=true: cluster test was skipped*no tensorflow here*"])
+    else:
+        result.assert_outcomes(skipped=3)
+        result.stdout.fnmatch_lines(["*local Slurm cluster unavailable: disabled by TFSLURM_NO_CLUSTER*"])
+
+
+@cluster
+def test_orphaned_cluster_of_a_killed_session_is_reaped(slurm_cluster: LocalCluster) -> None:
+    from tfslurm.localcluster import reap_orphans
+
+    starter = subprocess.run(
+        [sys.executable, "-c", (
+            "import os\n"
+            "from tfslurm.localcluster import LocalCluster\n"
+            "c = LocalCluster(num_nodes=1, gpus=0).start()\n"
+            "print(c.state_dir, flush=True)\n"
+            "os.kill(os.getpid(), 9)\n"  # no atexit, no stop: as if the session was killed
+        )],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    state = starter.stdout.strip()
+    assert starter.returncode == -9 and state.startswith("/tmp/"), starter.stderr
+    orphan = LocalCluster.attach(state)
+    daemons = orphan.live_daemons()
+    assert len(daemons) == 2 and not orphan.owner_alive()
+    assert state in reap_orphans()
+    assert not [r for r in daemons if procs.alive(r.pid)]
+    assert not os.path.exists(state)
+    assert slurm_cluster.state_dir not in reap_orphans()  # a live session's cluster is left alone
+    assert slurm_cluster.status()["healthy"]
+
+
+@cluster
+def test_cli_up_status_down(tmp_path_factory) -> None:
+    state = str(tmp_path_factory.mktemp("cli") / "state")
+    tfslurm = [sys.executable, "-m", "tfslurm"]
+    try:
+        up = subprocess.run([*tfslurm, "cluster", "up", "--state", state, "--nodes", "2", "--gpus", "0",
+                             "--prefix", "cli", "--digits", "2"], capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.strip() == f"export SLURM_CONF={state}/etc/slurm.conf"
+        # the daemons outlive the `up` command
+        status = subprocess.run([*tfslurm, "cluster", "status", "--state", state], capture_output=True, text=True)
+        assert status.returncode == 0 and "healthy" in status.stdout and "cli01" in status.stdout, status.stdout
+        env = {**os.environ, "SLURM_CONF": f"{state}/etc/slurm.conf"}
+        srun = subprocess.run(["srun", "-N2", "hostname"], env=env, capture_output=True, text=True, timeout=60)
+        assert sorted(srun.stdout.split()) == ["cli01", "cli02"], srun.stderr
+    finally:
+        down = subprocess.run([sys.executable, "-m", "tfslurm.localcluster", "down", "--state", state],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert not LocalCluster.attach(state).live_daemons()
+    stale = subprocess.run(["srun", "hostname"], env=env, capture_output=True, text=True, timeout=20)
+    assert stale.returncode != 0 and "TfslurmClusterStopped" in stale.stderr  # fails at once, no traffic
+    again = subprocess.run([*tfslurm, "cluster", "down", "--state", state, "--purge"], capture_output=True, text=True)
+    assert again.returncode == 0 and not os.path.exists(state)

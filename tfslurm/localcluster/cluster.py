@@ -65,6 +65,8 @@ class ClusterTimeout(ClusterError):
 def missing_requirements() -> list[str]:
     """Why a cluster cannot start here (empty list = it can)."""
     missing = []
+    if os.environ.get("TFSLURM_NO_CLUSTER"):
+        missing.append("disabled by TFSLURM_NO_CLUSTER")
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         missing.append("needs root (network namespaces, device nodes, slurmd starting tasks)")
     absent = [b for b in DAEMONS + CLIENTS if not shutil.which(b, path=_SEARCH_PATH)]
