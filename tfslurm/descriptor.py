@@ -27,6 +27,7 @@ import base64
 import binascii
 import zlib
 from dataclasses import dataclass
+from itertools import chain
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
@@ -54,22 +55,27 @@ class Descriptor:
     jobs: tuple[tuple[str, int], ...]
     host_template: str
 
-    def encode(self) -> str:
-        """The compact text form (see the module docstring)."""
+    def encode(self, nodelist: str | None = None, tasks_per_node: str | None = None) -> str:
+        """The compact text form (see the module docstring).
+
+        ``nodelist`` / ``tasks_per_node``: Slurm's own strings for ``nodes`` / ``counts``
+        (``SLURM_STEP_NODELIST`` / ``SLURM_STEP_TASKS_PER_NODE``), used as they are.
+        """
         counts = list(self.counts)
-        if self.rank_node == block_map(counts):
+        is_block = list(self.rank_node) == sorted(self.rank_node)  # block = non-decreasing
+        if is_block:
             layout = "block"
-        elif self.rank_node == cyclic_map(counts):
-            layout = "cyclic"
+            natural_local = tuple(chain.from_iterable(map(range, counts)))
         else:
-            layout = _encode_list(self.rank_node)
+            layout = "cyclic" if self.rank_node == cyclic_map(counts) else _encode_list(self.rank_node)
+            natural_local = local_ids(self.rank_node, len(self.nodes))
         fields = [
             TAG,
-            "nodes=" + hostlist.compress(list(self.nodes)),
-            "tasks=" + hostlist.compress_counts(counts),
+            "nodes=" + (nodelist if nodelist is not None else hostlist.compress(list(self.nodes))),
+            "tasks=" + (tasks_per_node if tasks_per_node is not None else hostlist.compress_counts(counts)),
             "map=" + layout,
         ]
-        if self.rank_local != local_ids(self.rank_node, len(self.nodes)):
+        if self.rank_local != natural_local:
             fields.append("local=" + _encode_list(self.rank_local))
         fields += [
             "ports=" + self.ports,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Mapping
@@ -46,13 +47,16 @@ if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at 
     from tfslurm.step import Step
 
 __all__ = [
+    "ASSIGNED_GPUS_VARIABLE",
     "DESCRIPTOR_VARIABLE",
+    "GpuPlan",
     "JOBS_VARIABLE",
     "HOST_TEMPLATE_VARIABLE",
     "Plan",
     "TF_CONFIG_MAX_BYTES",
     "TaskPlan",
     "plan_for",
+    "gpu_plan_for",
     "plan_from_environ",
 ]
 
@@ -62,6 +66,10 @@ TF_CONFIG_MAX_BYTES = 131_060
 DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
 JOBS_VARIABLE = "TFSLURM_TF_DIST"
 HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
+#: Set next to the GPU variables tfslurm writes: ``JOB.STEP.RANK:VARIABLE=value``. A later
+#: plan in the same task (the resolver after the TaskProlog) then keeps the devices as they
+#: are instead of splitting the node's list again.
+ASSIGNED_GPUS_VARIABLE = "TFSLURM_ASSIGNED_GPUS"
 _NODE = "{node}"
 
 
@@ -118,6 +126,9 @@ class Plan:
     rank: int | None = None
     gpus: GpuPlan | None = None
     rpc_layer: str | None = None
+    # Slurm's own compact forms of ``nodes`` and ``counts`` when known (saves compressing).
+    nodelist: str | None = field(default=None, compare=False, repr=False)
+    tasks_per_node: str | None = field(default=None, compare=False, repr=False)
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -127,10 +138,7 @@ class Plan:
     @cached_property
     def counts(self) -> tuple[int, ...]:
         """Tasks on each node, in node order."""
-        counts = [0] * len(self.nodes)
-        for node in self.rank_node:
-            counts[node] += 1
-        return tuple(counts)
+        return _count_per_node(self.rank_node, len(self.nodes))
 
     @cached_property
     def hosts(self) -> tuple[str, ...]:
@@ -201,6 +209,11 @@ class Plan:
             start += count
         return out
 
+    def _cluster_json_floor(self) -> int:
+        """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
+        digits = len(str(self.ports.port(0)))
+        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts))
+
     @cached_property
     def _cluster_json(self) -> str:
         return json.dumps(self.cluster_spec(), separators=(",", ":"))
@@ -219,12 +232,15 @@ class Plan:
 
     def task_env(self) -> dict[str, str]:
         """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""
-        config = self.tf_config()
         out: dict[str, str] = {}
-        if len(config.encode()) <= TF_CONFIG_MAX_BYTES:
-            out["TF_CONFIG"] = config
+        if self._cluster_json_floor() > TF_CONFIG_MAX_BYTES:
+            out[DESCRIPTOR_VARIABLE] = self.descriptor()  # clearly too big: skip building it
         else:
-            out[DESCRIPTOR_VARIABLE] = self.descriptor()
+            config = self.tf_config()
+            if len(config.encode()) <= TF_CONFIG_MAX_BYTES:
+                out["TF_CONFIG"] = config
+            else:
+                out[DESCRIPTOR_VARIABLE] = self.descriptor()
         if self.gpus is not None:
             out.update(self.gpus.env)
         return out
@@ -283,7 +299,7 @@ class Plan:
             ports=self.ports.encode(),
             jobs=self.jobs,
             host_template=self.host_template,
-        ).encode()
+        ).encode(nodelist=self.nodelist, tasks_per_node=self.tasks_per_node)
 
     @classmethod
     def from_descriptor(cls, text: str, rank: int | None = None) -> Plan:
@@ -326,9 +342,11 @@ class Plan:
     def _check_ports(self) -> None:
         """Every task on a node must get its own port (the rule decides how many it has)."""
         most = max(self.counts)
-        ports = {self.ports.port(local) for local in range(most)}
-        if len(ports) != most:
-            raise PlanError(f"port rule {self.ports.encode()!r} gives {most} tasks of a node fewer than {most} ports")
+        if self.ports.capacity() < most:
+            raise PlanError(
+                f"port rule {self.ports.encode()!r} gives fewer than {most} ports, "
+                f"but a node runs {most} tasks"
+            )
 
 
 def plan_for(
@@ -343,18 +361,20 @@ def plan_for(
     rpc_layer: str | None = None,
     tf_order: bool = False,
     assign: bool = True,
+    gpu_plan: GpuPlan | None = None,
 ) -> Plan:
     """The plan of ``step`` as seen by this task.
 
     ``jobs`` defaults to ``TFSLURM_TF_DIST`` (set by the SPANK plugin's ``--tf-dist``), else
     every task is a worker. ``layout`` overrides the computed one (the compat resolver's
     ``tasks_per_node``); ``tf_order`` assigns jobs alphabetically as TF's resolver does;
-    ``assign=False`` skips the GPU assignment (plans made away from the task).
+    ``assign=False`` skips the GPU assignment (plans made away from the task);
+    ``gpu_plan`` supplies one made by :func:`gpu_plan_for` with other settings.
     """
-    from tfslurm.gpus import assign_gpus
     from tfslurm.layout import layout_for
     from tfslurm.ports import port_rule
 
+    from_step = layout is None  # then layout.nodes / counts are exactly Slurm's strings
     if layout is None:
         layout = layout_for(step)
     if jobs is None:
@@ -363,14 +383,11 @@ def plan_for(
     if tf_order:
         resolved = dict(sorted(resolved.items()))
     template = _host_template(host_template, step.env)
-    counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
-    rule = port_rule(step, max(counts), port_base=port_base)
-    gpus = None
-    if assign and step.procid is not None:
-        assignment = assign_gpus(
-            step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node
-        )
-        gpus = _gpu_plan(assignment, layout, step, gpus_per_task, gpus_per_node)
+    counts = _count_per_node(layout.rank_node, len(layout.nodes))
+    rule = port_rule(step, max(counts), port_base=port_base, layout=layout)
+    gpus = gpu_plan
+    if gpus is None and assign and step.procid is not None:
+        gpus = gpu_plan_for(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
     plan = Plan(
         nodes=tuple(layout.nodes),
         rank_node=tuple(layout.rank_node),
@@ -381,6 +398,8 @@ def plan_for(
         rank=step.procid,
         gpus=gpus,
         rpc_layer=rpc_layer,
+        nodelist=step.nodelist if from_step else None,
+        tasks_per_node=step.tasks_per_node if from_step else None,
     )
     plan._check_ports()
     return plan
@@ -417,12 +436,15 @@ def plan_from_environ(
         )
     if not assign:
         return plan
-    from tfslurm.gpus import assign_gpus
     from tfslurm.layout import Layout
 
     layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, "descriptor")
-    gpus = _gpu_plan(assign_gpus(step, layout), layout, step, None, None)
-    return dataclasses.replace(plan, gpus=gpus)
+    return dataclasses.replace(plan, gpus=gpu_plan_for(step, layout))
+
+
+def _count_per_node(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ...]:
+    tally = Counter(rank_node)  # counted in C: 100k ranks in a few ms
+    return tuple(tally.get(node, 0) for node in range(num_nodes))
 
 
 def _host_template(template: str | None, env: Mapping[str, str]) -> str:
@@ -439,31 +461,74 @@ def _host_template(template: str | None, env: Mapping[str, str]) -> str:
     return template
 
 
-def _gpu_plan(
-    assignment: GpuAssignment,
-    layout: Layout,
+def gpu_plan_for(
     step: Step,
-    gpus_per_task: int | None,
-    gpus_per_node: int | None,
+    layout: Layout,
+    *,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    uniform: bool = False,
+    assignment: GpuAssignment | None = None,
 ) -> GpuPlan:
-    """Turn this task's GpuAssignment into what the plan can say about every rank."""
-    split = assignment.source in _SPLIT_SOURCES
-    nodes: frozenset[int] | None
+    """This task's GPUs (``assign_gpus``) and what they tell about the other ranks' GPUs.
+
+    A task whose devices tfslurm already chose (``TFSLURM_ASSIGNED_GPUS`` names this step
+    and still matches the variable) keeps them as they are: splitting an already split list
+    again would drift. ``uniform`` says the node device list holds for every node (TF's
+    ``gpus_per_node``); ``assignment`` is a ready ``assign_gpus`` result for this step.
+    """
+    from tfslurm.gpus import assign_gpus, parse_devices
+
+    mine = already_assigned(step)
+    if mine is not None:
+        variable, value = mine
+        return GpuPlan(
+            own=parse_devices(variable, value),
+            variable=variable,
+            source=f"assigned to this task earlier by tfslurm ({ASSIGNED_GPUS_VARIABLE})",
+            env={variable: value, ASSIGNED_GPUS_VARIABLE: step.env[ASSIGNED_GPUS_VARIABLE]},
+        )
+    if assignment is None:
+        assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
+    node_devices = tuple(assignment.node_devices)
     if gpus_per_node is not None:
-        nodes = None  # the same device list on every node, given by the caller
-    else:
-        nodes = frozenset([layout.rank_node[step.procid]])
+        node_devices = node_devices[:gpus_per_node]
+    split = bool(node_devices) and not per_task_binding(step.env)
+    env = dict(assignment.env())
+    if env.get(assignment.variable) is not None:
+        env[ASSIGNED_GPUS_VARIABLE] = _assigned_marker(step, assignment.variable, env[assignment.variable])
+    assert step.procid is not None
     return GpuPlan(
         own=tuple(assignment.devices),
         variable=assignment.variable,
         source=assignment.source,
-        node_devices=tuple(assignment.node_devices),
-        nodes=nodes,
+        node_devices=node_devices,
+        nodes=None if uniform else frozenset([layout.rank_node[step.procid]]),
         gpus_per_task=gpus_per_task,
         split=split,
-        env=dict(assignment.env()),
+        env=env,
     )
 
 
-# GpuAssignment.source values meaning "this node's device list was split among its tasks".
-_SPLIT_SOURCES: frozenset[str] = frozenset()
+def per_task_binding(env: Mapping[str, str]) -> bool:
+    """Whether Slurm bound GPUs per task (``--gpus-per-task``, ``--gpu-bind=map_gpu:...``)."""
+    from tfslurm import gpus
+
+    # gpus keeps these private; ask it publicly once it exposes the binding.
+    return gpus._gpu_binding(env.get("SLURMD_TRES_BIND", "")) in gpus._PER_TASK_BINDINGS
+
+
+def _assigned_marker(step: Step, variable: str, value: str) -> str:
+    return f"{step.job_id}.{step.step_id}.{step.procid}:{variable}={value}"
+
+
+def already_assigned(step: Step) -> tuple[str, str] | None:
+    """``(variable, value)`` when tfslurm already chose this task's GPUs (see gpu_plan_for)."""
+    marker = step.env.get(ASSIGNED_GPUS_VARIABLE)
+    if not marker:
+        return None
+    where, _, setting = marker.partition(":")
+    variable, _, value = setting.partition("=")
+    if where != f"{step.job_id}.{step.step_id}.{step.procid}" or step.env.get(variable) != value:
+        return None  # from another step (nested srun) or changed since: assign afresh
+    return variable, value

@@ -26,7 +26,10 @@ from tfslurm.errors import GpuError, LayoutError, PlanError
 from tfslurm.jobspec import JobsSpec
 from tfslurm.plan import JOBS_VARIABLE, Plan, plan_for
 
-__all__ = ["SlurmClusterResolver", "SlurmResolverMixin", "cuda_initialised"]
+__all__ = ["SlurmClusterResolver", "SlurmResolverMixin", "TF_PORT_BASE", "cuda_initialised"]
+
+#: TF's default ``port_base``, used only when there is no Slurm job id to derive ports from.
+TF_PORT_BASE = 8888
 
 
 def __getattr__(name: str) -> Any:
@@ -91,7 +94,12 @@ class SlurmResolverMixin:
         environ = os.environ if env is None else env
         step = Step.from_environ(environ)
         step.require("procid")
-        layout = _override_layout(step, tasks_per_node) if tasks_per_node is not None else None
+        if tasks_per_node is not None:
+            layout = _override_layout(step, tasks_per_node)
+        else:
+            from tfslurm.layout import layout_for
+
+            layout = layout_for(step)
         if job_order not in (None, "alphabetical", "written"):
             raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
         if jobs is None:
@@ -101,17 +109,22 @@ class SlurmResolverMixin:
             spec = jobs
             alphabetical = job_order != "written"
         _check_count("port_base", port_base, low=1, high=65535)
+        if port_base is None and step.job_id is None and not step.resv_ports:
+            # Not a real job (TF's own unit tests set only SLURM_PROCID and the step
+            # variables): there is no job id to derive ports from, so TF's default holds.
+            if not step.env.get("TFSLURM_PORT_BASE"):
+                port_base = TF_PORT_BASE
         _check_count("gpus_per_node", gpus_per_node)
         _check_count("gpus_per_task", gpus_per_task)
+        gpus = _tf_gpu_plan(environ, step, layout, gpus_per_node, gpus_per_task)
         plan = plan_for(
             step,
             spec,
             port_base=port_base,
-            gpus_per_task=gpus_per_task,
-            gpus_per_node=gpus_per_node,
             host_template=host_template,
             layout=layout,
             tf_order=alphabetical,
+            gpu_plan=gpus,
         )
         self._plan = plan
         self._rank = plan.rank
@@ -214,6 +227,49 @@ class SlurmResolverMixin:
             f"SlurmClusterResolver(rank={self._rank}, task={self.task_type}:{self.task_id}, "
             f"tasks={self._plan.num_tasks}, nodes={len(self._plan.nodes)})"
         )
+
+
+def _tf_gpu_plan(
+    environ: Mapping[str, str],
+    step: Any,
+    layout: Any,
+    gpus_per_node: int | None,
+    gpus_per_task: int | None,
+) -> Any:
+    """This task's GPUs with TF's rules where they are sound, Slurm's where TF's are not.
+
+    * ``gpus_per_node`` given and Slurm manages no GPUs here: as TF, the caller vouches that
+      every node has GPUs ``0..gpus_per_node-1``.
+    * ``gpus_per_task`` not given and Slurm gave a per-node list: as TF, every task gets
+      ``visible // max_tasks_per_node``, so all tasks have as many (MWMS expects that).
+    * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
+      divides again and crashes).
+    """
+    from tfslurm.gpus import SLURM_GPU_VARIABLES, assign_gpus
+    from tfslurm.plan import already_assigned, gpu_plan_for, per_task_binding
+    from tfslurm.step import Step
+
+    if already_assigned(step) is not None:  # a TaskProlog or an earlier resolver chose them
+        return gpu_plan_for(step, layout)
+    max_tasks = max(layout.tasks_on(i) for i in range(len(layout.nodes)))
+    if gpus_per_node is not None and gpus_per_task is not None and max_tasks * gpus_per_task > gpus_per_node:
+        raise GpuError(
+            f"gpus_per_task={gpus_per_task} for {max_tasks} tasks on a node needs "
+            f"{max_tasks * gpus_per_task} GPUs, more than gpus_per_node={gpus_per_node}"
+        )
+    uniform = gpus_per_node is not None and not any(name in environ for name in SLURM_GPU_VARIABLES)
+    if uniform:
+        patched = dict(environ)
+        patched["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(gpus_per_node or 0)))
+        step = Step.from_environ(patched)
+    if gpus_per_task is None and not per_task_binding(step.env):
+        probe = assign_gpus(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node)
+        visible = probe.node_devices[:gpus_per_node] if gpus_per_node is not None else probe.node_devices
+        if visible:
+            gpus_per_task = len(visible) // max_tasks
+    return gpu_plan_for(
+        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform
+    )
 
 
 def cuda_initialised() -> bool:

@@ -1,0 +1,445 @@
+"""Cluster plans: recorded real environments, descriptor round trips, TF_CONFIG, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import observed
+from tfslurm import hostlist
+from tfslurm.descriptor import Descriptor
+from tfslurm.errors import JobSpecError, PlanError, SlurmEnvError, TfslurmError
+from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
+from tfslurm.plan import (
+    ASSIGNED_GPUS_VARIABLE,
+    DESCRIPTOR_VARIABLE,
+    TF_CONFIG_MAX_BYTES,
+    Plan,
+    plan_for,
+    plan_from_environ,
+)
+from tfslurm.ports import PortRule
+from tfslurm.step import Step
+
+PATHS = {observed.fixture_id(p): p for p in observed.all_paths()}
+
+
+def step_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task, dict[str, str]]]]:
+    fixture = observed.load(PATHS[fid])
+    hosts = observed.hostfile_entries(fixture)
+    out: dict[str, list[tuple[observed.Task, dict[str, str]]]] = {}
+    for label, tasks in fixture.steps.items():
+        for task in tasks:
+            env = dict(task.env)
+            if "SLURM_HOSTFILE" in env:
+                hostfile = tmp_path / "hostfile"
+                hostfile.write_text("\n".join(hosts or []) + "\n")
+                env["SLURM_HOSTFILE"] = str(hostfile)
+            out.setdefault(label, []).append((task, env))
+    return out
+
+
+def task_env(**extra: str) -> dict[str, str]:
+    """A task of a 3-task step over n9,n10 (2,1), rank 1 on n9."""
+    env = {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_STEP_ID": "3",
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "0",
+        "SLURMD_NODENAME": "n9",
+        "SLURM_GTIDS": "0,1",
+        "SLURM_STEP_NODELIST": "n[9-10]",
+        "SLURM_STEP_TASKS_PER_NODE": "2,1",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_STEP_NUM_NODES": "2",
+    }
+    env.update(extra)
+    return env
+
+
+# -- recorded real environments ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fid", sorted(PATHS))
+def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
+    for label, tasks in step_envs(fid, tmp_path).items():
+        specs = set()
+        ports_by_node: dict[str, set[int]] = {}
+        for task, env in tasks:
+            plan = plan_for(Step.from_environ(env))
+            own = plan.own
+            assert own.rank == task.procid
+            assert own.node == own.host == env["SLURMD_NODENAME"] == task.hostname, (fid, label)
+            spec = plan.cluster_spec()
+            specs.add(json.dumps(spec))
+            assert spec["worker"][task.procid] == f"{own.host}:{own.port}"
+            config = json.loads(plan.tf_config())
+            assert config["task"] == {"type": "worker", "index": task.procid}
+            assert config["cluster"] == spec
+            ports_by_node.setdefault(own.node, set()).add(own.port)
+            # A task never gets a device Slurm did not make visible to it.
+            visible = env.get("CUDA_VISIBLE_DEVICES")
+            assert set(own.gpus or ()) <= set(visible.split(",") if visible else ())
+        assert len(specs) == 1, f"{fid} {label}: tasks disagree on the cluster"
+        per_node = {node: len(ports) for node, ports in ports_by_node.items()}
+        expected = {}
+        for task, _ in tasks:
+            expected[task.hostname] = expected.get(task.hostname, 0) + 1
+        assert per_node == expected, f"{fid} {label}: two tasks of a node share a port"
+
+
+def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
+    tasks = step_envs("15_resv_ports_3", tmp_path)
+    for _label, step_tasks in tasks.items():
+        for _task, env in step_tasks:
+            plan = plan_for(Step.from_environ(env))
+            reserved = hostlist.expand_counts  # noqa: F841 - (kept simple below)
+            low = int(env["SLURM_STEP_RESV_PORTS"].split("-")[0])
+            assert plan.own.port == low + int(env["SLURM_LOCALID"])
+            assert plan.ports.kind == "reserved"
+
+
+def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> None:
+    # --gres=gpu:2 with 2 tasks per node: both tasks see 0,1; tfslurm gives each one device.
+    for _label, tasks in step_envs("11_gres_gpu2", tmp_path).items():
+        owned: dict[str, list[tuple[str, ...]]] = {}
+        for task, env in tasks:
+            plan = plan_for(Step.from_environ(env))
+            owned.setdefault(task.hostname, []).append(plan.own.gpus)
+            # Every task predicts the same devices for the other tasks of its node.
+            for rank in range(plan.num_tasks):
+                if plan.task_of(rank).node == task.hostname:
+                    assert plan.gpus_of(rank) is not None
+                else:
+                    assert plan.gpus_of(rank) is None  # another node: not knowable here
+            assert plan.task_env()["CUDA_VISIBLE_DEVICES"] == ",".join(plan.own.gpus)
+        for node, lists in owned.items():
+            flat = [d for devices in lists for d in devices]
+            assert len(flat) == len(set(flat)) == 2, node
+
+
+def test_per_task_binding_is_kept_and_others_are_unknown(tmp_path: Path) -> None:
+    for _label, tasks in step_envs("12_gpus_per_task", tmp_path).items():
+        for task, env in tasks:
+            plan = plan_for(Step.from_environ(env))
+            assert plan.own.gpus == (env["CUDA_VISIBLE_DEVICES"],)
+            others = [r for r in range(plan.num_tasks) if r != task.procid]
+            assert all(plan.gpus_of(r) is None for r in others)
+
+
+def test_gpu_bind_none_and_no_gpus_never_crash(tmp_path: Path) -> None:
+    for fid in ("13_gpus_per_node_bind_none", "01_block_N3_tpn2"):
+        for _label, tasks in step_envs(fid, tmp_path).items():
+            for _task, env in tasks:
+                plan = plan_for(Step.from_environ(env))
+                assert plan.own.gpus == ()
+                assert "CUDA_VISIBLE_DEVICES" not in plan.task_env()
+
+
+# -- jobs, order, TF_CONFIG ------------------------------------------------------------------
+
+
+def test_jobs_are_assigned_in_written_order_or_tf_order() -> None:
+    step = Step.from_environ(task_env())
+    written = plan_for(step, "worker:2,ps:1")
+    assert written.cluster_spec() == {"worker": ["n9:" + str(written.port_of(0)), written.addresses[1]], "ps": [written.addresses[2]]}
+    assert written.job_of(1) == ("worker", 1)
+    tf = plan_for(step, "worker:2,ps:1", tf_order=True)
+    assert list(tf.cluster_spec()) == ["ps", "worker"]
+    assert tf.job_of(0) == ("ps", 0) and tf.job_of(1) == ("worker", 0)
+
+
+def test_default_jobs_come_from_tfslurm_tf_dist() -> None:
+    plan = plan_for(Step.from_environ(task_env(TFSLURM_TF_DIST="chief:1,worker:*")))
+    assert plan.jobs == (("chief", 1), ("worker", 2))
+    assert plan_for(Step.from_environ(task_env())).jobs == (("worker", 3),)
+
+
+def test_hosts_keep_slurm_node_order_and_ports_follow_local_ids() -> None:
+    plan = plan_for(Step.from_environ(task_env()), port_base=15000)
+    # TF's resolver would sort n10 before n9; Slurm puts ranks 0,1 on n9.
+    assert plan.addresses == ("n9:15000", "n9:15001", "n10:15000")
+
+
+def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
+    plan = plan_for(Step.from_environ(task_env()), "chief:1,worker:*", port_base=2222)
+    text = plan.tf_config()
+    assert " " not in text
+    assert json.loads(text) == {
+        "cluster": {"chief": ["n9:2222"], "worker": ["n9:2223", "n10:2222"]},
+        "task": {"type": "worker", "index": 0},
+    }
+    assert json.loads(plan.tf_config(0))["task"] == {"type": "chief", "index": 0}
+    grpc = plan_for(Step.from_environ(task_env()), port_base=2222, rpc_layer="grpc")
+    assert json.loads(grpc.tf_config())["rpc_layer"] == "grpc"
+
+
+def test_host_template_maps_node_names_to_addresses() -> None:
+    plan = plan_for(Step.from_environ(task_env()), port_base=2222, host_template="{node}-ib.example.org")
+    assert plan.addresses[2] == "n10-ib.example.org:2222"
+    assert plan.own.node == "n9" and plan.own.host == "n9-ib.example.org"
+    from_env = plan_for(Step.from_environ(task_env(TFSLURM_HOST_TEMPLATE="{node}.x")), port_base=1)
+    assert from_env.hosts == ("n9.x", "n10.x")
+    for bad in ("node", "{node}:1", "{node};x", "{host}", "{node}{x}", "a b{node}"):
+        with pytest.raises(PlanError, match="must contain"):
+            plan_for(Step.from_environ(task_env()), host_template=bad)
+
+
+def test_plan_errors_are_one_line_tfslurm_errors() -> None:
+    cases = [
+        (task_env(), "worker:2", JobSpecError, "asks for 2 tasks but the step has 3"),
+        ({"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0"}, None, SlurmEnvError, "batch script"),
+        ({}, None, SlurmEnvError, "not running under Slurm"),
+    ]
+    for env, jobs, error, needle in cases:
+        with pytest.raises(error) as info:
+            plan_for(Step.from_environ(env), jobs)
+        assert needle in str(info.value) and "\n" not in str(info.value)
+    plan = plan_for(Step.from_environ(task_env()))
+    for rank in (-1, 3, "0", True):
+        with pytest.raises(PlanError, match="rank"):
+            plan.task_of(rank)
+    with pytest.raises(PlanError, match="no job 'ps'"):
+        plan.rank_of("ps", 0)
+
+
+def test_table_is_aligned_and_marks_this_task() -> None:
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    plan = plan_for(Step.from_environ(env), "chief:1,worker:*", port_base=9000)
+    lines = plan.table().splitlines()
+    assert lines[0].split() == ["RANK", "JOB", "TASK", "HOST:PORT", "GPUS"]
+    assert lines[1].split() == ["0", "chief", "0", "n9:9000", "0"]
+    assert lines[2].split() == ["1", "worker", "0", "n9:9001", "1", "*"]
+    assert lines[3].split() == ["2", "worker", "1", "n10:9000", "?"]
+    assert len({line.index("HOST:PORT") if i == 0 else None for i, line in enumerate(lines)}) == 2
+
+
+def test_assigned_gpus_are_not_split_twice() -> None:
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    first = plan_for(Step.from_environ(env))
+    exported = first.task_env()
+    assert exported["CUDA_VISIBLE_DEVICES"] == "1"
+    env.update({k: v for k, v in exported.items() if k != "TF_CONFIG"})
+    again = plan_for(Step.from_environ(env))
+    assert again.own.gpus == ("1",)  # not a share of "1" split over two tasks
+    # A marker from another step (nested srun) is ignored.
+    env[ASSIGNED_GPUS_VARIABLE] = exported[ASSIGNED_GPUS_VARIABLE].replace("4242.3.", "4242.4.")
+    env["CUDA_VISIBLE_DEVICES"] = "0,1"
+    assert plan_for(Step.from_environ(env)).own.gpus == ("1",)
+
+
+# -- descriptor ------------------------------------------------------------------------------
+
+
+def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = task_env(TFSLURM_TF_DIST="chief:1,worker:*")
+    plan = plan_for(Step.from_environ(env))
+    text = plan.descriptor()
+    assert text.startswith("tfslurm1;") and len(text) < 200
+    rebuilt = Plan.from_descriptor(text, rank=1)
+    assert rebuilt.cluster_spec() == plan.cluster_spec()
+    assert rebuilt.tf_config() == plan.tf_config()
+    env[DESCRIPTOR_VARIABLE] = text
+    env["SLURM_STEP_TASKS_PER_NODE"] = "garbage"  # the descriptor is used, not Slurm's vars
+    assert plan_from_environ(env).tf_config() == plan.tf_config()
+    env["SLURMD_NODENAME"] = "n10"
+    with pytest.raises(PlanError, match="from another step"):
+        plan_from_environ(env, assign=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "does not start with 'tfslurm1'"),
+        ("tfslurm2;nodes=n1", "does not start"),
+        ("tfslurm1;nodes=n1;tasks=1;map=block;ports=e8888;jobs=worker:1", "lacks host"),
+        ("tfslurm1;nodes=n1;tasks=1;map=block;ports=e8888;jobs=worker:1;host={node};x=1", "unknown field"),
+        ("tfslurm1;nodes=n1;nodes=n2;tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "twice"),
+        ("tfslurm1;nodes=n[1-2];tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "2 nodes but 1"),
+        ("tfslurm1;nodes=n1;tasks=2;map=block;ports=e8888;jobs=worker:3;host={node}", "add up to 3"),
+        ("tfslurm1;nodes=n1;tasks=2;map=runs:0;ports=e8888;jobs=worker:2;host={node}", "lists 1 ranks"),
+        ("tfslurm1;nodes=n[1-2];tasks=1,1;map=runs:0(x2);ports=e8888;jobs=worker:2;host={node}", "does not match"),
+        ("tfslurm1;nodes=n1;tasks=2;map=z:!!;ports=e8888;jobs=worker:2;host={node}", "corrupt"),
+        ("tfslurm1;nodes=n1;tasks=1;map=block;ports=q1;jobs=worker:1;host={node}", "port rule"),
+        ("tfslurm1;nodes=n1;tasks=3;map=block;ports=r100-101;jobs=worker:3;host={node}", "fewer than 3 ports"),
+        ("tfslurm1;nodes=n1;tasks=999999999999;map=block;ports=e8888;jobs=worker:1;host={node}", "more than tfslurm"),
+        ("tfslurm1;nodes=n[1-;tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "plan descriptor"),
+    ],
+)
+def test_bad_descriptors_raise_plan_errors(text: str, needle: str) -> None:
+    with pytest.raises(TfslurmError) as info:
+        Plan.from_descriptor(text)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_100k_task_plan_needs_the_descriptor() -> None:
+    env = task_env(
+        SLURM_STEP_NODELIST="nid[00000-12499]",
+        SLURM_STEP_TASKS_PER_NODE="8(x12500)",
+        SLURM_STEP_NUM_TASKS="100000",
+        SLURM_STEP_NUM_NODES="12500",
+        SLURMD_NODENAME="nid00000",
+        SLURM_GTIDS="0,1,2,3,4,5,6,7",
+    )
+    plan = plan_for(Step.from_environ(env), "chief:1,worker:*")
+    assert not plan.tf_config_fits()
+    exported = plan.task_env()
+    assert "TF_CONFIG" not in exported
+    text = exported[DESCRIPTOR_VARIABLE]
+    assert len(text) < 200
+    assert Plan.from_descriptor(text, rank=1).tf_config() == plan.tf_config()
+
+
+def test_tf_config_size_limit_boundary() -> None:
+    # Find a plan whose TF_CONFIG is just under and just over the exec limit.
+    def plan_of(nodes: int) -> Plan:
+        env = task_env(
+            SLURM_STEP_NODELIST=f"node[00001-{nodes:05d}]",
+            SLURM_STEP_TASKS_PER_NODE=f"1(x{nodes})",
+            SLURM_STEP_NUM_TASKS=str(nodes),
+            SLURM_STEP_NUM_NODES=str(nodes),
+            SLURMD_NODENAME="node00002",
+            SLURM_NODEID="1",
+            SLURM_LOCALID="0",
+            SLURM_GTIDS="1",
+        )
+        return plan_for(Step.from_environ(env), port_base=12345)
+
+    small, big = plan_of(6000), plan_of(9000)
+    assert small.tf_config_fits() and "TF_CONFIG" in small.task_env()
+    assert not big.tf_config_fits() and len(big.tf_config().encode()) > TF_CONFIG_MAX_BYTES
+
+
+counts_strategy = st.lists(st.integers(1, 6), min_size=1, max_size=8)
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> Layout:
+    counts = draw(counts_strategy)
+    names = draw(
+        st.lists(
+            st.from_regex(r"[a-z]{1,3}(-[a-z]{1,2})?[0-9]{0,3}", fullmatch=True),
+            min_size=len(counts), max_size=len(counts), unique=True,
+        )
+    )  # fmt: skip
+    kind = draw(st.sampled_from(["block", "cyclic", "plane", "shuffled"]))
+    if kind == "block":
+        return block_layout(names, counts)
+    if kind == "cyclic":
+        return cyclic_layout(names, counts)
+    if kind == "plane":
+        return plane_layout(names, counts, draw(st.integers(1, 4)))
+    order = draw(st.permutations([i for i, c in enumerate(counts) for _ in range(c)]))
+    seen = [0] * len(counts)
+    local = []
+    for node in order:
+        local.append(seen[node])
+        seen[node] += 1
+    return Layout(tuple(names), tuple(order), tuple(local), "arbitrary")
+
+
+@given(layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data())
+@settings(max_examples=150, deadline=None)
+def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, data: st.DataObject) -> None:
+    n = layout.num_tasks
+    first = data.draw(st.integers(0, n))
+    jobs = (("chief", 1), ("worker", n - 1)) if first and n > 1 else (("worker", n),)
+    reserved = PortRule("reserved", ports=tuple(range(30000, 30000 + max(layout.tasks_on(i) for i in range(len(layout.nodes))))))
+    rule = data.draw(st.sampled_from([ports, reserved]))
+    plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, jobs, rule, rank=0)
+    text = plan.descriptor()
+    rebuilt = Plan.from_descriptor(text, rank=0)
+    assert rebuilt.nodes == plan.nodes
+    assert rebuilt.rank_node == plan.rank_node and rebuilt.rank_local == plan.rank_local
+    assert rebuilt.cluster_spec() == plan.cluster_spec()
+    assert rebuilt.tf_config() == plan.tf_config()
+    assert Descriptor.decode(text).encode() == text
+    # Every (node, port) pair is used by exactly one rank.
+    assert len(set(plan.addresses)) == n
+
+
+def test_explicit_local_ids_round_trip() -> None:
+    layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), "odd")
+    plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, (("worker", 3),), PortRule("explicit", base=5000))
+    text = plan.descriptor()
+    assert ";local=" in text
+    assert Plan.from_descriptor(text).addresses == plan.addresses == ("a:5001", "b:5000", "a:5000")
+
+
+def test_long_explicit_maps_are_compressed() -> None:
+    import random
+
+    rng = random.Random(7)
+    order = [i for i in range(50) for _ in range(40)]
+    rng.shuffle(order)
+    seen = [0] * 50
+    local = []
+    for node in order:
+        local.append(seen[node])
+        seen[node] += 1
+    nodes = tuple(f"n{i}" for i in range(50))
+    plan = Plan(nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule("explicit", base=5000))
+    text = plan.descriptor()
+    assert ";map=z:" in text
+    assert Plan.from_descriptor(text).rank_node == tuple(order)
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "tfslurm", *args], env=clean, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_cli_tf_config_env_and_plan() -> None:
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    done = run_cli(["tf-config", "--jobs", "chief:1,worker:*", "--port-base", "7000"], env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "cluster": {"chief": ["n9:7000"], "worker": ["n9:7001", "n10:7000"]},
+        "task": {"type": "worker", "index": 0},
+    }
+    done = run_cli(["env", "--port-base", "7000"], env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("export TF_CONFIG='{")
+    assert "export CUDA_VISIBLE_DEVICES=1" in lines
+    shell = subprocess.run(
+        ["sh", "-c", done.stdout + '\nprintf %s "$TF_CONFIG"'], capture_output=True, text=True, check=True
+    )
+    assert json.loads(shell.stdout)["task"] == {"type": "worker", "index": 1}
+    done = run_cli(["env", "--format", "json", "--port-base", "7000"], env)
+    assert json.loads(done.stdout)["CUDA_VISIBLE_DEVICES"] == "1"
+    done = run_cli(["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"], env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].split() == ["0", "ps", "0", "n9:7000", "0"]
+
+
+@pytest.mark.parametrize("command", ["tf-config", "env", "plan"])
+@pytest.mark.parametrize(
+    ("env", "args", "needle"),
+    [
+        ({}, [], "not running under Slurm"),
+        ({"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0", "SLURM_NODELIST": "n1"}, [], "batch script"),
+        (task_env(), ["--jobs", "ps:1,worker:1"], "asks for 2 tasks but the step has 3"),
+        (task_env(), ["--jobs", "ps"], "is not NAME:COUNT"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_2(command: str, env: dict[str, str], args: list[str], needle: str) -> None:
+    done = run_cli([command, *args], env)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith(f"tfslurm {command}: error:")
