@@ -301,6 +301,15 @@ def test_hostfile_formats_seen_on_slurm_22_05() -> None:
     ]
 
 
+def test_plain_hostfile_fast_path_and_limit() -> None:
+    text = "# generated\nn1,n2 n3\n\tn4 # last\n"
+    assert parse_hostfile(text) == ["n1", "n2", "n3", "n4"]
+    assert parse_hostfile(text, limit=2) == ["n1", "n2"]
+    assert parse_hostfile("n[1-3]*1000000000\n", limit=4) == ["n1", "n2", "n3", "n1"]
+    with pytest.raises(LayoutError, match="lists more than 4194304 tasks"):
+        parse_hostfile("n1*4194305\n")
+
+
 @pytest.mark.parametrize("text, what", [
     ("node1*x\n", "line 1: 'node1\\*x' is not HOST or HOSTLIST\\*N"),
     ("node1\nnode[3-1]\n", "line 2:"),

@@ -52,6 +52,7 @@ __all__ = [
 MAX_TASKS = 1 << 22
 #: Largest hostfile read (one short line per task of MAX_TASKS tasks fits easily).
 MAX_HOSTFILE_BYTES = 1 << 26
+_FAST_PARSE_BYTES = 1 << 23  # split a plain hostfile whole only up to 8 MiB (memory bound)
 
 
 @dataclass(frozen=True)
@@ -194,18 +195,18 @@ def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], method: str = "
     if len(hosts) > MAX_TASKS:
         raise LayoutError(f"{len(hosts)} tasks is more than tfslurm handles ({MAX_TASKS})")
     index_of = {name: i for i, name in enumerate(nodes)}
+    try:
+        rank_node = [index_of[host] for host in hosts]
+    except KeyError:
+        rank, host = next((r, h) for r, h in enumerate(hosts) if h not in index_of)
+        raise LayoutError(
+            f"{method}: rank {rank} is placed on {host!r}, which is not in the step's "
+            f"node list {hostlist.compress(list(nodes))}"
+        ) from None
     seen = [0] * len(nodes)
-    rank_node: list[int] = []
-    rank_local: list[int] = []
-    for rank, host in enumerate(hosts):
-        index = index_of.get(host)
-        if index is None:
-            raise LayoutError(
-                f"{method}: rank {rank} is placed on {host!r}, which is not in the step's "
-                f"node list {hostlist.compress(list(nodes))}"
-            )
-        rank_node.append(index)
-        rank_local.append(seen[index])
+    rank_local = [0] * len(rank_node)
+    for rank, index in enumerate(rank_node):
+        rank_local[rank] = seen[index]
         seen[index] += 1
     return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method)
 
@@ -213,16 +214,36 @@ def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], method: str = "
 # --- hostfiles ----------------------------------------------------------------------------
 
 
-def parse_hostfile(text: str, source: str = "hostfile") -> list[str]:
+def parse_hostfile(text: str, source: str = "hostfile", limit: int | None = None) -> list[str]:
     """Hosts of a Slurm hostfile in task order, as srun reads ``SLURM_HOSTFILE``.
 
     ``#`` starts a comment; hosts are separated by newlines, blanks or commas outside
     brackets; each word is a hostlist (``node[3,1]``) optionally repeated as a group with
-    ``*N`` (``node[2-3]*2`` is node2 node3 node2 node3).
+    ``*N`` (``node[2-3]*2`` is node2 node3 node2 node3). Reading stops after ``limit``
+    hosts (srun uses the first ``-n`` entries), which also bounds memory.
     """
+    cap = MAX_TASKS if limit is None else min(limit, MAX_TASKS)
+    if "[" not in text and "*" not in text and len(text) <= _FAST_PARSE_BYTES:
+        # Plain names only (the usual generated hostfile): let str.split do the work.
+        if "#" in text:
+            text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+        hosts = text.replace(",", " ").split()
+        if len(hosts) > cap and limit is None:
+            raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+        return hosts[:cap]
     hosts: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
-        for word in _words(line.split("#", 1)[0]):
+        if len(hosts) >= cap:
+            if limit is not None:
+                break  # srun ignores the rest
+            raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+        if "#" in line:
+            line = line.split("#", 1)[0]
+        words = _words(line) if "[" in line else line.replace(",", " ").split()
+        for word in words:
+            if "*" not in word and "[" not in word:
+                hosts.append(word)
+                continue
             expr, star, times = word.rpartition("*") if "*" in word else (word, "", "")
             if star and (not times.isascii() or not times.isdigit() or not expr):
                 raise LayoutError(f"{source} line {number}: {word!r} is not HOST or HOSTLIST*N")
@@ -231,10 +252,15 @@ def parse_hostfile(text: str, source: str = "hostfile") -> list[str]:
             except HostlistError as exc:
                 raise LayoutError(f"{source} line {number}: {exc}") from None
             count = int(times) if star else 1
-            if len(hosts) + len(group) * count > MAX_TASKS:
-                raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+            room = cap - len(hosts)
+            if len(group) * count > room:
+                if limit is None:
+                    raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+                count = room // max(1, len(group)) + 1  # enough to fill the step
             hosts.extend(group * count)
-    return hosts
+    if len(hosts) > cap and limit is None:
+        raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
+    return hosts[:cap]
 
 
 def _words(line: str) -> list[str]:
@@ -258,7 +284,7 @@ def _words(line: str) -> list[str]:
     return words
 
 
-def _read_hostfile(path: str) -> list[str]:
+def _read_hostfile(path: str, limit: int) -> list[str]:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_HOSTFILE_BYTES + 1)
@@ -269,7 +295,7 @@ def _read_hostfile(path: str) -> list[str]:
         ) from None
     if len(data) > MAX_HOSTFILE_BYTES:
         raise LayoutError(f"SLURM_HOSTFILE={path!r} is larger than {MAX_HOSTFILE_BYTES} bytes")
-    return parse_hostfile(data.decode("utf-8", "replace"), f"SLURM_HOSTFILE {path}")
+    return parse_hostfile(data.decode("utf-8", "replace"), f"SLURM_HOSTFILE {path}", limit)
 
 
 # --- the current step ---------------------------------------------------------------------
@@ -348,9 +374,11 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
     """Try each hostfile source srun may have used; keep the one reality agrees with."""
     sources: list[tuple[str, list[str]]] = []
     errors: list[str] = []
+    total = sum(counts)
     if step.hostfile:
         try:
-            sources.append((f"arbitrary (SLURM_HOSTFILE {step.hostfile})", _read_hostfile(step.hostfile)))
+            hosts = _read_hostfile(step.hostfile, total)
+            sources.append((f"arbitrary (SLURM_HOSTFILE {step.hostfile})", hosts))
         except LayoutError as exc:
             errors.append(str(exc))
     if step.arbitrary_nodelist:
@@ -365,7 +393,6 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
             "neither SLURM_HOSTFILE nor SLURM_ARBITRARY_NODELIST is set in this task"
         )
         raise LayoutError(f"-m arbitrary step: the task order cannot be known: {why}")
-    total = sum(counts)
     for method, hosts in sources:
         if len(hosts) < total:
             errors.append(f"{method} lists {len(hosts)} hosts for {total} tasks")
@@ -453,9 +480,7 @@ def _verify(step: Step, layout: Layout, counts: list[int], het: bool = False) ->
             f"SLURM_STEP_NUM_NODES={step.num_nodes} but SLURM_STEP_NODELIST="
             f"{step.nodelist!r} has {len(layout.nodes)} nodes"
         )
-    per_node = [0] * len(layout.nodes)
-    for node in layout.rank_node:
-        per_node[node] += 1
+    per_node = [len(ranks) for ranks in layout._ranks_by_node]
     if per_node != list(counts):
         raise LayoutError(
             f"{layout.method} puts {hostlist.compress_counts(per_node)} tasks per node but "

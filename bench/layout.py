@@ -1,0 +1,167 @@
+"""Benchmark: the full rank -> node map of huge steps, and TF's resolver on the same input.
+
+    python bench/layout.py [--repeat N] [--no-tf]
+
+For each shape it times what a task does at start-up — ``Step.from_environ`` +
+``layout_for`` (expand, compute, verify this task's own entry) + ``rank_to_node`` — and
+prints the median in ms. Target: under 100 ms for 100k tasks over 10k nodes. When
+tensorflow is importable it then times ``SlurmClusterResolver.cluster_spec()`` (in a
+subprocess, after TF is imported) against tfslurm building the same ``host:port`` list,
+on a 40k-task step, and prints the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+from tfslurm import hostlist
+from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout, layout_for, plane_layout
+from tfslurm.step import Step
+
+
+def step_env(layout: Layout, rank: int, **extra: str) -> dict[str, str]:
+    """The environment slurmstepd gives task ``rank`` of a step laid out as ``layout``."""
+    counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
+    node = layout.rank_node[rank]
+    return {
+        "SLURM_JOB_ID": "1234",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_NODELIST": hostlist.compress(list(layout.nodes)),
+        "SLURM_STEP_TASKS_PER_NODE": hostlist.compress_counts(counts),
+        "SLURM_STEP_NUM_TASKS": str(layout.num_tasks),
+        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(layout.rank_local[rank]),
+        "SLURM_NODEID": str(node),
+        "SLURMD_NODENAME": layout.nodes[node],
+        "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
+    } | extra
+
+
+def median_ms(func: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
+    nodes = [f"nid{i:05d}" for i in range(10_000)]
+    even = [10] * 10_000
+    packed = [16 if i % 3 == 0 else 7 for i in range(10_000)]  # uneven, like a packed allocation
+    scale = 100_000 / sum(packed)
+    packed = [max(1, round(c * scale)) for c in packed]
+    packed[-1] += 100_000 - sum(packed)
+    last = 99_999
+    out = [
+        ("block (no -m), 10 per node", step_env(block_layout(nodes, even), last)),
+        ("block, packed 16/7 per node", step_env(block_layout(nodes, packed), last,
+                                                 SLURM_DISTRIBUTION="block")),
+        ("cyclic, 10 per node", step_env(cyclic_layout(nodes, even), last,
+                                         SLURM_DISTRIBUTION="cyclic")),
+        ("plane=4, 10 per node", step_env(plane_layout(nodes, even, 4), last,
+                                          SLURM_DISTRIBUTION="plane", SLURM_DIST_PLANESIZE="4")),
+    ]
+    hosts = [nodes[(r * 7919) % 10_000] for r in range(100_000)]  # every node 10 times, shuffled
+    hostfile = os.path.join(tmp, "hostfile")
+    with open(hostfile, "w") as handle:
+        handle.write("\n".join(hosts) + "\n")
+    out.append(("arbitrary, 100k-line SLURM_HOSTFILE", step_env(
+        arbitrary_layout(nodes, hosts), last, SLURM_DISTRIBUTION="arbitrary", SLURM_HOSTFILE=hostfile)))
+    half = 5_000
+    het_truth = block_layout(nodes[half:], [10] * half).rank_to_node + \
+        block_layout(nodes[:half], [10] * half).rank_to_node  # component 0 on the upper half
+    het = arbitrary_layout(nodes, het_truth)
+    out.append(("het step, 2 components x 50k", step_env(
+        het, last, SLURM_HET_SIZE="2",
+        SLURM_JOB_NODELIST_PACK_GROUP_0=hostlist.compress(nodes[half:]),
+        SLURM_JOB_NODELIST_PACK_GROUP_1=hostlist.compress(nodes[:half]))))
+    return out
+
+
+TF_CHILD = r"""
+import json, os, statistics, sys, time
+env = json.loads(sys.stdin.read())
+os.environ.update(env)
+from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import SlurmClusterResolver
+times = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter()
+    r = SlurmClusterResolver(port_base=8888, gpus_per_node=10, gpus_per_task=1, auto_set_gpu=False)
+    spec = r.cluster_spec().as_dict()
+    times.append(time.perf_counter() - t)
+print(json.dumps({"ms": statistics.median(times) * 1000, "worker": spec["worker"]}))
+"""
+
+
+def bench_tf(repeat: int) -> None:
+    nodes = [f"nid{i:05d}" for i in range(4_000)]  # names sort like node order: TF is right here
+    layout = block_layout(nodes, [10] * 4_000)
+    env = step_env(layout, 39_999)
+
+    def ours() -> list[str]:
+        mine = layout_for(Step.from_environ(env))
+        names = mine.rank_to_node
+        return [f"{n}:{8888 + local}" for n, local in zip(names, mine.rank_local)]
+
+    ours_ms = median_ms(ours, repeat)
+    child = subprocess.run(
+        [sys.executable, "-c", TF_CHILD, str(repeat)],
+        input=json.dumps(env), capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        | {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    if child.returncode != 0:
+        print(f"TF resolver failed: {child.stderr.strip().splitlines()[-1:]}")
+        return
+    tf = json.loads(child.stdout.strip().splitlines()[-1])
+    same = tf["worker"] == ours()
+    print(f"\n40k tasks (nid[00000-03999], 10 per node, block), worker host:port list:")
+    print(f"  TF SlurmClusterResolver() + cluster_spec(): {tf['ms']:8.1f} ms")
+    print(f"  tfslurm Step + layout_for + host:port list:  {ours_ms:8.1f} ms")
+    print(f"  ratio TF / tfslurm: {tf['ms'] / ours_ms:.1f}x   (same worker list: {same})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-tf", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tfslurm-bench-") as tmp:
+        print(f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view "
+              f"(median of {args.repeat}):")
+        for name, env in shapes(tmp):
+            expected = None
+
+            def run() -> Layout:
+                layout = layout_for(Step.from_environ(env))
+                layout.rank_to_node  # noqa: B018 - the list every consumer builds
+                return layout
+
+            layout = run()
+            expected = layout.num_tasks
+            ms = median_ms(run, args.repeat)
+            flag = "ok" if ms < 100 else "OVER 100 ms"
+            print(f"  {name:38s} {ms:7.1f} ms  [{layout.method}, {expected} tasks] {flag}")
+    if args.no_tf:
+        return 0
+    if importlib.util.find_spec("tensorflow") is None:
+        print("\ntensorflow not importable: TF comparison skipped")
+        return 0
+    bench_tf(args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
