@@ -4,7 +4,7 @@
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
  *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model
- *   spec_test check           read NUL-separated specs on stdin, print "OK" or
+ *   spec_test check           read NUL-terminated specs on stdin, print "OK" or
  *                             "ERR <reason>" per spec (used by tests/test_plugin.py to
  *                             compare with tfslurm/jobspec.py)
  *
@@ -484,37 +484,38 @@ static int fuzz(long iterations, uint64_t seed)
 static int check_stdin(void)
 {
 	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
+	char *buf = malloc(cap), *grown;
 	int c;
 
-	for (;;) {
-		c = getchar();
-		if (c == EOF || c == '\0') {
+	if (!buf)
+		return 2;
+	/* every spec ends with a NUL byte (so an empty spec is one NUL) */
+	while ((c = getchar()) != EOF) {
+		if (c == '\0') {
 			char *input = exact_copy(buf, n);
 			char err[256];
 
-			if (c == EOF && n == 0)
-				break;
 			if (tfd_spec_check(input, err, sizeof(err)) == 0)
 				printf("OK\n");
 			else
 				printf("ERR %s\n", err);
 			free(input);
 			n = 0;
-			if (c == EOF)
-				break;
 			continue;
 		}
 		if (n + 1 >= cap) {
 			cap *= 2;
-			buf = realloc(buf, cap);
-			if (!buf)
+			grown = realloc(buf, cap);
+			if (!grown) {
+				free(buf);
 				return 2;
+			}
+			buf = grown;
 		}
 		buf[n++] = (char) c;
 	}
 	free(buf);
-	return 0;
+	return n == 0 ? 0 : 2; /* trailing bytes without a NUL: malformed input */
 }
 
 int main(int argc, char **argv)
@@ -525,7 +526,7 @@ int main(int argc, char **argv)
 		return fuzz(atol(argv[2]), argc >= 4 ? strtoull(argv[3], NULL, 0) : 0);
 	if (argc == 2 && strcmp(argv[1], "check") == 0)
 		return check_stdin();
-	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-separated specs\n",
+	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-terminated specs\n",
 		argv[0]);
 	return 2;
 }

@@ -1,0 +1,257 @@
+"""The SPANK plugin's build, exported symbols, install, and its C spec parser.
+
+The parser (``plugin/src/spec.c``) is checked three ways: the C unit tests, random and
+hostile input under AddressSanitizer/UBSan and under valgrind, and a hypothesis
+differential test against ``tfslurm/jobspec.py`` (the grammar the Python side applies in
+every task). Loading the plugin into a real Slurm is in ``test_site_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tfslurm.errors import JobSpecError
+from tfslurm.jobspec import parse_jobs, split_spec
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
+PLUGIN_NAME = "spank_tfslurm.so"
+# What Slurm's loader looks up; everything else must be hidden.
+EXPORTED = {
+    "plugin_name",
+    "plugin_type",
+    "plugin_version",
+    "spank_plugin_version",
+    "slurm_spank_init",
+    "slurm_spank_task_init",
+}
+
+
+def build_tools_missing() -> str | None:
+    for tool in ("make", "cc", "nm"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found"
+    if not Path("/usr/include/slurm/spank.h").exists():
+        return "/usr/include/slurm/spank.h not found (install libslurm-dev)"
+    return None
+
+
+def make(out_dir: Path, *targets: str, timeout: float = 300, **variables: str) -> subprocess.CompletedProcess[str]:
+    """Run the plugin Makefile with O=out_dir (the source tree stays clean)."""
+    argv = ["make", "-C", str(PLUGIN_DIR), f"O={out_dir}", *targets]
+    argv += [f"{name}={value}" for name, value in variables.items()]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def build_plugin(out_dir: Path) -> Path:
+    """Build the plugin into out_dir and return the .so (used by the cluster tests too)."""
+    done = make(out_dir, "all")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out_dir / PLUGIN_NAME
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = build_tools_missing()
+    if missing:
+        pytest.skip(f"cannot build the plugin: {missing}")
+    out = tmp_path_factory.mktemp("plugin-build")
+    build_plugin(out)
+    done = make(out, str(out / "spec_test"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_builds_without_warnings(tmp_path: Path) -> None:
+    missing = build_tools_missing()
+    if missing:
+        pytest.skip(missing)
+    done = make(tmp_path, "all", CFLAGS="-O2 -g -Werror")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stderr.lower()
+    assert (tmp_path / PLUGIN_NAME).is_file()
+    assert not (PLUGIN_DIR / "build").exists() or not any((PLUGIN_DIR / "build").iterdir())
+
+
+def test_only_slurm_symbols_are_exported(build_dir: Path) -> None:
+    listing = subprocess.run(
+        ["nm", "-D", "--defined-only", str(build_dir / PLUGIN_NAME)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    names = {line.split()[-1] for line in listing.splitlines() if line.strip()}
+    names = {n for n in names if not n.startswith("_")}  # _init/_fini and linker symbols
+    assert names == EXPORTED
+    # the Makefile's own check agrees
+    done = make(build_dir, "check-symbols")
+    assert done.returncode == 0 and "exported symbols OK" in done.stdout, done.stdout + done.stderr
+
+
+def test_plugin_identifies_itself_to_slurm(build_dir: Path) -> None:
+    """plugin_type must be "spank" and plugin_version this Slurm's, or Slurm refuses it."""
+    data = subprocess.run(
+        ["nm", "-D", "--defined-only", str(build_dir / PLUGIN_NAME)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    kinds = {line.split()[-1]: line.split()[-2] for line in data.splitlines()}
+    assert kinds["plugin_name"] in "RrDd" and kinds["slurm_spank_init"] in "Tt"
+    strings = subprocess.run(["strings", str(build_dir / PLUGIN_NAME)], capture_output=True, text=True).stdout
+    assert "tfslurm" in strings and "spank" in strings
+
+
+def test_c_unit_tests_pass(build_dir: Path) -> None:
+    done = subprocess.run([str(build_dir / "spec_test"), "unit"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
+    assert "all cases passed" in done.stdout
+
+
+def test_parser_under_address_sanitizer(tmp_path: Path) -> None:
+    """Hostile input (long, empty, non-ASCII, separators, newlines, unterminated buffers)
+    and 100,000 random inputs, each in a heap buffer of exactly its size, under ASan+UBSan."""
+    missing = build_tools_missing()
+    if missing:
+        pytest.skip(missing)
+    done = make(tmp_path, "asan", FUZZ_ITERATIONS="100000")
+    if done.returncode != 0 and "libasan" in done.stderr:
+        pytest.skip("compiler has no AddressSanitizer runtime")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "spec_test fuzz: 100000 inputs" in done.stdout
+    assert "0 disagreement(s)" in done.stdout
+    assert "ERROR: AddressSanitizer" not in done.stderr
+
+
+def test_parser_under_valgrind(build_dir: Path) -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind not installed")
+    binary = str(build_dir / "spec_test")
+    for args in (["unit"], ["fuzz", "3000", "7"]):
+        done = subprocess.run(
+            ["valgrind", "--error-exitcode=99", "--leak-check=full", "-q", binary, *args],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "Invalid read" not in done.stderr and "definitely lost" not in done.stderr
+
+
+# --- the C parser agrees with tfslurm/jobspec.py --------------------------------------
+
+
+def c_verdicts(build_dir: Path, specs: list[str]) -> list[str]:
+    """'OK' or 'ERR <reason>' from the C parser for each spec."""
+    data = b"".join(s.encode("utf-8", "surrogatepass") + b"\0" for s in specs)
+    done = subprocess.run(
+        [str(build_dir / "spec_test"), "check"], input=data, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode("ascii").splitlines()
+    assert len(lines) == len(specs)
+    return lines
+
+
+def python_accepts(spec: str) -> bool:
+    """Whether some step could run this spec: split_spec accepts it and parse_jobs accepts
+    it for at least one task count (the C side cannot know the step's size)."""
+    try:
+        entries = split_spec(spec)
+    except JobSpecError:
+        return False
+    fixed = sum(count or 0 for _, count in entries)
+    for num_tasks in {max(fixed, 1), fixed + 1}:
+        try:
+            parse_jobs(spec, num_tasks)
+            return True
+        except JobSpecError:
+            continue
+    return False
+
+
+NAMES = st.sampled_from(["worker", "ps", "chief", "evaluator", "W2", "a_b", "x"])
+COUNTS = st.sampled_from(["*", "0", "1", "2", "3", "007", "123456789012345678", "1234567890123456789"])
+BLANK = st.sampled_from(["", "", "", " ", "\t", "  "])
+# Noise that may turn a good spec into a bad one: separators, signs, control and non-ASCII.
+NOISE = st.sampled_from(
+    [",", ":", "*", "-", "+", ";", "=", "", " ", "\n", "\r", "\x0b", "\x1c", "\x7f",
+     "\u00e9", "\u00a0", "\u2003", "\U0001f600", "{", "1", "A"]
+)  # fmt: skip
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> str:
+    entries = draw(st.lists(st.tuples(BLANK, NAMES, BLANK, BLANK, COUNTS, BLANK), min_size=1, max_size=5))
+    text = ",".join(f"{a}{n}{b}:{c}{k}{d}" for a, n, b, c, k, d in entries)
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(NOISE) + text[at:]
+    return text
+
+
+ASCII_BLANKS = set(" \t")
+
+
+def plain(spec: str) -> bool:
+    """Printable ASCII plus space and tab: where the two parsers must agree exactly."""
+    return all(c in ASCII_BLANKS or " " <= c <= "~" for c in spec)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["worker:4", "chief:1,ps:2,worker:*", " ps : 1 ,\tworker:* ", "worker:0,ps:*", "Ab_1:2",
+     "worker", "worker:", "worker:-1", "worker:*,ps:*", "ps:1,ps:2", "chief:2", "worker:0",
+     "", "   ", ",", "worker:1,", "wor ker:1", "worker:1:2", "x" * 5000 + ":1",
+     "worker:1234567890123456789", "w" * 4094 + ":1", "w" * 4095 + ":1"],
+)  # fmt: skip
+def test_c_and_python_agree_on_examples(build_dir: Path, spec: str) -> None:
+    (verdict,) = c_verdicts(build_dir, [spec])
+    assert (verdict == "OK") == python_accepts(spec), (spec[:80], verdict)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(specs(), min_size=1, max_size=25))
+@example(batch=["worker:4\n", "\nworker:4", "worker:4\u00a0", "ps:1,\x1cworker:*"])
+def test_c_parser_matches_python(build_dir: Path, batch: list[str]) -> None:
+    """On printable ASCII the verdicts are equal; elsewhere C may only be stricter
+    (it refuses every control character and non-ASCII byte, which Python's str.strip
+    would silently drop around a name or count)."""
+    for spec, verdict in zip(batch, c_verdicts(build_dir, batch)):
+        ok_py = python_accepts(spec)
+        if plain(spec):
+            assert (verdict == "OK") == ok_py, (spec, verdict)
+        else:
+            assert verdict != "OK", (spec, "C accepted a control or non-ASCII character")
+        if verdict != "OK":
+            assert verdict.startswith("ERR ") and verdict[4:].isprintable()
+
+
+# --- install / uninstall -------------------------------------------------------------
+
+
+def test_install_and_uninstall_with_destdir(build_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    variables = {"DESTDIR": str(root), "PREFIX": "/opt/tfslurm", "SYSCONFDIR": "/etc/slurm"}
+    done = make(build_dir, "install-conf", **variables)
+    assert done.returncode == 0, done.stdout + done.stderr
+    plugin = root / "opt/tfslurm/lib/slurm" / PLUGIN_NAME
+    conf = root / "etc/slurm/plugstack.conf.d/tfslurm.conf"
+    assert plugin.is_file() and os.access(plugin, os.X_OK)
+    lines = [line for line in conf.read_text().splitlines() if line and not line.startswith("#")]
+    # the example points at the installed path (not the DESTDIR staging path)
+    assert lines == ["required /opt/tfslurm/lib/slurm/spank_tfslurm.so default_spec=worker:*"]
+    assert (root / "opt/tfslurm/share/tfslurm/tfslurm.conf").read_text() == conf.read_text()
+
+    done = make(build_dir, "uninstall", **variables)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not plugin.exists() and not conf.exists()
+    assert not (root / "opt/tfslurm/share/tfslurm").exists()
+
+
+def test_libdir_override(build_dir: Path, tmp_path: Path) -> None:
+    done = make(build_dir, "install", DESTDIR=str(tmp_path), LIBDIR="/usr/lib/x86_64-linux-gnu/slurm-wlm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "usr/lib/x86_64-linux-gnu/slurm-wlm" / PLUGIN_NAME).is_file()
+    conf = (tmp_path / "usr/local/share/tfslurm/tfslurm.conf").read_text()
+    assert "required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_tfslurm.so" in conf
