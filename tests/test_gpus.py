@@ -390,3 +390,13 @@ def test_assign_gpus_does_not_touch_the_process_environment() -> None:
     before = dict(os.environ)
     assign_gpus(Step.from_environ(FIXTURES["11_gres_gpu2"].steps["s0"][1].env))
     assert dict(os.environ) == before
+
+
+def test_binding_helpers() -> None:
+    from tfslurm.gpus import bound_per_task, slurm_gpu_binding
+
+    assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:per_task:1"}) == "per_task"
+    assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:none"}) == "none"
+    assert slurm_gpu_binding({}) is None
+    assert bound_per_task({"SLURMD_TRES_BIND": "gpu:verbose,map_gpu:0,1"})
+    assert not bound_per_task({"SLURMD_TRES_BIND": "gpu:none"}) and not bound_per_task({})

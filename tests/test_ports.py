@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -55,11 +56,22 @@ def test_recorded_steps_agree_on_one_rule_and_ports_are_distinct_per_node(fid: s
         assert len(ports) == len(set(ports)), f"{fid}/{label}: two tasks on {node} share a port: {ports}"
 
 
+def components_used(fid: str, label: str) -> int:
+    """How many het components the step's tasks really ran in (from their hostnames)."""
+    owner: dict[str, int] = {}
+    for task in FIXTURES[fid].steps[label]:
+        for name, value in task.env.items():
+            match = re.fullmatch(r"SLURM_JOB_NODELIST_(?:HET|PACK)_GROUP_(\d+)", name)
+            if match:
+                owner.update({node: int(match.group(1)) for node in hostlist.expand(value)})
+    return len({owner.get(task.hostname, 0) for task in FIXTURES[fid].steps[label]})
+
+
 @pytest.mark.parametrize("fid, label", STEPS)
 def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, label: str) -> None:
+    multi_het = components_used(fid, label) > 1
     for task, step, rule in rules_of(fid, label):
         reserved = task.env.get("SLURM_STEP_RESV_PORTS")
-        multi_het = "10_het" in fid or label == "s0_het01"
         if reserved and not multi_het:
             assert rule.kind == "reserved"
             assert rule.port(step.localid) == parse_port_list(reserved)[step.localid]
@@ -72,7 +84,9 @@ def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, 
 def test_het_step_over_two_components_does_not_trust_the_union_of_reservations() -> None:
     # Every task of the 2-component step sees the same union; node2's tasks would take
     # ports reserved only on node1. The derived rule is used instead.
-    for fid, label in (("10_het_srun", "s0"), ("21_sbatch_hetjob", "s0_het01")):
+    multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
+    assert ("10_het_srun", "s0") in multi and ("21_sbatch_hetjob", "s0_het01") in multi
+    for fid, label in multi:
         for _task, step, rule in rules_of(fid, label):
             assert rule.kind == "derived"
             # ... also without the layout's help:

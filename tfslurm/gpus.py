@@ -28,7 +28,6 @@ is bounded by a timeout.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -44,8 +43,10 @@ __all__ = [
     "VISIBLE_DEVICE_VARIABLES",
     "assign_gpus",
     "assign_gpus_from_env",
+    "bound_per_task",
     "count_visible_gpus",
     "parse_devices",
+    "slurm_gpu_binding",
     "split_devices",
 ]
 
@@ -185,6 +186,8 @@ def count_visible_gpus(timeout: float = NVIDIA_SMI_TIMEOUT, executable: str = "n
     A missing executable, a failure, unreadable output or a run longer than ``timeout``
     seconds all give None (never FileNotFoundError or a hang).
     """
+    import subprocess  # only the --gpu-bind=none case pays for it
+
     try:
         done = subprocess.run(
             [executable, "--list-gpus"],
@@ -404,6 +407,17 @@ def _slurm_count(env: Mapping[str, str]) -> int:
         return int(raw)
     ids = env.get("SLURM_STEP_GPUS", "").strip()
     return len(parse_devices("SLURM_STEP_GPUS", ids)) if ids else 0
+
+
+def slurm_gpu_binding(env: Mapping[str, str]) -> str | None:
+    """How Slurm bound GPUs to tasks (``SLURMD_TRES_BIND``): 'none', 'per_task', 'map_gpu',
+    'mask_gpu', 'single', 'closest', or None for the default (a per-node list)."""
+    return _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+
+
+def bound_per_task(env: Mapping[str, str]) -> bool:
+    """True when Slurm already chose each task's own devices (do not split them again)."""
+    return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
 
 
 def _gpu_binding(tres_bind: str) -> str | None:
