@@ -45,7 +45,11 @@ def fixture_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task
     return out
 
 
-@pytest.mark.parametrize("fid", sorted(PATHS))
+# Recorded shapes the environment cannot describe: tfslurm must refuse them (tested below).
+REFUSED = {"25_het_srun_cyclic_component"}
+
+
+@pytest.mark.parametrize("fid", sorted(set(PATHS) - REFUSED))
 def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_path: Path) -> None:
     for label, tasks in fixture_envs(fid, tmp_path).items():
         truth = [task.hostname for task, _ in tasks]  # tasks are sorted by SLURM_PROCID
@@ -57,7 +61,7 @@ def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_p
             assert list(layout.rank_local) == local_truth, (fid, label, task.procid)
             assert layout.node_of(task.procid) == env["SLURMD_NODENAME"]
             gtids = tuple(int(x) for x in env["SLURM_GTIDS"].split(","))
-            assert layout.ranks_on(int(env["SLURM_NODEID"])) == gtids
+            assert layout.ranks_on(layout.index_of(task.hostname)) == gtids
             maps.add((layout.nodes, layout.rank_node, layout.rank_local, layout.method))
         assert len(maps) == 1, f"{fid} {label}: tasks disagree"
 
@@ -84,8 +88,13 @@ def test_het_step_sizes_and_single_component_step(tmp_path: Path) -> None:
 # --- building synthetic task environments the way slurmstepd does -------------------------
 
 
-def task_envs(layout: Layout, **extra: str) -> list[dict[str, str]]:
-    """Every task's environment for a step really laid out as ``layout``."""
+def task_envs(layout: Layout, node_order: list[str] | None = None, **extra: str) -> list[dict[str, str]]:
+    """Every task's environment for a step really laid out as ``layout``.
+
+    ``node_order`` gives the nodes by SLURM_NODEID when that differs from ``layout.nodes``
+    (het steps number nodes in component order).
+    """
+    order = list(layout.nodes) if node_order is None else node_order
     counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
     common = {
         "SLURM_JOB_ID": "42",
@@ -100,7 +109,7 @@ def task_envs(layout: Layout, **extra: str) -> list[dict[str, str]]:
         envs.append(common | {
             "SLURM_PROCID": str(rank),
             "SLURM_LOCALID": str(local),
-            "SLURM_NODEID": str(node),
+            "SLURM_NODEID": str(order.index(layout.nodes[node])),
             "SLURMD_NODENAME": layout.nodes[node],
             "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
         })
@@ -261,7 +270,8 @@ def test_het_step_component_ranks_are_contiguous_in_component_order(
     extra = {"SLURM_HET_SIZE": str(len(components)), "SLURM_DISTRIBUTION": "cyclic"}
     for k, group in enumerate(names):
         extra[f"SLURM_JOB_NODELIST_PACK_GROUP_{k}"] = hostlist.compress(group)
-    envs = task_envs(real, **extra)
+    component_order = [name for group in names for name in group]
+    envs = task_envs(real, component_order, **extra)
     assert envs[0]["SLURM_STEP_TASKS_PER_NODE"] == hostlist.compress_counts(
         [count_of[h] for h in union])
     for env in envs:
@@ -281,6 +291,30 @@ def het_cyclic_envs() -> list[dict[str, str]]:
     return task_envs(layout, SLURM_DISTRIBUTION="block", SLURM_HET_SIZE="2",
                      SLURM_JOB_NODELIST_PACK_GROUP_0="node[1-2]",
                      SLURM_JOB_NODELIST_PACK_GROUP_1="node3")
+
+
+def test_recorded_het_step_with_cyclic_component_is_refused(tmp_path: Path) -> None:
+    tasks = fixture_envs("25_het_srun_cyclic_component", tmp_path)["s0"]
+    assert {env["SLURM_DISTRIBUTION"] for _, env in tasks} == {"block"}  # though -m cyclic
+    assert [t.hostname for t, _ in tasks] == ["node1", "node2", "node1", "node1", "node3", "node3"]
+    for task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
+        with pytest.raises(LayoutError, match=r"^heterogeneous step \d+\.0 .*drop -m"):
+            layout_for(Step.from_environ(env))
+
+
+def test_het_node_ids_count_in_component_order(tmp_path: Path) -> None:
+    # Component 0 on node4: SLURM_STEP_NODELIST is the sorted union node[1-2,4] with
+    # counts in that order, while SLURM_NODEID numbers node4 as 0 (component order).
+    tasks = fixture_envs("24_het_srun_reversed", tmp_path)["s0"]
+    task, env = tasks[0]
+    assert (env["SLURM_STEP_NODELIST"], env["SLURM_STEP_TASKS_PER_NODE"]) == ("node[1-2,4]", "2,1,2")
+    assert (task.hostname, env["SLURM_NODEID"]) == ("node4", "0")
+    layout = layout_for(Step.from_environ(env))
+    assert layout.rank_to_node == ["node4", "node4", "node1", "node1", "node2"]
+    assert layout.component_sizes == (2, 3) and layout.index_of("node4") == 2
+    wrong = env | {"SLURM_NODEID": "2"}  # as if it indexed the sorted list
+    with pytest.raises(LayoutError, match="SLURM_NODEID=2 names node2 in the het components' node lists"):
+        layout_for(Step.from_environ(wrong))
 
 
 def test_het_component_with_explicit_m_is_refused_where_it_runs() -> None:
@@ -369,7 +403,7 @@ def base_env() -> dict[str, str]:
     ({"SLURM_STEP_TASKS_PER_NODE": "2"}, "2 nodes but 1 per-node task counts"),
     ({"SLURM_STEP_NUM_TASKS": "4"}, "SLURM_STEP_NUM_TASKS=4 but SLURM_STEP_TASKS_PER_NODE='2,1' adds up to 3"),
     ({"SLURM_STEP_NUM_NODES": "3"}, "SLURM_STEP_NUM_NODES=3"),
-    ({"SLURMD_NODENAME": "a1"}, "SLURM_NODEID=1 names a2 .* but this task runs on SLURMD_NODENAME=a1"),
+    ({"SLURMD_NODENAME": "a1"}, "SLURM_NODEID=1 names a2 in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME=a1"),
     ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is outside"),
     ({"SLURM_GTIDS": "1,2"}, "Slurm placed ranks 1,2 on a2 but default \\(block\\) layout predicts 2"),
     ({"SLURM_LOCALID": "1"}, "placed ranks 2 on a2"),
@@ -447,3 +481,12 @@ def test_cli_outside_a_step_is_one_line_exit_2(where: str) -> None:
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith("tfslurm layout: error: SLURM_STEP_NODELIST is not set")
     assert expect in result.stderr
+
+
+def test_sbatch_arbitrary_nodelist_is_sorted_so_the_hostfile_is_needed(tmp_path: Path) -> None:
+    fixture = observed.load(PATHS["26_sbatch_arbitrary"])
+    assert fixture.batch.env["SLURM_ARBITRARY_NODELIST"] == "node[1-2]"  # not node[2,1,2]
+    env = dict(fixture.steps["s0"][0].env) | {"SLURM_HOSTFILE": str(tmp_path / "gone")}
+    with pytest.raises(LayoutError, match=r"cannot be read on this node.*; "
+                       r"arbitrary \(SLURM_ARBITRARY_NODELIST\) lists 2 hosts for 3 tasks"):
+        layout_for(Step.from_environ(env))

@@ -151,6 +151,9 @@ def test_arbitrary_hostfile_repeats_and_reorders_nodes(slurm_cluster: LocalClust
 @pytest.mark.parametrize("label, components, num_tasks, expected", [
     ("het_1_3", (["-N1", "-n1"], ["-N2", "-n3"]), 4, None),
     ("het_3_2", (["-N2", "-n3"], ["-N2", "-n2"]), 5, None),
+    # component 0 on the highest node: the sorted union list does not start with it
+    ("het_w_reversed", (["-w", "node4", "-n2"], ["-w", "node1,node2", "-n3"]), 5,
+     ["node4", "node4"]),
 ])
 def test_heterogeneous_srun(slurm_cluster: LocalCluster, probe: Probe, label: str,
                             components: tuple[list[str], ...], num_tasks: int,
@@ -160,7 +163,9 @@ def test_heterogeneous_srun(slurm_cluster: LocalCluster, probe: Probe, label: st
         args += [":"] if args else []
         args += component + probe.argv(label)
     srun_ok(slurm_cluster, *args)
-    check_step(probe, label, num_tasks, "het(")
+    rank_to_node = check_step(probe, label, num_tasks, "het(")
+    if expected is not None:
+        assert rank_to_node[: len(expected)] == expected
     sizes = {tuple(r.layout["component_sizes"]) for r in probe.reports(label)}
     assert len(sizes) == 1
 

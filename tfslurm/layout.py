@@ -92,6 +92,18 @@ class Layout:
     def tasks_on(self, node_index: int) -> int:
         return len(self.ranks_on(node_index))
 
+    def index_of(self, node_name: str) -> int:
+        """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
+        not SLURM_NODEID: in a het step SLURM_NODEID counts nodes in component order."""
+        index = self._node_index.get(node_name)
+        if index is None:
+            raise LayoutError(f"node {node_name!r} is not one of this step's nodes")
+        return index
+
+    @cached_property
+    def _node_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.nodes)}
+
     @cached_property
     def _ranks_by_node(self) -> tuple[tuple[int, ...], ...]:
         by_node: list[list[int]] = [[] for _ in self.nodes]
@@ -320,7 +332,10 @@ def layout_for(step: Step) -> Layout:
     het = _het_participants(step, nodes)
     if het is not None:
         layout = _het_layout(step, nodes, counts, het)
-        _verify(step, layout, counts, het=True)
+        # In a het step SLURM_NODEID counts nodes in component order (component 0's nodes
+        # first), not in the sorted SLURM_STEP_NODELIST (observed on 22.05).
+        node_order = [name for _component, comp_nodes in het for name in comp_nodes]
+        _verify(step, layout, counts, het=True, node_order=node_order)
         return layout
 
     kind, plane = _node_distribution(step)
@@ -468,8 +483,18 @@ def _het_layout(
 # --- verification -------------------------------------------------------------------------
 
 
-def _verify(step: Step, layout: Layout, counts: list[int], het: bool = False) -> None:
-    """Check the map against this task's own view; LayoutError naming the shape if off."""
+def _verify(
+    step: Step,
+    layout: Layout,
+    counts: list[int],
+    het: bool = False,
+    node_order: list[str] | None = None,
+) -> None:
+    """Check the map against this task's own view; LayoutError naming the shape if off.
+
+    ``node_order`` lists node names by SLURM_NODEID where that is not the order of
+    ``layout.nodes`` (heterogeneous steps).
+    """
     if step.num_tasks is not None and step.num_tasks != layout.num_tasks:
         raise LayoutError(
             f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
@@ -489,16 +514,19 @@ def _verify(step: Step, layout: Layout, counts: list[int], het: bool = False) ->
     nodeid = step.nodeid
     if nodeid is None:
         return  # nothing of this task's own placement to check against (not in a task)
-    if nodeid >= len(layout.nodes):
+    by_nodeid = list(layout.nodes) if node_order is None else node_order
+    if nodeid >= len(by_nodeid):
         raise LayoutError(
             f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}"
         )
-    name = layout.nodes[nodeid]
+    name = by_nodeid[nodeid]
     if step.node_name is not None and step.node_name != name:
+        where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
         raise LayoutError(
-            f"SLURM_NODEID={nodeid} names {name} in SLURM_STEP_NODELIST={step.nodelist!r}, "
+            f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
             f"but this task runs on SLURMD_NODENAME={step.node_name}"
         )
+    nodeid = layout.index_of(name)
     expected = layout.ranks_on(nodeid)
     seen = step.gtids
     mine_ok = True
