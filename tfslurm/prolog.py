@@ -96,13 +96,16 @@ def format_lines(changes: Mapping[str, str | None]) -> list[str]:
         if value is None:
             lines.append(f"unset {name}")
             continue
-        if "\n" in value or "\r" in value or "\0" in value:
-            bad = "a newline" if "\n" in value else "a carriage return" if "\r" in value else "a NUL byte"
+        if "\n" in value or "\0" in value:
+            bad = "a newline" if "\n" in value else "a NUL byte"
             raise PrologError(
                 f"cannot export {name}: its value contains {bad}, which Slurm's TaskProlog "
                 f"protocol cannot carry (value starts {value[:40]!r})"
             )
-        size = len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2
+        try:
+            size = len(name) + len(value.encode("utf-8", "surrogateescape")) + 2
+        except UnicodeEncodeError:
+            raise PrologError(f"cannot export {name}: its value {value[:40]!r} is not encodable") from None
         if size >= SLURM_ENV_STRLEN_MAX:
             raise PrologError(
                 f"cannot export {name}: {size - 2} bytes with its name, but Slurm drops variables "
@@ -132,8 +135,7 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         return _fail(out, env, asked, f"error: {exc}", 2)
     except Exception as exc:  # a bug must still reach the user as one readable line
         return _fail(out, env, asked, f"internal error: {type(exc).__name__}: {exc}", 1)
-    out.write("".join(line + "\n" for line in lines))
-    out.flush()
+    _write(out, "".join(line + "\n" for line in lines))
     return 0
 
 
@@ -141,9 +143,21 @@ def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: 
     if not asked:
         return 0
     text = " ".join(message.split())  # one line whatever the message holds
-    out.write(f"print tfslurm prolog ({MARKER}={_clip(env.get(MARKER, ''))}): {text}\n")
-    out.flush()
+    _write(out, f"print tfslurm prolog ({MARKER}={_clip(env.get(MARKER, ''))}): {text}\n")
     return code
+
+
+def _write(out: TextIO, text: str) -> None:
+    # Values come from the environment, which may hold undecodable bytes (surrogate
+    # escapes): write them back as the same bytes rather than fail on encoding.
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+        buffer.write(text.encode("utf-8", "surrogateescape"))
+        buffer.flush()
+    else:
+        out.write(text)
+        out.flush()
 
 
 def _clip(text: str, limit: int = 60) -> str:

@@ -1,0 +1,389 @@
+"""The TaskProlog hook and its shell wrapper, over recorded task environments.
+
+Ground truth is what Slurm really did (``tests/data/observed``: where each rank ran, which
+GPUs it got) and Slurm's own TaskProlog line protocol (``_proc_stdout`` in slurmstepd's
+``task.c``), modelled below. The real-cluster runs are in ``test_site_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import observed
+from tfslurm import prolog
+from tfslurm.errors import LayoutError, TfslurmError
+from tfslurm.jobspec import split_spec
+from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan
+
+PACKAGE_PARENT = str(Path(prolog.__file__).resolve().parent.parent)
+
+
+# --- Slurm's side of the protocol -----------------------------------------------------
+
+
+def apply_taskprolog_output(env: dict[str, str], text: str) -> tuple[dict[str, str], list[str]]:
+    """What slurmstepd does with a TaskProlog's stdout: ``export NAME=value`` (value taken
+    literally to the end of the line, blanks before '=' dropped), ``unset NAME``,
+    ``print text``; other lines ignored. Values of 131,072 bytes or more with the name are
+    dropped, as ``setenvf`` does. Returns the new environment and the printed lines."""
+    env = dict(env)
+    printed = []
+    for line in text.split("\n"):
+        if line.startswith("print "):
+            printed.append(line[6:].lstrip())
+        elif line.startswith("export "):
+            rest = line[7:].lstrip()
+            if "=" not in rest:
+                continue
+            name, value = rest.split("=", 1)
+            name = name.rstrip()
+            if len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2 < prolog.SLURM_ENV_STRLEN_MAX:
+                env[name] = value
+        elif line.startswith("unset "):
+            name = line[6:].strip()
+            if name:
+                env.pop(name, None)
+    return env, printed
+
+
+def run_main(env: dict[str, str]) -> tuple[int, str]:
+    out = io.StringIO()
+    rc = prolog.main(env, out)
+    return rc, out.getvalue()
+
+
+# --- recorded steps -------------------------------------------------------------------
+
+
+def step_cases() -> list[tuple[str, str, list[observed.Task]]]:
+    cases = []
+    for path in observed.all_paths():
+        fixture = observed.load(path)
+        for label, tasks in fixture.steps.items():
+            cases.append((f"{observed.fixture_id(path)}:{label}", label, tasks))
+    return cases
+
+
+STEP_CASES = step_cases()
+
+
+def spec_for(num_tasks: int) -> str:
+    return "chief:1,worker:*" if num_tasks > 1 else "worker:*"
+
+
+def expected_jobs(spec: str, num_tasks: int) -> list[tuple[str, int]]:
+    """(job, index) of each rank, from the spec alone."""
+    entries = split_spec(spec)
+    fixed = sum(count or 0 for _, count in entries)
+    out = []
+    for name, count in entries:
+        n = num_tasks - fixed if count is None else count
+        out += [(name, i) for i in range(n)]
+    return out
+
+
+@pytest.mark.parametrize("case", STEP_CASES, ids=[c[0] for c in STEP_CASES])
+def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None:
+    """Each task's exported TF_CONFIG, as Slurm would apply it, names the node the rank
+    really ran on (the fixture's SLURMD_NODENAME of that rank), gives each rank its job in
+    written order, and is the same cluster in every task."""
+    _, _, tasks = case
+    num_tasks = len(tasks)
+    spec = spec_for(num_tasks)
+    node_of_rank = {t.procid: t.env["SLURMD_NODENAME"] for t in tasks}
+    jobs = expected_jobs(spec, num_tasks)
+    clusters = set()
+    for task in tasks:
+        env = dict(task.env, **{prolog.MARKER: spec})
+        try:
+            lines = prolog.prolog_lines(env)
+        except LayoutError as exc:
+            # tfslurm refuses layouts it cannot verify from this task's variables; the
+            # hook must then fail the task with that message, not guess
+            rc, text = run_main(env)
+            assert rc != 0 and text.startswith("print tfslurm prolog") and str(exc)[:30] in text
+            return
+        new_env, printed = apply_taskprolog_output(env, "\n".join(lines) + "\n")
+        assert printed == []
+        config = json.loads(new_env["TF_CONFIG"])
+        clusters.add(json.dumps(config["cluster"], sort_keys=True))
+        flat = [addr for name, _ in split_spec(spec) for addr in config["cluster"].get(name, [])]
+        assert len(flat) == num_tasks and len(set(flat)) == num_tasks
+        for rank, address in enumerate(flat):
+            assert address.rsplit(":", 1)[0] == node_of_rank[rank]
+        assert (config["task"]["type"], config["task"]["index"]) == jobs[task.procid]
+        assert prolog.SCRIPT_CONTEXT not in [l.split()[-1] for l in lines if l.startswith("unset")]
+    assert len(clusters) == 1
+
+
+GPU_CASES = [c for c in STEP_CASES if any("CUDA_VISIBLE_DEVICES" in t.env for t in c[2])]
+
+
+@pytest.mark.parametrize("case", GPU_CASES, ids=[c[0] for c in GPU_CASES])
+def test_devices_are_the_tasks_own_and_never_shared_on_a_node(case) -> None:
+    _, _, tasks = case
+    spec = spec_for(len(tasks))
+    per_node: dict[str, list[str]] = {}
+    for task in tasks:
+        env = dict(task.env, **{prolog.MARKER: spec})
+        new_env, _ = apply_taskprolog_output(env, "\n".join(prolog.prolog_lines(env)) + "\n")
+        given_by_slurm = set(filter(None, task.env["CUDA_VISIBLE_DEVICES"].split(",")))
+        mine = [d for d in new_env["CUDA_VISIBLE_DEVICES"].split(",") if d]
+        assert set(mine) <= given_by_slurm
+        per_node.setdefault(task.env["SLURMD_NODENAME"], []).extend(mine)
+    for node, devices in per_node.items():
+        assert len(devices) == len(set(devices)), (node, devices)
+
+
+# --- when the hook does nothing ---------------------------------------------------------
+
+
+def test_without_the_marker_nothing_is_printed_and_nothing_fails() -> None:
+    task = observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"][0]
+    assert prolog.prolog_lines(task.env) == []
+    assert run_main(dict(task.env)) == (0, "")
+    assert run_main(dict(task.env, **{prolog.MARKER: "  "})) == (0, "")
+    # even an environment tfslurm cannot read is no reason to fail a job that did not ask
+    assert run_main({"SLURM_JOB_ID": "x", "SLURM_PROCID": "-3"}) == (0, "")
+
+
+def test_batch_script_and_outside_slurm_get_nothing() -> None:
+    batch = observed.load(observed.DATA / "20_sbatch_steps.txt").batch
+    assert batch is not None
+    assert run_main(dict(batch.env, **{prolog.MARKER: "worker:*"})) == (0, "")
+    assert run_main({prolog.MARKER: "worker:*"}) == (0, "")
+
+
+# --- errors reach the user as one print line --------------------------------------------
+
+
+def fixture_env(name: str = "11_gres_gpu2.txt", rank: int = 0, **extra: str) -> dict[str, str]:
+    task = observed.load(observed.DATA / name).steps["s0"][rank]
+    return dict(task.env, **extra)
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [("ps:1,worker:1", "asks for 2 tasks but the step has 4"),
+     ("bogus", "is not NAME:COUNT"),
+     ("chief:*,worker:1", "at most one")],
+)  # fmt: skip
+def test_bad_spec_prints_one_line_and_fails_the_task(spec: str, needle: str) -> None:
+    rc, text = run_main(fixture_env(**{prolog.MARKER: spec}))
+    assert rc == 2
+    _, printed = apply_taskprolog_output({}, text)
+    assert len(printed) == 1 and text.count("\n") == 1
+    assert printed[0].startswith(f"tfslurm prolog ({prolog.MARKER}=") and needle in printed[0]
+
+
+def test_internal_errors_are_reported_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tfslurm.plan
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(tfslurm.plan, "plan_for", broken)
+    rc, text = run_main(fixture_env(**{prolog.MARKER: "worker:*"}))
+    assert rc == 1 and text == f"print tfslurm prolog ({prolog.MARKER}=worker:*): internal error: RuntimeError: boom second line\n"
+    assert run_main(fixture_env()) == (0, "")
+
+
+def test_a_newline_in_a_value_is_refused_never_passed_on() -> None:
+    with pytest.raises(prolog.PrologError, match="contains a newline"):
+        prolog.format_lines({"CUDA_VISIBLE_DEVICES": "0\nexport LD_PRELOAD=/tmp/x.so"})
+    with pytest.raises(prolog.PrologError, match="NUL"):
+        prolog.format_lines({"A": "x\0y"})
+    with pytest.raises(prolog.PrologError, match="not a valid variable name"):
+        prolog.format_lines({"A B": "x"})
+    with pytest.raises(prolog.PrologError, match="Slurm drops"):
+        prolog.format_lines({"TF_CONFIG": "x" * (prolog.SLURM_ENV_STRLEN_MAX - len("TF_CONFIG") - 2)})
+    # one byte less fits, exactly as slurmstepd decides
+    value = "x" * (prolog.SLURM_ENV_STRLEN_MAX - len("TF_CONFIG") - 3)
+    assert prolog.format_lines({"TF_CONFIG": value}) == [f"export TF_CONFIG={value}"]
+    assert prolog.format_lines({"X": "a\rb", "Y": None}) == ["export X=a\rb", "unset Y"]
+
+
+def test_a_newline_from_the_environment_fails_the_task_with_a_message() -> None:
+    env = fixture_env(**{prolog.MARKER: "worker:*", "CUDA_VISIBLE_DEVICES": "0,1\nexport EVIL=1"})
+    rc, text = run_main(env)
+    assert rc != 0
+    new_env, printed = apply_taskprolog_output(env, text)
+    assert "EVIL" not in new_env and len(printed) == 1
+    assert "CUDA_VISIBLE_DEVICES" in printed[0]
+
+
+NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
+VALUES = st.text(st.characters(blacklist_categories=["Cs"]), max_size=200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.dictionaries(NAMES, st.one_of(st.none(), VALUES), max_size=6))
+def test_lines_mean_exactly_the_changes_to_slurm_or_are_refused(changes) -> None:
+    start = {name: "old" for name in changes}
+    try:
+        lines = prolog.format_lines(changes)
+    except prolog.PrologError:
+        assert any(v is not None and ("\n" in v or "\0" in v) for v in changes.values())
+        return
+    env, printed = apply_taskprolog_output(start, "\n".join(lines) + "\n")
+    assert printed == []
+    expected = {name: value for name, value in changes.items() if value is not None}
+    assert env == expected
+
+
+# --- TF_CONFIG too big for the environment: the descriptor ------------------------------
+
+
+def test_oversized_tf_config_is_replaced_by_the_descriptor() -> None:
+    template = "{node}." + "d" * 40_000  # 4 tasks x 40 kB hosts > 131,060 bytes
+    rank_envs = [
+        dict(t.env, **{prolog.MARKER: "chief:1,worker:*", "TFSLURM_HOST_TEMPLATE": template,
+                       "TF_CONFIG": '{"stale": true}'})
+        for t in observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"]
+    ]  # fmt: skip
+    for rank, env in enumerate(rank_envs):
+        lines = prolog.prolog_lines(env)
+        new_env, _ = apply_taskprolog_output(env, "\n".join(lines) + "\n")
+        assert "TF_CONFIG" not in new_env, "a stale TF_CONFIG must not survive"
+        text = new_env["TFSLURM_DESCRIPTOR"]
+        assert len(text) < 2_000 + len(template)
+        plan = Plan.from_descriptor(text, rank=rank)
+        config = json.loads(plan.tf_config())
+        assert len(plan.tf_config().encode()) > TF_CONFIG_MAX_BYTES
+        assert config["task"] == {"type": "chief" if rank == 0 else "worker", "index": max(rank - 1, 0)}
+        hosts = [a.rsplit(":", 1)[0] for a in config["cluster"]["chief"] + config["cluster"]["worker"]]
+        assert hosts == [rank_envs[r]["SLURMD_NODENAME"] + template[6:] for r in range(4)]
+        assert new_env["CUDA_VISIBLE_DEVICES"]  # devices are still set the normal way
+
+
+def test_a_fitting_tf_config_unsets_a_stale_descriptor() -> None:
+    env = fixture_env(**{prolog.MARKER: "worker:*", "TFSLURM_DESCRIPTOR": "stale"})
+    lines = prolog.prolog_lines(env)
+    assert "unset TFSLURM_DESCRIPTOR" in lines
+    new_env, _ = apply_taskprolog_output(env, "\n".join(lines) + "\n")
+    assert "TFSLURM_DESCRIPTOR" not in new_env and json.loads(new_env["TF_CONFIG"])["task"]["type"] == "worker"
+
+
+# --- the shell wrapper -----------------------------------------------------------------
+
+
+@pytest.fixture()
+def wrapper(tmp_path: Path) -> Path:
+    return prolog.write_wrapper(tmp_path / "tfslurm-taskprolog")
+
+
+def run_wrapper(path: Path, env: dict[str, str], shell: str | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [shell, str(path)] if shell else [str(path)]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_wrapper_file(wrapper: Path) -> None:
+    assert wrapper.stat().st_mode & 0o777 == 0o755
+    text = wrapper.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert f"exec {sys.executable} -I -S -c" in text or f"exec '{sys.executable}' -I -S -c" in text
+    assert json.dumps(PACKAGE_PARENT) in text
+    assert not list(wrapper.parent.glob(".*.tmp"))
+    assert subprocess.run(["sh", "-n", str(wrapper)]).returncode == 0
+
+
+def test_wrapper_without_marker_starts_no_python(tmp_path: Path) -> None:
+    path = prolog.write_wrapper(tmp_path / "hook", python="/nonexistent/python")
+    env = {"PATH": os.environ["PATH"], **fixture_env()}
+    done = run_wrapper(path, env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "unset SLURM_SCRIPT_CONTEXT\n", "")
+    # with the marker it would have to start Python: that one fails (proving the other did not)
+    done = run_wrapper(path, dict(env, **{prolog.MARKER: "worker:*"}))
+    assert done.returncode != 0
+
+
+@pytest.mark.parametrize("shell", [None, "dash", "bash", "busybox"])
+def test_wrapper_output_equals_the_hook(wrapper: Path, shell: str | None) -> None:
+    if shell and shutil.which(shell) is None:
+        pytest.skip(f"{shell} not installed")
+    argv_shell = f"{shell} sh" if shell == "busybox" else shell
+    env = fixture_env(rank=3, **{prolog.MARKER: "ps:1,worker:*"})
+    cmd = [*(argv_shell.split() if argv_shell else []), str(wrapper)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + "".join(l + "\n" for l in prolog.prolog_lines(env))
+
+
+def test_wrapper_ignores_the_jobs_python_settings(wrapper: Path, tmp_path: Path) -> None:
+    """-I -S: a job's PYTHONPATH, PYTHONHOME-free startup and a shadowing tfslurm package
+    cannot change what the hook runs."""
+    fake = tmp_path / "shadow" / "tfslurm"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise SystemExit('shadow tfslurm imported')\n")
+    env = fixture_env(**{prolog.MARKER: "worker:*", "PYTHONPATH": str(fake.parent),
+                         "PYTHONSTARTUP": str(fake / "__init__.py"), "PYTHONWARNINGS": "error"})  # fmt: skip
+    done = run_wrapper(wrapper, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "export TF_CONFIG=" in done.stdout
+
+
+def test_wrapper_reports_errors_as_print_lines(wrapper: Path) -> None:
+    env = fixture_env(**{prolog.MARKER: "ps:9,worker:*"})
+    done = run_wrapper(wrapper, env)
+    assert done.returncode == 2
+    _, printed = apply_taskprolog_output({}, done.stdout)
+    assert printed and "asks for 9 tasks but the step has 4" in printed[0]
+
+
+def test_write_wrapper_errors(tmp_path: Path) -> None:
+    with pytest.raises(prolog.PrologError, match="cannot write the TaskProlog wrapper"):
+        prolog.write_wrapper(tmp_path / "missing-dir" / "hook")
+    with pytest.raises(prolog.PrologError, match="not absolute"):
+        prolog.wrapper_script(python="/usr/bin/python3", package_parent="relative/dir")
+    with pytest.raises(prolog.PrologError, match="newline"):
+        prolog.wrapper_script(python="/usr/bin/py\nthon3")
+    assert isinstance(prolog.PrologError("x"), TfslurmError)
+
+
+def test_cli_writes_the_wrapper(tmp_path: Path) -> None:
+    target = tmp_path / "hook.sh"
+    done = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "prolog", "--write-wrapper", str(target)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"TaskProlog={target}" in done.stdout and f"--task-prolog={target}" in done.stdout
+    assert target.read_text() == prolog.wrapper_script()
+    shown = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "prolog", "--print-wrapper", "--python", "/opt/py/bin/python"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0 and "exec /opt/py/bin/python -I -S" in shown.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "prolog", "--write-wrapper", str(tmp_path / "no" / "x")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("tfslurm prolog: error: cannot write")
+    assert "Traceback" not in bad.stderr
+
+
+def test_cli_hook_prints_export_lines() -> None:
+    env = fixture_env(rank=1, **{prolog.MARKER: "worker:*", "PATH": os.environ.get("PATH", "")})
+    done = subprocess.run([sys.executable, "-m", "tfslurm", "prolog"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == prolog.prolog_lines(env)
+
+
+def test_hook_imports_no_tensorflow() -> None:
+    env = fixture_env(**{prolog.MARKER: "worker:*"})
+    code = (
+        f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); from tfslurm.prolog import main; "
+        "main(); print('TF' if any(m.startswith('tensorflow') for m in sys.modules) else 'no TF')"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "no TF", done.stderr
