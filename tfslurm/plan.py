@@ -488,6 +488,9 @@ def gpu_plan_for(
             source=f"assigned to this task earlier by tfslurm ({ASSIGNED_GPUS_VARIABLE})",
             env={variable: value, ASSIGNED_GPUS_VARIABLE: step.env[ASSIGNED_GPUS_VARIABLE]},
         )
+    assert step.procid is not None
+    if step.localid is None:  # e.g. TF's unit-test environments: the layout knows it
+        step = dataclasses.replace(step, localid=layout.rank_local[step.procid])
     if assignment is None:
         assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
     node_devices = tuple(assignment.node_devices)
@@ -497,7 +500,6 @@ def gpu_plan_for(
     env = dict(assignment.env())
     if env.get(assignment.variable) is not None:
         env[ASSIGNED_GPUS_VARIABLE] = _assigned_marker(step, assignment.variable, env[assignment.variable])
-    assert step.procid is not None
     return GpuPlan(
         own=tuple(assignment.devices),
         variable=assignment.variable,

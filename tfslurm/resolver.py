@@ -16,6 +16,7 @@ when TF is importable, and of ``object`` otherwise (``cluster_spec()`` then retu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import warnings
@@ -262,6 +263,8 @@ def _tf_gpu_plan(
         patched = dict(environ)
         patched["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(gpus_per_node or 0)))
         step = Step.from_environ(patched)
+    if step.localid is None and step.procid is not None:
+        step = dataclasses.replace(step, localid=layout.rank_local[step.procid])
     if gpus_per_task is None and not per_task_binding(step.env):
         probe = assign_gpus(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node)
         visible = probe.node_devices[:gpus_per_node] if gpus_per_node is not None else probe.node_devices
