@@ -68,6 +68,9 @@ class _ClusterPool:
         if key in self.failures:  # do not retry a start that already failed this session
             pytest.fail(self.failures[key], pytrace=False)
         cluster = self.clusters.get(key)
+        if cluster is not None and len(cluster.live_daemons()) != len(cluster.nodes) + 1:
+            cluster.stop()  # a test killed a daemon: start this configuration afresh
+            cluster = None
         if cluster is None or not cluster.running:
             cluster = LocalCluster(config)
             try:

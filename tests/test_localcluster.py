@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -131,9 +132,13 @@ cluster = pytest.mark.cluster
 @cluster
 def test_four_nodes_idle_with_own_hostnames(slurm_cluster: LocalCluster) -> None:
     assert slurm_cluster.nodes == ["node1", "node2", "node3", "node4"]
-    out = slurm_cluster.run(["sinfo", "-h", "-N", "-o", "%N %T %G"])
-    assert out.returncode == 0, out.stderr
-    rows = sorted(line.split() for line in out.stdout.splitlines())
+    for _ in range(50):  # an earlier test's job may still be completing
+        out = slurm_cluster.run(["sinfo", "-h", "-N", "-o", "%N %T %G"])
+        assert out.returncode == 0, out.stderr
+        rows = sorted(line.split() for line in out.stdout.splitlines())
+        if rows == [[n, "idle", "gpu:4"] for n in slurm_cluster.nodes]:
+            break
+        time.sleep(0.2)
     assert rows == [[n, "idle", "gpu:4"] for n in slurm_cluster.nodes]
     out = slurm_cluster.srun("-N4", "--ntasks-per-node=2", "sh", "-c", 'echo "$(hostname) $SLURMD_NODENAME"')
     assert out.returncode == 0, out.stderr

@@ -178,7 +178,15 @@ class LocalCluster:
             self._state_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp")
         elif os.path.exists(Layout(self._state_dir).record):
             # whatever an earlier run left here (crashed or still up) goes first
-            LocalCluster.attach(self._state_dir).stop()
+            try:
+                previous = LocalCluster.attach(self._state_dir)
+            except (ClusterError, TypeError, ValueError, KeyError) as exc:
+                raise ClusterError(
+                    f"{self._state_dir} holds a cluster record this version cannot read ({exc}); "
+                    "stop it with the tfslurm that started it or pick another state dir"
+                ) from exc
+            previous.stop(purge=False)
+        self._records, self._children, self.timings = [], {}, {}
         self._active = True
         atexit.register(self.stop)
         try:
@@ -239,6 +247,8 @@ class LocalCluster:
         if self.config.smoke_test:
             self._smoke_test()
             self.timings["first_srun"] = round(time.monotonic() - t0, 3)
+            # the smoke job leaves the nodes "completing" for a moment; hand over idle nodes
+            self._wait("the nodes to be idle after the smoke test", self._all_idle)
         self._write_record()
 
     def _write_files(self) -> None:
