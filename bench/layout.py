@@ -28,10 +28,15 @@ from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout
 from tfslurm.step import Step
 
 
-def step_env(layout: Layout, rank: int, **extra: str) -> dict[str, str]:
-    """The environment slurmstepd gives task ``rank`` of a step laid out as ``layout``."""
+def step_env(layout: Layout, rank: int, node_order: list[str] | None = None,
+             **extra: str) -> dict[str, str]:
+    """The environment slurmstepd gives task ``rank`` of a step laid out as ``layout``.
+
+    ``node_order``: nodes by SLURM_NODEID where that differs (het: component order).
+    """
     counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
     node = layout.rank_node[rank]
+    nodeid = node if node_order is None else node_order.index(layout.nodes[node])
     return {
         "SLURM_JOB_ID": "1234",
         "SLURM_STEP_ID": "0",
@@ -41,7 +46,7 @@ def step_env(layout: Layout, rank: int, **extra: str) -> dict[str, str]:
         "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
         "SLURM_PROCID": str(rank),
         "SLURM_LOCALID": str(layout.rank_local[rank]),
-        "SLURM_NODEID": str(node),
+        "SLURM_NODEID": str(nodeid),
         "SLURMD_NODENAME": layout.nodes[node],
         "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
     } | extra
@@ -84,7 +89,7 @@ def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
         block_layout(nodes[:half], [10] * half).rank_to_node  # component 0 on the upper half
     het = arbitrary_layout(nodes, het_truth)
     out.append(("het step, 2 components x 50k", step_env(
-        het, last, SLURM_HET_SIZE="2",
+        het, last, nodes[half:] + nodes[:half], SLURM_HET_SIZE="2",
         SLURM_JOB_NODELIST_PACK_GROUP_0=hostlist.compress(nodes[half:]),
         SLURM_JOB_NODELIST_PACK_GROUP_1=hostlist.compress(nodes[:half]))))
     return out

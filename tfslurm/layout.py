@@ -471,11 +471,12 @@ def _het_layout(
     rank_local: list[int] = []
     sizes: list[int] = []
     for _component, comp_nodes in parts:
-        comp_counts = [counts[index_of[name]] for name in comp_nodes]
-        sub = block_layout(comp_nodes, comp_counts)
-        rank_node.extend(index_of[comp_nodes[i]] for i in sub.rank_node)
-        rank_local.extend(sub.rank_local)
-        sizes.append(sub.num_tasks)
+        before = len(rank_node)
+        for name in comp_nodes:  # block over the component's nodes, in its own order
+            index = index_of[name]
+            rank_node.extend(repeat(index, counts[index]))
+            rank_local.extend(range(counts[index]))
+        sizes.append(len(rank_node) - before)
     method = "het(" + " : ".join("block" for _ in parts) + ")"
     return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method, tuple(sizes))
 
