@@ -326,19 +326,37 @@ def test_stop_leaves_no_processes_links_or_mounts() -> None:
         for _ in range(100):
             if c.job_states(job) == ["RUNNING"]:
                 break
-            subprocess.run(["sleep", "0.1"])
+            time.sleep(0.1)
         assert c.job_states(job) == ["RUNNING"]
+        family = procs.descendants(r.pid for r in daemons)
+        assert "slurmscriptd" in {_comm(p) for p, _ in family}
         inodes = c._network.netns_inodes()
-        assert len(inodes) == 2 and procs.pids_in_netns(inodes)
+        assert len(inodes) == 2
+        # slurmd double-forks slurmstepd, so steps are found by namespace, not by parent
+        for _ in range(100):
+            in_nodes = {_comm(p) for p in procs.pids_in_netns(inodes)}
+            if {"slurmd", "slurmstepd", "sleep"} <= in_nodes:
+                break
+            time.sleep(0.1)
+        assert {"slurmd", "slurmstepd", "sleep"} <= in_nodes, in_nodes
         network, state = c._network, c.state_dir
     finally:
         c.stop()
     stray.wait(timeout=10)
     assert not [r for r in daemons if procs.alive(r.pid)]
+    assert not [p for p, started in family if procs.start_time(p) == started and not procs.is_zombie(p)]
     assert procs.pids_in_netns(inodes) == []
     assert network.leftovers() == []
     assert not os.path.exists(state)  # a temporary state dir is removed
     c.stop()  # idempotent
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 # ---------------------------------------------------------------------------- skip vs. CI

@@ -425,7 +425,10 @@ class LocalCluster:
         ctld_alive = any(r.name == "slurmctld" for r in live)
         if ctld_alive and any(r.name == "slurmd" for r in live):
             self._cancel_jobs()
+        family = procs.descendants(r.pid for r in live)
         procs.terminate([r.pid for r in live], grace=10, reap=self._reap)
+        # children a daemon did not take down with it (slurmscriptd, a wedged slurmstepd)
+        procs.terminate([p for p, started in family if procs.start_time(p) == started], grace=1)
         if self._network:
             # wedged slurmstepds and orphaned tasks: whatever still runs inside our nodes
             stragglers = procs.pids_in_netns(self._network.netns_inodes())

@@ -100,6 +100,32 @@ def pids_in_netns(inodes: Iterable[int]) -> list[int]:
     return found
 
 
+def descendants(roots: Iterable[int]) -> list[tuple[int, int]]:
+    """(pid, start time) of every descendant of ``roots`` (e.g. slurmctld's slurmscriptd)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        parent[int(entry)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    found: list[tuple[int, int]] = []
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            started = start_time(child)
+            if started is not None:
+                found.append((child, started))
+                todo.append(child)
+    return found
+
+
 def terminate(pids: Iterable[int], grace: float, reap=None) -> list[int]:
     """SIGTERM ``pids``, wait up to ``grace`` s, SIGKILL the rest. Returns the killed ones.
 
