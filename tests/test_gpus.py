@@ -76,7 +76,7 @@ def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
     _, _, first = results[0]
     assert first.node_devices == ("0", "1")
     assert first.env() == {"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0", "GPU_DEVICE_ORDINAL": "0"}
-    assert "balanced split over 2 local tasks" in first.source
+    assert "balanced split over 2 local tasks" in first.source and not first.per_task
 
 
 def test_gres_gpu2_with_gpus_per_task_two_is_too_many() -> None:
@@ -89,6 +89,7 @@ def test_per_task_binding_is_kept_as_slurm_bound_it() -> None:
         for task, _step, gpu in assignments(fid):
             assert gpu.devices == (task.env["CUDA_VISIBLE_DEVICES"],)
             assert gpu.source == "per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)"
+            assert gpu.per_task
     with pytest.raises(GpuError, match=r"gpus_per_task=2 but Slurm bound 1 GPU\(s\) to this task"):
         assignments("12_gpus_per_task", gpus_per_task=2)
 
@@ -400,3 +401,23 @@ def test_binding_helpers() -> None:
     assert slurm_gpu_binding({}) is None
     assert bound_per_task({"SLURMD_TRES_BIND": "gpu:verbose,map_gpu:0,1"})
     assert not bound_per_task({"SLURMD_TRES_BIND": "gpu:none"}) and not bound_per_task({})
+
+
+@pytest.mark.parametrize("fid", GPU_FIXTURES)
+def test_assigning_again_after_exporting_is_idempotent(fid: str) -> None:
+    # The TaskProlog exports env(); a resolver in the task then assigns again: no drift.
+    for task, step, first in assignments(fid):
+        env = dict(task.env, **first.env())
+        again = assign_gpus(Step.from_environ(env), nvidia_smi=NO_SMI)
+        assert again.devices == first.devices and again.env() == first.env(), (task.procid, first, again)
+
+
+def test_narrowed_list_is_kept_and_marked_per_task() -> None:
+    env = {"CUDA_VISIBLE_DEVICES": "1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2"}
+    gpu = assign_gpus_from_env(env, local_id=1, local_tasks=2)
+    assert gpu.devices == ("1",) and gpu.per_task
+    assert gpu.source == "already narrowed after Slurm (CUDA_VISIBLE_DEVICES=1 of the 2 GPU(s) in SLURM_STEP_GPUS=0,1), kept"
+    hidden = assign_gpus_from_env(dict(env, CUDA_VISIBLE_DEVICES=""), local_id=0, local_tasks=2)
+    assert hidden.devices == () and hidden.env() == {"CUDA_VISIBLE_DEVICES": ""}
+    full = assign_gpus_from_env(dict(env, CUDA_VISIBLE_DEVICES="0,1"), local_id=1, local_tasks=2)
+    assert full.devices == ("1",) and not full.per_task

@@ -83,6 +83,8 @@ class GpuAssignment:
     ``source`` says why, in words. ``unbound`` counts GPUs Slurm allocated on the node
     without saying which (``--gpu-bind=none``): the task then sees them unfiltered.
     ``exports`` (filled by :func:`assign_gpus`) are the exact variables to set.
+    ``per_task`` is True when ``node_devices`` is already this task's own list (Slurm's
+    per-task binding, or narrowed earlier): it must not be split to find other tasks' devices.
     """
 
     devices: tuple[str, ...]
@@ -91,6 +93,7 @@ class GpuAssignment:
     source: str
     unbound: int = 0
     exports: tuple[tuple[str, str], ...] | None = None
+    per_task: bool = False
 
     @property
     def count(self) -> int:
@@ -260,16 +263,19 @@ def assign_gpus_from_env(
         variable = present[0]
         node_devices = parse_devices(variable, env[variable])
         origin = _origin(env, variable)
+        narrowed = _narrowed_after_slurm(env, variable, node_devices)
+        per_task = binding in _PER_TASK_BINDINGS or narrowed is not None
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
-        elif binding in _PER_TASK_BINDINGS:
-            chosen, why = _per_task(node_devices, variable, env, binding, gpus_per_task)
+        elif per_task:
+            how = narrowed or f"per-task binding (SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()})"
+            chosen, why = _per_task(node_devices, variable, how, gpus_per_task)
         else:
             chosen, why = _per_node(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
         exports = _exports(env, present, node_devices, chosen)
-        return GpuAssignment(chosen, node_devices, variable, why, 0, exports)
+        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task)
 
     on_node = _slurm_count(env)
     if on_node:
@@ -288,9 +294,8 @@ def assign_gpus_from_env(
 
 
 def _per_task(
-    own: tuple[str, ...], variable: str, env: Mapping[str, str], binding: str, gpus_per_task: int | None
+    own: tuple[str, ...], variable: str, how: str, gpus_per_task: int | None
 ) -> tuple[tuple[str, ...], str]:
-    how = f"per-task binding (SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()})"
     if gpus_per_task is None or gpus_per_task == len(own):
         return own, how
     if gpus_per_task > len(own):
@@ -388,6 +393,30 @@ def _exports(
         if name == present[0] or len(listed) == len(node_devices):
             out.append((name, ",".join(listed[p] for p in positions)))
     return tuple(out)
+
+
+def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[str, ...]) -> str | None:
+    """Why ``visible`` is already this task's own list, if it is shorter than Slurm's.
+
+    Slurm sets the visible-device variables and SLURM_STEP_GPUS (SLURM_JOB_GPUS in a batch
+    script) with the same number of devices — observed for every binding. Fewer visible
+    devices means someone narrowed the list after Slurm (tfslurm's TaskProlog, or the user):
+    splitting it again would drift, so it is kept as this task's own.
+    """
+    name = "SLURM_STEP_GPUS" if "SLURM_STEP_GPUS" in env else "SLURM_JOB_GPUS"
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        slurm_ids = parse_devices(name, raw)
+    except GpuError:
+        return None
+    if len(visible) >= len(slurm_ids):
+        return None
+    return (
+        f"already narrowed after Slurm ({variable}={','.join(visible) or 'empty'} of the "
+        f"{len(slurm_ids)} GPU(s) in {name}={raw}), kept"
+    )
 
 
 def _origin(env: Mapping[str, str], variable: str) -> str:
