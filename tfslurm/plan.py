@@ -514,10 +514,9 @@ def gpu_plan_for(
 
 def per_task_binding(env: Mapping[str, str]) -> bool:
     """Whether Slurm bound GPUs per task (``--gpus-per-task``, ``--gpu-bind=map_gpu:...``)."""
-    from tfslurm import gpus
+    from tfslurm.gpus import bound_per_task
 
-    # gpus keeps these private; ask it publicly once it exposes the binding.
-    return gpus._gpu_binding(env.get("SLURMD_TRES_BIND", "")) in gpus._PER_TASK_BINDINGS
+    return bound_per_task(env)
 
 
 def _assigned_marker(step: Step, variable: str, value: str) -> str:

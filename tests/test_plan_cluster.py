@@ -1,0 +1,263 @@
+"""Cluster plans on a real Slurm cluster: every task plans, binds its port, and calls a peer.
+
+Each task runs :data:`TASK`: it builds its plan from its own environment
+(``plan_from_environ``), listens on its own advertised port, connects to the *next* rank's
+advertised ``host:port`` and checks that the task answering there says it is that rank.
+So a test passes only if every task's address really leads to that task — the host is the
+node the task runs on, the port is free and nobody else's. The host side then checks that
+every task computed the same cluster, that its host is its ``SLURMD_NODENAME``, and that its
+GPUs are its own: a subset of what Slurm made visible, never shared on a node.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+TASK = r"""
+import json, os, socket, subprocess, sys, threading, time
+args = json.loads(sys.argv[1])
+from tfslurm.errors import TfslurmError
+from tfslurm.plan import plan_from_environ
+env = os.environ
+out = {"procid": int(env["SLURM_PROCID"]), "slurmd": env.get("SLURMD_NODENAME"),
+       "hostname": socket.gethostname(), "job": env.get("SLURM_JOB_ID"), "step": env.get("SLURM_STEP_ID"),
+       "cvd": env.get("CUDA_VISIBLE_DEVICES")}
+if args.get("drop_resv"):  # plan as on a cluster without MpiParams=ports: derived ports
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_STEP_RESV_PORTS"}
+try:
+    plan = plan_from_environ(env, jobs=args.get("jobs"), **args.get("options", {}))
+except TfslurmError as exc:
+    out["error"] = str(exc)
+    print("TFS-RESULT " + json.dumps(out), flush=True)
+    sys.exit(0)
+own = plan.own
+out.update(host=own.host, node=own.node, port=own.port, role=[own.job, own.index], gpus=own.gpus,
+           spec=plan.cluster_spec(), tf_config=plan.tf_config(), exported=plan.task_env(),
+           rule=plan.ports.encode())
+if args.get("cli"):
+    cli = subprocess.run([sys.executable, "-m", "tfslurm", "tf-config"] + (["--jobs", args["jobs"]] if args.get("jobs") else []),
+                         capture_output=True, text=True)
+    out["cli"] = [cli.returncode, cli.stdout.strip(), cli.stderr.strip()]
+server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    server.bind(("0.0.0.0", own.port))
+    server.listen(16)
+    out["bound"] = True
+    out["t_bound"] = time.time()
+except OSError as exc:
+    out["bound"] = False
+    out["bind_error"] = str(exc)
+served = threading.Event()
+def serve():
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.sendall(str(own.rank).encode())
+        served.set()
+if out["bound"]:
+    threading.Thread(target=serve, daemon=True).start()
+    target = (own.rank + 1) % plan.num_tasks
+    host, _, port = plan.addresses[target].rpartition(":")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as conn:
+                out["peer"] = [target, int(conn.recv(32).decode() or -1)]
+            break
+        except OSError as exc:
+            out["connect_error"] = str(exc)
+            time.sleep(0.1)
+    served.wait(30)
+    out["served"] = served.is_set()
+    time.sleep(args.get("hold", 0))
+    out["t_release"] = time.time()
+print("TFS-RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def argv(**args: Any) -> list[str]:
+    return [sys.executable, "-c", TASK, json.dumps(args)]
+
+
+def results_of(text: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith("TFS-RESULT ")]
+    return sorted(rows, key=lambda r: r["procid"])
+
+
+def run(cluster: Any, *srun_args: str, env_extra: dict[str, str] | None = None, **task: Any) -> list[dict[str, Any]]:
+    proc = cluster.srun(*srun_args, *argv(**task), timeout=120, env_extra=env_extra)
+    assert proc.returncode == 0, f"srun {' '.join(srun_args)}: rc {proc.returncode}: {proc.stderr[-1500:]}"
+    rows = results_of(proc.stdout)
+    assert rows, proc.stdout[-1000:] + proc.stderr[-1000:]
+    return rows
+
+
+def check(rows: list[dict[str, Any]], num_tasks: int, *, disjoint_gpus: bool = True) -> dict[str, Any]:
+    """The invariants every step must satisfy; returns the (common) cluster spec."""
+    assert [r["procid"] for r in rows] == list(range(num_tasks)), "a task did not report"
+    for r in rows:
+        assert "error" not in r, f"rank {r['procid']} on {r['slurmd']}: {r['error']}"
+        assert r["host"] == r["node"] == r["slurmd"] == r["hostname"], r
+        job, index = r["role"]
+        assert r["spec"][job][index] == f"{r['host']}:{r['port']}"
+        assert json.loads(r["tf_config"]) == {"cluster": r["spec"], "task": {"type": job, "index": index}}
+        assert r["bound"], f"rank {r['procid']} could not bind {r['port']} on {r['node']}: {r.get('bind_error')}"
+        target = (r["procid"] + 1) % num_tasks
+        assert r.get("peer") == [target, target], f"rank {r['procid']} reached {r.get('peer')}: {r.get('connect_error')}"
+        assert r["served"], f"rank {r['procid']} was never called by its predecessor"
+        visible = set(filter(None, (r["cvd"] or "").split(",")))
+        assert set(r["gpus"]) <= visible, f"rank {r['procid']} got {r['gpus']}, Slurm gave {r['cvd']!r}"
+        assert r["exported"].get("CUDA_VISIBLE_DEVICES", ",".join(r["gpus"])) == ",".join(r["gpus"])
+    specs = {json.dumps(r["spec"]) for r in rows}
+    assert len(specs) == 1, f"tasks computed {len(specs)} different clusters"
+    assert len({r["rule"] for r in rows}) == 1
+    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_node[r["node"]].append(r)
+    for node, node_rows in by_node.items():
+        ports = [r["port"] for r in node_rows]
+        assert len(set(ports)) == len(ports), f"{node}: ports {ports}"
+        if disjoint_gpus:
+            owned = [g for r in node_rows for g in r["gpus"]]
+            assert len(owned) == len(set(owned)), f"{node}: a GPU is shared: {node_rows}"
+    return rows[0]["spec"]
+
+
+SHAPES = [
+    # label, srun options, tasks, expected rank -> node (None: not fixed by the options)
+    ("block_N2_tpn2", ["-N2", "--ntasks-per-node=2"], 4, None),
+    ("cyclic_N3_tpn2", ["-N3", "--ntasks-per-node=2", "-m", "cyclic"], 6, None),
+    ("plane2_N2_n6", ["-N2", "-n6", "-m", "plane=2", "--ntasks-per-node=3"], 6, None),
+    ("uneven_N2_n5", ["-N2", "-n5"], 5, None),
+    ("noncontig_w_node4_node2", ["-w", "node4,node2", "--ntasks-per-node=2"], 4,
+     ["node2", "node2", "node4", "node4"]),
+    ("resv_ports_4", ["-N2", "--ntasks-per-node=2", "--resv-ports=4"], 4, None),
+    ("gres_gpu2", ["-N2", "--ntasks-per-node=2", "--gres=gpu:2"], 4, None),
+    ("gpus_per_task_1", ["-N2", "--ntasks-per-node=2", "--gpus-per-task=1"], 4, None),
+    ("gpus_3_uneven", ["-N2", "--ntasks-per-node=2", "--gpus=3"], 4, None),
+    ("gpus_per_node_bind_none", ["-N2", "--ntasks-per-node=2", "--gpus-per-node=2", "--gpu-bind=none"], 4, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("label", "options", "num_tasks", "expected"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_every_task_reaches_its_peer_on_shape(slurm_cluster: Any, label: str, options: list[str],
+                                             num_tasks: int, expected: list[str] | None) -> None:
+    rows = run(slurm_cluster, *options, jobs="chief:1,worker:*")
+    spec = check(rows, num_tasks)
+    assert list(spec) == ["chief", "worker"] and len(spec["chief"]) == 1
+    if expected is not None:
+        assert [r["node"] for r in rows] == expected
+    if label == "resv_ports_4":
+        assert all(r["rule"].startswith("r") for r in rows)
+        assert {r["port"] - int(r["rule"][1:].split("-")[0]) for r in rows} == {0, 1}  # by local id
+    if label == "gpus_per_task_1":
+        assert all(r["gpus"] == [r["cvd"]] for r in rows)
+    if label in ("gres_gpu2", "gpus_3_uneven"):
+        assert all(len(r["gpus"]) <= 1 for r in rows) and sum(len(r["gpus"]) for r in rows) >= 3
+    if label == "gpus_per_node_bind_none":
+        assert all(r["gpus"] == [] and r["cvd"] is None for r in rows)
+
+
+def test_arbitrary_layout_from_a_hostfile(slurm_cluster: Any, tmp_path: Path) -> None:
+    hosts = ["node3", "node1", "node1", "node2", "node3"]
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("\n".join(hosts) + "\n")
+    rows = run(slurm_cluster, "-n5", "-m", "arbitrary", env_extra={"SLURM_HOSTFILE": str(hostfile)})
+    check(rows, 5)
+    assert [r["node"] for r in rows] == hosts
+
+
+def test_heterogeneous_step(slurm_cluster: Any) -> None:
+    task = argv(jobs="chief:1,worker:*")
+    proc = slurm_cluster.srun("-N1", "-n1", *task, ":", "-N2", "-n3", *task, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    rows = results_of(proc.stdout)
+    spec = check(rows, 4)
+    assert spec["chief"] == [f"{rows[0]['host']}:{rows[0]['port']}"]
+
+
+def test_cpu_only_cluster_and_padded_names(slurm_cluster_factory: Any) -> None:
+    cluster = slurm_cluster_factory(gpus=0, node_prefix="tf-gpu", node_digits=3)
+    rows = run(cluster, "-N3", "-n5", "-m", "cyclic", jobs="ps:1,worker:*", cli=True)
+    spec = check(rows, 5)
+    assert all(r["node"].startswith("tf-gpu00") and r["gpus"] == [] for r in rows)
+    assert all("CUDA_VISIBLE_DEVICES" not in r["exported"] for r in rows)
+    assert list(spec) == ["ps", "worker"]
+    for r in rows:  # the CLI prints the very same TF_CONFIG
+        assert r["cli"][0] == 0, r["cli"][2]
+        assert r["cli"][1] == r["tf_config"]
+
+
+def test_jobs_spec_from_the_environment_and_gpus_per_task(slurm_cluster: Any) -> None:
+    rows = run(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gres=gpu:4",
+               env_extra={"TFSLURM_TF_DIST": "worker:3,evaluator:1"}, options={"gpus_per_task": 2})  # fmt: skip
+    spec = check(rows, 4)
+    assert list(spec) == ["worker", "evaluator"]  # the order written
+    assert [r["role"] for r in rows] == [["worker", 0], ["worker", 1], ["worker", 2], ["evaluator", 0]]
+    assert all(len(r["gpus"]) == 2 for r in rows)
+
+
+@pytest.mark.parametrize("ports", ["reserved", "derived"])
+def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any, ports: str) -> None:
+    """Two jobs at once on node1+node2; every task holds its port until all have bound."""
+    outcomes: dict[int, Any] = {}
+
+    def launch(i: int) -> None:
+        outcomes[i] = slurm_cluster.srun(
+            "-w", "node1,node2", "--ntasks-per-node=2", f"--job-name=tfs-plan-{uuid.uuid4().hex[:6]}",
+            *argv(hold=3.0, drop_resv=ports == "derived"), timeout=120,
+        )  # fmt: skip
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    all_rows = []
+    for i in range(2):
+        proc = outcomes[i]
+        assert proc.returncode == 0, proc.stderr[-1500:]
+        rows = results_of(proc.stdout)
+        check(rows, 4)
+        assert all(r["rule"][0] == ports[0] for r in rows), rows[0]["rule"]
+        all_rows += rows
+    assert len({r["job"] for r in all_rows}) == 2
+    # The two jobs really held their ports at the same time.
+    first, second = ([r for r in all_rows if r["job"] == job] for job in sorted({r["job"] for r in all_rows}))
+    assert max(r["t_bound"] for r in first + second) < min(r["t_release"] for r in first + second)
+    used = defaultdict(list)
+    for r in all_rows:
+        used[r["node"]].append(r["port"])
+    for node, node_ports in used.items():
+        assert len(node_ports) == len(set(node_ports)) == 4, f"{node}: {node_ports}"
+
+
+def test_cli_in_a_batch_script_and_with_a_bad_spec_exits_2(slurm_cluster: Any, tmp_path: Path) -> None:
+    proc = slurm_cluster.srun("-N1", "-n2", sys.executable, "-m", "tfslurm", "tf-config", "--jobs", "ps:1,worker:3")
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("tfslurm tf-config: error:")]
+    assert len(errors) == 2 and all("asks for 4 tasks but the step has 2" in e for e in errors)
+    out = tmp_path / "out.txt"
+    script = (
+        "#!/bin/sh\n"
+        f"{sys.executable} -m tfslurm tf-config > {out}.stdout 2> {out}.stderr\n"
+        f"echo $? > {out}\n"
+    )
+    job = slurm_cluster.sbatch(script, "-N1", "-n1", f"--output={tmp_path}/slurm-%j.out", cwd=str(tmp_path))
+    assert slurm_cluster.wait_job(job) == "COMPLETED"
+    assert out.read_text().strip() == "2"
+    stderr = Path(f"{out}.stderr").read_text().strip().splitlines()
+    assert len(stderr) == 1 and "batch script" in stderr[0] and Path(f"{out}.stdout").read_text() == ""
