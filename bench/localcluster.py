@@ -41,7 +41,9 @@ def main() -> int:
         if name in phases:
             print(f"  {name:<11} {statistics.median(phases[name]):6.3f} s")
     step = statistics.median(steps)
-    print(f"  srun -n1 true  {step * 1000:6.0f} ms; start / one step = {statistics.median(phases['start']) / step:.1f}x")
+    print(
+        f"  srun -n1 true  {step * 1000:6.0f} ms; start / one step = {statistics.median(phases['start']) / step:.1f}x"
+    )
     return 0
 
 

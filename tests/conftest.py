@@ -15,14 +15,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from tfslurm.errors import ClusterError
+from tfslurm.localcluster import (
+    ClusterConfig,
+    LocalCluster,
+    missing_requirements,
+    reap_orphans,
+)
 
-pytest_plugins = ["pytester"]
-from tfslurm.localcluster import ClusterConfig, LocalCluster, missing_requirements, reap_orphans
+pytest_plugins = ["pytester"]  # tests/test_localcluster.py runs inner sessions
 
 
 def in_ci() -> bool:

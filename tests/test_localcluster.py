@@ -13,8 +13,13 @@ import time
 import pytest
 
 from tfslurm.errors import ClusterError, TfslurmError
-from tfslurm.localcluster import ClusterConfig, ClusterConfigError, LocalCluster, clean_environ
-from tfslurm.localcluster import procs
+from tfslurm.localcluster import (
+    ClusterConfig,
+    ClusterConfigError,
+    LocalCluster,
+    clean_environ,
+    procs,
+)
 from tfslurm.localcluster.netns import Network, mounts_under
 from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
 
@@ -34,7 +39,9 @@ def render(config: ClusterConfig, state: str = "/tmp/tfs-x") -> str:
 
 
 def conf_values(text: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "NodeName=")))
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "NodeName="))
+    )
 
 
 def test_node_names_plain_and_padded() -> None:
@@ -95,7 +102,10 @@ def test_gpu_less_and_hookless_config_has_no_gres_and_empty_plugstack() -> None:
     assert "Gres=" not in render(config)
     assert gres_conf(config, Layout("/tmp/tfs-x")) is None
     assert plugstack_conf(config) == ""
-    assert gres_conf(ClusterConfig(gpus=2), Layout("/s")).splitlines()[1] == "NodeName=node1 Name=gpu File=/s/dev/nvidia[0-1]"
+    assert (
+        gres_conf(ClusterConfig(gpus=2), Layout("/s")).splitlines()[1]
+        == "NodeName=node1 Name=gpu File=/s/dev/nvidia[0-1]"
+    )
 
 
 def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:
@@ -169,7 +179,9 @@ def test_same_port_bound_on_two_nodes_at_once(slurm_cluster: LocalCluster) -> No
         print(me, "got", got, "from", addr[0])
         """
     )
-    out = slurm_cluster.srun("-w", "node2,node3", "-N2", "--ntasks-per-node=1", sys.executable, "-c", script, timeout=60)
+    out = slurm_cluster.srun(
+        "-w", "node2,node3", "-N2", "--ntasks-per-node=1", sys.executable, "-c", script, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     lines = sorted(out.stdout.splitlines())
     assert lines[0].startswith("node2 got node3 from " + slurm_cluster.node_address("node3"))
@@ -182,7 +194,12 @@ def test_fake_gpus_are_char_devices_and_reach_tasks(slurm_cluster: LocalCluster)
         st = os.stat(f"{slurm_cluster.state_dir}/dev/nvidia{g}")
         assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == g
     out = slurm_cluster.srun(
-        "-N2", "--ntasks-per-node=2", "--gres=gpu:2", "sh", "-c", 'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"'
+        "-N2",
+        "--ntasks-per-node=2",
+        "--gres=gpu:2",
+        "sh",
+        "-c",
+        'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"',
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -193,7 +210,9 @@ def test_fake_gpus_are_char_devices_and_reach_tasks(slurm_cluster: LocalCluster)
 
 @cluster
 def test_reserved_ports_and_het_steps(slurm_cluster: LocalCluster) -> None:
-    out = slurm_cluster.srun("-N2", "--ntasks-per-node=1", "--resv-ports=3", "printenv", "SLURM_STEP_RESV_PORTS")
+    out = slurm_cluster.srun(
+        "-N2", "--ntasks-per-node=1", "--resv-ports=3", "printenv", "SLURM_STEP_RESV_PORTS"
+    )
     assert out.returncode == 0, out.stderr
     ranges = set(out.stdout.split())
     assert len(ranges) == 1
@@ -204,7 +223,9 @@ def test_reserved_ports_and_het_steps(slurm_cluster: LocalCluster) -> None:
 
 
 @cluster
-def test_tasks_get_a_clean_env_and_can_run_tfslurm(slurm_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tasks_get_a_clean_env_and_can_run_tfslurm(
+    slurm_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLURM_JOB_ID", "999999")  # as if the tests themselves ran in a job
     assert "SLURM_JOB_ID" not in slurm_cluster.env
     out = slurm_cluster.srun("-N2", "--ntasks-per-node=1", sys.executable, "-m", "tfslurm", "--help")
@@ -218,10 +239,20 @@ def test_tasks_get_a_clean_env_and_can_run_tfslurm(slurm_cluster: LocalCluster, 
 @cluster
 def test_sbatch_and_wait_job(slurm_cluster: LocalCluster, tmp_path) -> None:
     os.chmod(tmp_path, 0o755)
-    job = slurm_cluster.sbatch("#!/bin/sh\nsrun hostname\n", "-N2", "--ntasks-per-node=1", "-o", "out-%j.txt", cwd=str(tmp_path))
+    job = slurm_cluster.sbatch(
+        "#!/bin/sh\nsrun hostname\n", "-N2", "--ntasks-per-node=1", "-o", "out-%j.txt", cwd=str(tmp_path)
+    )
     assert slurm_cluster.wait_job(job, timeout=60) == "COMPLETED"
     assert sorted((tmp_path / f"out-{job}.txt").read_text().split()) in (
-        sorted(pair) for pair in [("node1", "node2"), ("node1", "node3"), ("node1", "node4"), ("node2", "node3"), ("node2", "node4"), ("node3", "node4")]
+        sorted(pair)
+        for pair in [
+            ("node1", "node2"),
+            ("node1", "node3"),
+            ("node1", "node4"),
+            ("node2", "node3"),
+            ("node2", "node4"),
+            ("node3", "node4"),
+        ]
     )
     failed = slurm_cluster.sbatch("#!/bin/sh\nexit 3\n", "-n1", "-o", "/dev/null")
     assert slurm_cluster.wait_job(failed, timeout=60) == "FAILED"
@@ -294,7 +325,9 @@ def test_task_prolog_and_plugstack_hooks(slurm_cluster_factory, tmp_path_factory
     )
     plugin = work / "hook.so"
     subprocess.run([gcc, "-shared", "-fPIC", "-o", str(plugin), str(source)], check=True)
-    hooked = slurm_cluster_factory(task_prolog=str(prolog), plugstack_lines=[f"required {plugin} from-plugstack"])
+    hooked = slurm_cluster_factory(
+        task_prolog=str(prolog), plugstack_lines=[f"required {plugin} from-plugstack"]
+    )
     out = hooked.srun("-N2", "--ntasks-per-node=1", "sh", "-c", 'echo "$HOOK_PROLOG $HOOK_SPANK"')
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.splitlines()) == ["rank0 from-plugstack", "rank1 from-plugstack"]
@@ -377,7 +410,9 @@ def test_plain():
 
 
 @pytest.mark.parametrize("ci", ["", "true"])
-def test_cluster_tests_skip_outside_ci_and_fail_in_ci(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
+def test_cluster_tests_skip_outside_ci_and_fail_in_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str
+) -> None:
     conftest = os.path.join(os.path.dirname(__file__), "conftest.py")
     pytester.makeconftest(open(conftest).read())
     pytester.makeini("[pytest]\nmarkers =\n    cluster: real cluster\n")
@@ -425,15 +460,21 @@ def test_cli_up_status_down(tmp_path_factory) -> None:
     state = str(tmp_path_factory.mktemp("cli") / "state")
     tfslurm = [sys.executable, "-m", "tfslurm"]
     try:
-        up = subprocess.run([*tfslurm, "cluster", "up", "--state", state, "--nodes", "2", "--gpus", "0",
-                             "--prefix", "cli", "--digits", "2"], capture_output=True, text=True, timeout=120)  # fmt: skip
+        options = ["--state", state, "--nodes", "2", "--gpus", "0", "--prefix", "cli", "--digits", "2"]
+        up = subprocess.run([*tfslurm, "cluster", "up", *options], capture_output=True, text=True, timeout=120)
         assert up.returncode == 0, up.stderr
         assert up.stdout.strip() == f"export SLURM_CONF={state}/etc/slurm.conf"
         # the daemons outlive the `up` command
-        status = subprocess.run([*tfslurm, "cluster", "status", "--state", state], capture_output=True, text=True)
-        assert status.returncode == 0 and "healthy" in status.stdout and "cli01" in status.stdout, status.stdout
+        status = subprocess.run(
+            [*tfslurm, "cluster", "status", "--state", state], capture_output=True, text=True
+        )
+        assert status.returncode == 0 and "healthy" in status.stdout and "cli01" in status.stdout, (
+            status.stdout
+        )
         env = {**os.environ, "SLURM_CONF": f"{state}/etc/slurm.conf"}
-        srun = subprocess.run(["srun", "-N2", "hostname"], env=env, capture_output=True, text=True, timeout=60)
+        srun = subprocess.run(
+            ["srun", "-N2", "hostname"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert sorted(srun.stdout.split()) == ["cli01", "cli02"], srun.stderr
     finally:
         down = subprocess.run([sys.executable, "-m", "tfslurm.localcluster", "down", "--state", state],
@@ -442,5 +483,7 @@ def test_cli_up_status_down(tmp_path_factory) -> None:
     assert not LocalCluster.attach(state).live_daemons()
     stale = subprocess.run(["srun", "hostname"], env=env, capture_output=True, text=True, timeout=20)
     assert stale.returncode != 0 and "TfslurmClusterStopped" in stale.stderr  # fails at once, no traffic
-    again = subprocess.run([*tfslurm, "cluster", "down", "--state", state, "--purge"], capture_output=True, text=True)
+    again = subprocess.run(
+        [*tfslurm, "cluster", "down", "--state", state, "--purge"], capture_output=True, text=True
+    )
     assert again.returncode == 0 and not os.path.exists(state)

@@ -30,11 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plugstack-line", metavar="LINE", action="append", default=[],
         help="a plugstack.conf line, e.g. 'required /abs/plugin.so arg' (repeatable)",
     )  # fmt: skip
-    up.add_argument("--conf-line", metavar="LINE", action="append", default=[], help="extra slurm.conf line (repeatable)")
-    up.add_argument("--resv-ports", default="20000-20100", help="MpiParams=ports= range (default 20000-20100)")
+    up.add_argument(
+        "--conf-line", metavar="LINE", action="append", default=[], help="extra slurm.conf line (repeatable)"
+    )
+    up.add_argument(
+        "--resv-ports", default="20000-20100", help="MpiParams=ports= range (default 20000-20100)"
+    )
     up.add_argument("--ctld-port", type=int, help="slurmctld port (default: a free one)")
     up.add_argument("--subnet", help="first three octets inside 10.213.0.0/16 (default: a free one)")
-    up.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the daemons (default 30)")
+    up.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the daemons (default 30)"
+    )
     down = sub.add_parser("down", help="stop the cluster recorded in --state (idempotent)")
     _state_arg(down)
     down.add_argument("--purge", action="store_true", help="also delete the state dir (logs included)")
@@ -44,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _state_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", default=DEFAULT_STATE, metavar="DIR", help=f"state dir (default {DEFAULT_STATE})")
+    parser.add_argument(
+        "--state", default=DEFAULT_STATE, metavar="DIR", help=f"state dir (default {DEFAULT_STATE})"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,8 +76,15 @@ def run(args: argparse.Namespace) -> int:
                 f"subnet {cluster.subnet}.0/24, slurmctld port {cluster.ctld_port}",
                 file=sys.stderr,
             )
-            print(f"use it:  export SLURM_CONF={cluster.slurm_conf}    (or: source {state}/env.sh)", file=sys.stderr)
-            print(f"inside a node:  nsenter --net={state}/ns/NODE.net --uts={state}/ns/NODE.uts --mount={state}/ns/NODE.mnt CMD", file=sys.stderr)
+            print(
+                f"use it:  export SLURM_CONF={cluster.slurm_conf}    (or: source {state}/env.sh)",
+                file=sys.stderr,
+            )
+            print(
+                f"inside a node:  nsenter --net={state}/ns/NODE.net --uts={state}/ns/NODE.uts "
+                f"--mount={state}/ns/NODE.mnt CMD",
+                file=sys.stderr,
+            )
             print(f"stop:    tfslurm cluster down --state {state}", file=sys.stderr)
             print(f"export SLURM_CONF={cluster.slurm_conf}")
             return 0

@@ -27,7 +27,8 @@ import stat
 import subprocess
 import tempfile
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tfslurm.errors import ClusterError
 from tfslurm.localcluster import procs
@@ -108,6 +109,7 @@ class LocalCluster:
         self._ctld_port: int | None = None
         self._controller_host = socket.gethostname().split(".")[0]
         self._active = False
+        self._owner: tuple[int | None, int | None] = (os.getpid(), procs.start_time(os.getpid()))
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ properties
@@ -316,7 +318,7 @@ class LocalCluster:
 
     def _all_idle(self) -> bool:
         out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10).stdout.split()
-        states = dict(zip(out[::2], out[1::2]))
+        states = dict(zip(out[::2], out[1::2], strict=False))
         return all(states.get(n) == "idle" for n in self.nodes)
 
     def _smoke_test(self) -> None:
@@ -382,7 +384,7 @@ class LocalCluster:
 
     def owner_alive(self) -> bool:
         """Whether the process that started this cluster still runs."""
-        pid, started = getattr(self, "_owner", (os.getpid(), procs.start_time(os.getpid())))
+        pid, started = self._owner
         return pid is not None and procs.start_time(pid) == started
 
     def live_daemons(self) -> list[procs.ProcessRecord]:
@@ -405,7 +407,7 @@ class LocalCluster:
         if any(r.name == "slurmctld" for r in live):
             try:
                 out = self.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10).stdout.split()
-                info["node_states"] = dict(zip(out[::2], out[1::2]))
+                info["node_states"] = dict(zip(out[::2], out[1::2], strict=False))
             except ClusterError:
                 pass
         info["healthy"] = len(live) == info["expected_daemons"] and all(
@@ -523,15 +525,27 @@ class LocalCluster:
             raise
         return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
-    def srun(self, *args: str, timeout: float = 60, env_extra: Mapping[str, str] | None = None, cwd: str | None = None):
+    def srun(
+        self,
+        *args: str,
+        timeout: float = 60,
+        env_extra: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ):
         return self.run(["srun", *args], timeout=timeout, env_extra=env_extra, cwd=cwd)
 
-    def sbatch(self, script_text: str, *args: str, cwd: str | None = None, env_extra: Mapping[str, str] | None = None) -> int:
+    def sbatch(
+        self, script_text: str, *args: str, cwd: str | None = None, env_extra: Mapping[str, str] | None = None
+    ) -> int:
         """Submit ``script_text`` (via stdin) and return the job id."""
-        out = self.run(["sbatch", "--parsable", *args], input=script_text, cwd=cwd, env_extra=env_extra, timeout=60)
+        out = self.run(
+            ["sbatch", "--parsable", *args], input=script_text, cwd=cwd, env_extra=env_extra, timeout=60
+        )
         first = out.stdout.strip().split(";")[0]
         if out.returncode != 0 or not first.isdigit():
-            raise ClusterError(f"sbatch {' '.join(args)} failed (rc {out.returncode}): {out.stderr.strip()[-800:]}")
+            raise ClusterError(
+                f"sbatch {' '.join(args)} failed (rc {out.returncode}): {out.stderr.strip()[-800:]}"
+            )
         return int(first)
 
     def job_states(self, job_id: int) -> list[str]:
@@ -574,7 +588,9 @@ class LocalCluster:
         cwd: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside ``node`` (its hostname, address and /etc/hosts), not via Slurm."""
-        return self.run(self.node_argv(node, argv), timeout=timeout, input=input, env_extra=env_extra, cwd=cwd)
+        return self.run(
+            self.node_argv(node, argv), timeout=timeout, input=input, env_extra=env_extra, cwd=cwd
+        )
 
     def log_tail(self, lines: int = 12, max_chars: int = 4000) -> str:
         """The last lines of every daemon log (for error messages)."""
@@ -600,7 +616,7 @@ def reap_orphans(parent: str = "/tmp") -> list[str]:
     Only state dirs named like ours and marked temporary are considered; a cluster whose
     owner still runs is never touched. Returns the state dirs cleaned up.
     """
-    cleaned = []
+    cleaned: list[str] = []
     try:
         entries = os.listdir(parent)
     except OSError:
@@ -640,7 +656,9 @@ class _HostLock:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(self.fd)
-                    raise ClusterError(f"timed out waiting for {LOCK_FILE} (another cluster starting?)") from None
+                    raise ClusterError(
+                        f"timed out waiting for {LOCK_FILE} (another cluster starting?)"
+                    ) from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:

@@ -72,9 +72,7 @@ class ClusterConfig:
         if self.node_prefix[-1].isdigit():
             raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: must not end in a digit")
         if self.node_digits and len(str(self.num_nodes)) > self.node_digits:
-            raise ClusterConfigError(
-                f"node_digits={self.node_digits}: too narrow for {self.num_nodes} nodes"
-            )
+            raise ClusterConfigError(f"node_digits={self.node_digits}: too narrow for {self.num_nodes} nodes")
         if self.task_prolog is not None and not os.path.isabs(str(self.task_prolog)):
             raise ClusterConfigError(f"task_prolog={self.task_prolog!r}: must be an absolute path")
         for name in ("plugstack_lines", "extra_conf_lines"):
@@ -90,7 +88,12 @@ class ClusterConfig:
             raise ClusterConfigError(f"ctld_port={self.ctld_port!r}: expected an integer in 1024..65534")
         if self.subnet is not None:
             parts = str(self.subnet).split(".")
-            if len(parts) != 3 or parts[:2] != ["10", "213"] or not parts[2].isdigit() or not 0 <= int(parts[2]) <= 255:
+            if (
+                len(parts) != 3
+                or parts[:2] != ["10", "213"]
+                or not parts[2].isdigit()
+                or not 0 <= int(parts[2]) <= 255
+            ):
                 raise ClusterConfigError(
                     f"subnet={self.subnet!r}: expected three octets inside 10.213.0.0/16, e.g. 10.213.140"
                 )

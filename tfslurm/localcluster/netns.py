@@ -32,6 +32,17 @@ OUR_RANGE = ipaddress.ip_network("10.213.0.0/16")
 # Subnets we derive automatically come from 10.213.100-254 so that they stay clear of
 # hand-picked ones (people and scripts tend to use small third octets).
 AUTO_OCTETS = range(100, 255)
+ROUTE_TYPES = {
+    "local",
+    "broadcast",
+    "unicast",
+    "anycast",
+    "multicast",
+    "blackhole",
+    "unreachable",
+    "prohibit",
+    "throw",
+}
 
 _MS_BIND = 0x1000
 _MS_REC = 0x4000
@@ -53,7 +64,7 @@ def used_networks() -> list[ipaddress.IPv4Network]:
         words = line.split()
         if not words:
             continue
-        if words[0] in ("local", "broadcast", "unicast", "anycast", "multicast", "blackhole", "unreachable", "prohibit", "throw", "nat"):
+        if words[0] in ROUTE_TYPES:
             words = words[1:]
         if not words or words[0] == "default":
             continue
@@ -101,9 +112,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _mount(source: str | None, target: str, flags: int) -> None:
-    rc = _libc.mount(
-        source.encode() if source else None, target.encode(), None, ctypes.c_ulong(flags), None
-    )
+    rc = _libc.mount(source.encode() if source else None, target.encode(), None, ctypes.c_ulong(flags), None)
     if rc != 0:
         err = ctypes.get_errno()
         raise ClusterError(f"mount {source or ''} {target} failed: {os.strerror(err)}")
@@ -155,7 +164,9 @@ class Network:
     def enter_argv(self, node: str) -> list[str]:
         """Prefix that runs a command inside ``node``'s namespaces (nsenter execs, no fork)."""
         if node not in {n.name for n in self.nodes}:
-            raise ClusterError(f"no node named {node!r} in this cluster ({', '.join(n.name for n in self.nodes)})")
+            raise ClusterError(
+                f"no node named {node!r} in this cluster ({', '.join(n.name for n in self.nodes)})"
+            )
         return [
             "nsenter",
             f"--net={self.ns_file(node, 'net')}",
@@ -173,7 +184,9 @@ class Network:
     def setup(self, hosts_file: str) -> None:
         """Create namespaces, bridge and veths. Raises ClusterError (caller tears down)."""
         if os.path.exists(f"/sys/class/net/{self.bridge}"):
-            raise ClusterError(f"network interface {self.bridge} already exists (another cluster's state dir hash?)")
+            raise ClusterError(
+                f"network interface {self.bridge} already exists (another cluster's state dir hash?)"
+            )
         os.makedirs(self.ns_dir, exist_ok=True)
         _mount(self.ns_dir, self.ns_dir, _MS_BIND)
         _mount(None, self.ns_dir, _MS_PRIVATE)
@@ -214,7 +227,9 @@ class Network:
                 "-c",
                 script,
             ]
-            jobs.append((node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+            jobs.append(
+                (node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            )
         failures = []
         for node, proc in jobs:
             out, _ = proc.communicate(timeout=30)
@@ -243,7 +258,8 @@ class Network:
 
     def leftovers(self) -> list[str]:
         """What of this network still exists (empty after a clean teardown)."""
-        left = [f"link {n}" for n in [self.bridge, *(n.veth for n in self.nodes)] if os.path.exists(f"/sys/class/net/{n}")]
+        names = [self.bridge, *(n.veth for n in self.nodes)]
+        left = [f"link {n}" for n in names if os.path.exists(f"/sys/class/net/{n}")]
         left += [f"mount {p}" for p in mounts_under(self.ns_dir)]
         return left
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class ProcessRecord:
         return {"name": self.name, "pid": self.pid, "start_time": self.start_time, "node": self.node}
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> ProcessRecord:
-        return cls(str(data["name"]), int(data["pid"]), int(data["start_time"]), data.get("node"))  # type: ignore[arg-type]
+    def from_json(cls, data: dict[str, Any]) -> ProcessRecord:
+        return cls(str(data["name"]), int(data["pid"]), int(data["start_time"]), data.get("node"))
 
 
 def start_time(pid: int) -> int | None:
