@@ -1,0 +1,416 @@
+"""Site integration on a real Slurm cluster: the SPANK plugin loaded through plugstack.conf
+plus the TaskProlog wrapper, exactly as docs/admin-guide.md installs them.
+
+Expectations are derived from what Slurm itself told each task (its node name, reserved
+ports and GPUs), never by calling tfslurm's planner, and the addresses are checked by
+letting every task listen on its port and connect to every other task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from test_plugin import PLUGIN_NAME, build_plugin, build_tools_missing
+from tfslurm import prolog
+from tfslurm.hostlist import expand
+from tfslurm.localcluster import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+SITE_ARGS = "default_spec=chief:1,worker:* host_template={node}"
+
+# Run in every task: report what the task sees; with --connect, also prove the addresses
+# in TF_CONFIG are right by listening on our own and reaching every other task's.
+DUMP = r'''
+import json, os, socket, sys, time
+keys = ("TF_CONFIG", "TFSLURM_TF_DIST", "TFSLURM_DESCRIPTOR", "TFSLURM_HOST_TEMPLATE",
+        "CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME",
+        "SLURM_STEP_GPUS", "SLURM_STEP_RESV_PORTS", "SLURM_SCRIPT_CONTEXT", "SLURM_STEP_NUM_TASKS")
+out = {k: os.environ.get(k) for k in keys}
+if "--plan" in sys.argv:
+    sys.path.insert(0, sys.argv[sys.argv.index("--plan") + 1])
+    from tfslurm.plan import plan_from_environ
+    out["rebuilt_tf_config"] = plan_from_environ().tf_config()
+if "--connect" in sys.argv and out["TF_CONFIG"]:
+    config = json.loads(out["TF_CONFIG"])
+    mine = config["cluster"][config["task"]["type"]][config["task"]["index"]]
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", int(mine.rsplit(":", 1)[1])))
+    server.listen(64)
+    server.settimeout(0.05)
+    reached, deadline = set(), time.time() + 30
+    others = [a for job in config["cluster"].values() for a in job if a != mine]
+    while len(reached) < len(others) and time.time() < deadline:
+        for address in others:
+            if address in reached:
+                continue
+            host, port = address.rsplit(":", 1)
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                reached.add(address)
+            except OSError:
+                pass
+        try:
+            server.accept()[0].close()
+        except OSError:
+            pass
+        time.sleep(0.05)
+    out["reached"] = sorted(reached)
+    # keep listening a moment so slower tasks can still reach us
+    end = time.time() + 2
+    while time.time() < end:
+        try:
+            server.accept()[0].close()
+        except OSError:
+            pass
+emit(out)
+'''
+
+# Long lines from several tasks can interleave on srun's stdout: with --out DIR each task
+# writes DIR/<rank>.json instead.
+EMIT = r'''
+import json, os, sys
+def emit(record):
+    if "--out" in sys.argv:
+        target = os.path.join(sys.argv[sys.argv.index("--out") + 1], os.environ.get("SLURM_PROCID", "batch") + ".json")
+        with open(target, "w") as f:
+            json.dump(record, f)
+    else:
+        print("DUMP " + json.dumps(record), flush=True)
+'''
+
+ENV_DUMP = "emit(dict(os.environ))\n"
+
+
+@pytest.fixture(scope="module")
+def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    missing = build_tools_missing()
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
+            pytest.fail(f"CI=true and the plugin cannot be built: {missing}")
+        pytest.skip(f"cannot build the plugin: {missing}")
+    work = tmp_path_factory.mktemp("site")
+    work.chmod(0o755)
+    plugin = build_plugin(work / "build")
+    wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog")
+    (work / "dump.py").write_text(EMIT + DUMP)
+    (work / "envdump.py").write_text(EMIT + ENV_DUMP)
+    return {"work": work, "plugin": plugin, "wrapper": wrapper, "dump": work / "dump.py", "envdump": work / "envdump.py"}
+
+
+@pytest.fixture(scope="module")
+def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
+    """TaskProlog = the tfslurm wrapper, plugstack = the plugin with site defaults."""
+    return slurm_cluster_factory(
+        task_prolog=str(site_files["wrapper"]),
+        plugstack_lines=[f"required {site_files['plugin']} {SITE_ARGS}"],
+    )
+
+
+def py(script: Path, *args: str) -> list[str]:
+    return [sys.executable, "-S", str(script), *args]
+
+
+def dumps(output: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line[5:]) for line in output.splitlines() if line.startswith("DUMP ")]
+    return sorted(rows, key=lambda r: int(r.get("SLURM_PROCID") or 0))
+
+
+def read_dumps(directory: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(p.read_text()) for p in directory.glob("*.json")]
+    return sorted(rows, key=lambda r: int(r.get("SLURM_PROCID") or 0))
+
+
+def out_dir(base: Path, name: str) -> Path:
+    path = base / name
+    path.mkdir(mode=0o777, parents=True, exist_ok=True)
+    path.chmod(0o777)
+    return path
+
+
+def expected_jobs(spec: str, num_tasks: int) -> list[tuple[str, int]]:
+    entries = [(e.split(":")[0], e.split(":")[1]) for e in spec.split(",")]
+    fixed = sum(int(c) for _, c in entries if c != "*")
+    jobs: list[tuple[str, int]] = []
+    for name, count in entries:
+        n = num_tasks - fixed if count == "*" else int(count)
+        jobs += [(name, i) for i in range(n)]
+    return jobs
+
+
+def check_step(rows: list[dict[str, Any]], spec: str, num_tasks: int, gpus: bool = True) -> None:
+    """Every task got the TF_CONFIG Slurm's own variables call for, and its own GPUs."""
+    assert [int(r["SLURM_PROCID"]) for r in rows] == list(range(num_tasks))
+    jobs = expected_jobs(spec, num_tasks)
+    names = list(dict.fromkeys(name for name, _ in jobs))
+    clusters = {json.dumps(json.loads(r["TF_CONFIG"])["cluster"]) for r in rows}
+    assert len(clusters) == 1, "every task must see the same cluster"
+    cluster = json.loads(clusters.pop())
+    assert list(cluster) == names
+    flat = [address for name in names for address in cluster[name]]
+    assert len(flat) == num_tasks and len(set(flat)) == num_tasks
+    devices_on_node: dict[str, list[str]] = {}
+    for rank, row in enumerate(rows):
+        assert row["TFSLURM_TF_DIST"] == spec
+        assert row["SLURM_SCRIPT_CONTEXT"] is None
+        config = json.loads(row["TF_CONFIG"])
+        assert (config["task"]["type"], config["task"]["index"]) == jobs[rank]
+        host, port = flat[rank].rsplit(":", 1)
+        assert host == row["SLURMD_NODENAME"]
+        assert int(port) in expand_ports(row["SLURM_STEP_RESV_PORTS"])
+        if gpus:
+            mine = [d for d in (row["CUDA_VISIBLE_DEVICES"] or "").split(",") if d]
+            assert mine, f"rank {rank} got no GPU"
+            assert set(mine) <= set(row["SLURM_STEP_GPUS"].split(","))
+            devices_on_node.setdefault(row["SLURMD_NODENAME"], []).extend(mine)
+    for node, devices in devices_on_node.items():
+        assert len(devices) == len(set(devices)), f"GPUs shared on {node}: {devices}"
+
+
+def expand_ports(text: str) -> set[int]:
+    ports: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        ports.update(range(int(lo), int(hi or lo) + 1))
+    return ports
+
+
+def unhealthy_nodes(cluster: LocalCluster) -> list[str]:
+    """Nodes drained, down or failed (a failing required SPANK plugin can drain a node)."""
+    states = cluster.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=30).stdout.splitlines()
+    assert states
+    bad = ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING")
+    return [line for line in states if any(word in line.upper() for word in bad)]
+
+
+# --- the option is there ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["srun", "sbatch", "salloc"])
+def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
+    done = site_cluster.run([command, "--help"], timeout=30)
+    assert done.returncode == 0
+    assert "--tf-dist" in done.stdout and "ps:1,worker:*" in done.stdout
+
+
+# --- srun --------------------------------------------------------------------------------
+
+
+def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files) -> None:
+    done = site_cluster.srun(
+        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
+        *py(site_files["dump"], "--connect"), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = dumps(done.stdout)
+    check_step(rows, "ps:1,worker:3", 4)
+    assert len({r["SLURMD_NODENAME"] for r in rows}) == 2
+    for row in rows:  # every task reached every other task at the address TF_CONFIG names
+        assert len(row["reached"]) == 3, row
+
+
+def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files) -> None:
+    done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"]), timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = dumps(done.stdout)
+    check_step(rows, "chief:1,worker:*", 3)
+    assert {r["TFSLURM_HOST_TEMPLATE"] for r in rows} == {"{node}"}
+
+
+def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
+    done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"]), timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = dumps(done.stdout)
+    check_step(rows, "worker:*", 3, gpus=False)
+    assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
+
+
+# --- sbatch ------------------------------------------------------------------------------
+
+
+def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    dump = " ".join(py(site_files["dump"]))
+    dirs = {name: out_dir(tmp_path, name) for name in ("batch", "full", "half", "override")}
+    script = textwrap.dedent(f"""\
+        #!/bin/sh
+        {dump} --out {dirs['batch']}
+        srun --gres=gpu:2 {dump} --out {dirs['full']}
+        srun -n2 --ntasks-per-node=1 {dump} --out {dirs['half']}
+        srun -n1 -N1 --tf-dist=worker:1 {dump} --out {dirs['override']}
+        """)  # fmt: skip
+    job = site_cluster.sbatch(
+        script, "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2", "--gres=gpu:2",
+        "-o", str(tmp_path / "job.out"), cwd=str(tmp_path),
+    )  # fmt: skip
+    state = site_cluster.wait_job(job, timeout=180)
+    assert state == "COMPLETED", (tmp_path / "job.out").read_text()
+    (batch,) = read_dumps(dirs["batch"])
+    # the batch script is not a TF task: no marker, no TF_CONFIG, no leaked prolog context
+    assert batch["TFSLURM_TF_DIST"] is None and batch["TF_CONFIG"] is None
+    assert batch["SLURM_SCRIPT_CONTEXT"] is None
+    check_step(read_dumps(dirs["full"]), "chief:1,worker:*", 4)
+    check_step(read_dumps(dirs["half"]), "chief:1,worker:*", 2, gpus=False)
+    (alone,) = read_dumps(dirs["override"])
+    assert alone["TFSLURM_TF_DIST"] == "worker:1"
+    assert json.loads(alone["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
+
+
+# --- bad specs fail at submit, and only the jobs that asked ----------------------------
+
+
+BAD_SPECS = ["bogus", "worker:0", "chief:2,worker:*", "ps:1;worker:3", "worker:4\nps:1",
+             "worker:*,ps:*", "w\u00f6rker:2", "worker:" + "9" * 30, "x" * 5000]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["srun", "sbatch", "salloc"])
+def test_bad_spec_is_rejected_at_submit(site_cluster: LocalCluster, command: str) -> None:
+    before = site_cluster.run(["squeue", "-h", "-o", "%i"], timeout=30).stdout.split()
+    for spec in BAD_SPECS:
+        argv = [command, f"--tf-dist={spec}", "-n1"]
+        argv += ["--wrap", "true"] if command == "sbatch" else ["true"]
+        done = site_cluster.run(argv, timeout=60)
+        assert done.returncode != 0, (command, spec)
+        first = done.stderr.splitlines()[0]
+        assert f"{command}: error: invalid --tf-dist=" in first, done.stderr
+        assert "Submitted" not in done.stdout and "Granted" not in done.stderr
+        assert "\x1b" not in done.stderr
+    after = site_cluster.run(["squeue", "-h", "-o", "%i"], timeout=30).stdout.split()
+    assert after == before
+
+
+def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: LocalCluster) -> None:
+    """Setting Slurm's internal option variable by hand skips srun's check; the plugin
+    checks again in slurmstepd and fails that step only (the node is not drained)."""
+    done = site_cluster.srun("-N1", "-n2", "true", env_extra={"_SLURM_SPANK_OPTION_tfslurm_tf_dist": "bad;x"})
+    assert done.returncode != 0
+    assert "tfslurm: invalid --tf-dist=bad;x" in done.stderr
+    assert not unhealthy_nodes(site_cluster)
+    assert site_cluster.srun("-N4", "-n4", "true").returncode == 0
+
+
+def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site_cluster: LocalCluster) -> None:
+    done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
+    assert done.returncode != 0
+    lines = [l for l in done.stdout.splitlines() if l.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
+    assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in l for l in lines)
+
+
+# --- jobs without --tf-dist see no trace of tfslurm -----------------------------------
+
+
+VOLATILE = {  # differ between any two jobs, or between two clusters (ports, addresses, paths)
+    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_STEP_RESV_PORTS", "SLURM_CONF", "SLURM_WORKING_CLUSTER", "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_SRUN_COMM_HOST",
+}  # fmt: skip
+
+
+def comparable(env: dict[str, str]) -> dict[str, str]:
+    return {k: ("<volatile>" if k in VOLATILE else v) for k, v in env.items()}
+
+
+def step_envs(cluster: LocalCluster, site_files, cwd: Path) -> list[dict[str, str]]:
+    out = out_dir(cwd, f"step-{cluster.ctld_port}")
+    done = cluster.srun(
+        "-w", "node[1-2]", "-N2", "--ntasks-per-node=2", "--gres=gpu:2",
+        *py(site_files["envdump"], "--out", str(out)), timeout=120, cwd=str(cwd),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [comparable(e) for e in read_dumps(out)]
+
+
+def batch_env(cluster: LocalCluster, site_files, cwd: Path) -> dict[str, str]:
+    out = out_dir(cwd, f"batch-{cluster.ctld_port}")
+    job = cluster.sbatch(
+        f"#!/bin/sh\n{sys.executable} -S {site_files['envdump']} --out {out}\n",
+        "-w", "node1", "-N1", "-n1", "-J", "envdump", "-o", "/dev/null", cwd=str(cwd),
+    )  # fmt: skip
+    assert cluster.wait_job(job, timeout=120) == "COMPLETED"
+    (env,) = read_dumps(out)
+    return comparable(env)
+
+
+def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
+    site_cluster: LocalCluster, slurm_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
+    """Same step on a cluster with no plugin and no TaskProlog, and on one with both."""
+    tmp_path.chmod(0o755)
+    plain, site = step_envs(slurm_cluster, site_files, tmp_path), step_envs(site_cluster, site_files, tmp_path)
+    assert len(plain) == len(site) == 4
+    for rank, (a, b) in enumerate(zip(plain, site)):
+        assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
+        assert a == b, f"rank {rank}: values differ"
+    a, b = batch_env(slurm_cluster, site_files, tmp_path), batch_env(site_cluster, site_files, tmp_path)
+    assert sorted(set(a) ^ set(b)) == [] and a == b
+
+
+# --- TF_CONFIG too large for the environment ----------------------------------------------
+
+
+def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
+    """Host names of 40 kB (a host template) make TF_CONFIG of 4 tasks ~160 kB, over the
+    131,060 bytes Slurm can pass: the tasks get TFSLURM_DESCRIPTOR and rebuild it."""
+    suffix = "." + "d" * 40_000
+    parent = str(Path(prolog.__file__).resolve().parent.parent)
+    out = out_dir(tmp_path, "dumps")
+    done = site_cluster.srun(
+        "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
+        *py(site_files["dump"], "--plan", parent, "--out", str(out)), timeout=120,
+        env_extra={"TFSLURM_HOST_TEMPLATE": "{node}" + suffix},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_dumps(out)
+    assert len(rows) == 4
+    for rank, row in enumerate(rows):
+        assert row["TF_CONFIG"] is None and row["TFSLURM_DESCRIPTOR"]
+        assert row["TFSLURM_HOST_TEMPLATE"] == "{node}" + suffix  # the user's value beat the site's
+        rebuilt = row["rebuilt_tf_config"]
+        assert len(rebuilt.encode()) > 131_060
+        config = json.loads(rebuilt)
+        assert config["task"] == {"type": "chief" if rank == 0 else "worker", "index": max(rank - 1, 0)}
+        hosts = [a.rsplit(":", 1)[0] for a in config["cluster"]["chief"] + config["cluster"]["worker"]]
+        assert hosts == [r["SLURMD_NODENAME"] + suffix for r in rows]
+
+
+# --- no admin rights: srun --task-prolog on a plain cluster -----------------------------
+
+
+def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files) -> None:
+    done = slurm_cluster.srun(
+        f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
+        *py(site_files["dump"], "--connect"), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = dumps(done.stdout)
+    check_step(rows, "chief:1,worker:*", 4)
+    assert all(len(r["reached"]) == 3 for r in rows)
+
+
+# --- a broken plugstack.conf line fails only --tf-dist ---------------------------------
+
+
+def test_misconfigured_plugin_never_fails_other_jobs(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path: Path
+) -> None:
+    cluster = slurm_cluster_factory(
+        num_nodes=2, gpus=0, plugstack_lines=[f"required {site_files['plugin']} default_spec=bogus"]
+    )
+    tmp_path.chmod(0o755)
+    assert cluster.srun("-N2", "-n2", "true").returncode == 0
+    job = cluster.sbatch("#!/bin/sh\nsrun true\n", "-N1", "-o", "/dev/null", cwd=str(tmp_path))
+    assert cluster.wait_job(job) == "COMPLETED"
+    done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
+    assert done.returncode != 0
+    assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
+    assert not unhealthy_nodes(cluster)
