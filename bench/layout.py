@@ -4,7 +4,7 @@
 
 For each shape it times what a task does at start-up — ``Step.from_environ`` +
 ``layout_for`` (expand, compute, verify this task's own entry) + ``rank_to_node`` — and
-prints the median in ms. Target: under 100 ms for 100k tasks over 10k nodes. When
+prints the median CPU and wall ms. Target: under 100 ms for 100k tasks over 10k nodes. When
 tensorflow is importable it then times ``SlurmClusterResolver.cluster_spec()`` (in a
 subprocess, after TF is imported) against tfslurm building the same ``host:port`` list,
 on a 40k-task step, and prints the ratio.
@@ -52,13 +52,16 @@ def step_env(layout: Layout, rank: int, node_order: list[str] | None = None,
     } | extra
 
 
-def median_ms(func: Callable[[], object], repeat: int) -> float:
-    times = []
+def median_ms(func: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU (this process) milliseconds; CPU time is what a busy machine
+    does not inflate, so it is what the 100 ms target is judged on."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall) * 1000, statistics.median(cpu) * 1000
 
 
 def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
@@ -102,10 +105,10 @@ os.environ.update(env)
 from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import SlurmClusterResolver
 times = []
 for _ in range(int(sys.argv[1])):
-    t = time.perf_counter()
+    t = time.process_time()
     r = SlurmClusterResolver(port_base=8888, gpus_per_node=10, gpus_per_task=1, auto_set_gpu=False)
     spec = r.cluster_spec().as_dict()
-    times.append(time.perf_counter() - t)
+    times.append(time.process_time() - t)
 print(json.dumps({"ms": statistics.median(times) * 1000, "worker": spec["worker"]}))
 """
 
@@ -120,7 +123,7 @@ def bench_tf(repeat: int) -> None:
         names = mine.rank_to_node
         return [f"{n}:{8888 + local}" for n, local in zip(names, mine.rank_local)]
 
-    ours_ms = median_ms(ours, repeat)
+    ours_ms = median_ms(ours, repeat)[1]
     child = subprocess.run(
         [sys.executable, "-c", TF_CHILD, str(repeat)],
         input=json.dumps(env), capture_output=True, text=True, timeout=600,
@@ -133,8 +136,8 @@ def bench_tf(repeat: int) -> None:
     tf = json.loads(child.stdout.strip().splitlines()[-1])
     same = tf["worker"] == ours()
     print(f"\n40k tasks (nid[00000-03999], 10 per node, block), worker host:port list:")
-    print(f"  TF SlurmClusterResolver() + cluster_spec(): {tf['ms']:8.1f} ms")
-    print(f"  tfslurm Step + layout_for + host:port list:  {ours_ms:8.1f} ms")
+    print(f"  TF SlurmClusterResolver() + cluster_spec(): cpu {tf['ms']:8.1f} ms")
+    print(f"  tfslurm Step + layout_for + host:port list:  cpu {ours_ms:8.1f} ms")
     print(f"  ratio TF / tfslurm: {tf['ms'] / ours_ms:.1f}x   (same worker list: {same})")
 
 
@@ -147,18 +150,17 @@ def main() -> int:
         print(f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view "
               f"(median of {args.repeat}):")
         for name, env in shapes(tmp):
-            expected = None
 
-            def run() -> Layout:
+            def run(env: dict[str, str] = env) -> Layout:
                 layout = layout_for(Step.from_environ(env))
                 layout.rank_to_node  # noqa: B018 - the list every consumer builds
                 return layout
 
             layout = run()
-            expected = layout.num_tasks
-            ms = median_ms(run, args.repeat)
-            flag = "ok" if ms < 100 else "OVER 100 ms"
-            print(f"  {name:38s} {ms:7.1f} ms  [{layout.method}, {expected} tasks] {flag}")
+            wall, cpu = median_ms(run, args.repeat)
+            flag = "ok" if cpu < 100 else "OVER 100 ms"
+            print(f"  {name:38s} cpu {cpu:6.1f} ms  wall {wall:6.1f} ms  "
+                  f"[{layout.method.split(' (')[0]}, {layout.num_tasks} tasks] {flag}")
     if args.no_tf:
         return 0
     if importlib.util.find_spec("tensorflow") is None:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -100,7 +100,7 @@ def check_step(probe: Probe, label: str, num_tasks: int, method: str | None = No
 
 
 @pytest.fixture
-def probe() -> Probe:
+def probe() -> Iterator[Probe]:
     with tempfile.TemporaryDirectory(prefix="tfslurm-layout-") as root:
         yield Probe(Path(root))
 

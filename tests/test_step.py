@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import observed
-from tfslurm.errors import SlurmEnvError, TfslurmError
+from tfslurm.errors import SlurmEnvError
 from tfslurm.step import Context, HetComponent, Step
 
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
