@@ -60,6 +60,7 @@ def test_node_names_plain_and_padded() -> None:
         ({"gpus": -1}, "gpus=-1"),
         ({"node_prefix": "node1"}, "node_prefix='node1'"),
         ({"node_prefix": "a b"}, "node_prefix='a b'"),
+        ({"node_prefix": "n" * 41}, "longer than 40"),
         ({"num_nodes": 12, "node_digits": 1}, "node_digits=1"),
         ({"task_prolog": "relative/prolog"}, "task_prolog='relative/prolog'"),
         ({"plugstack_lines": "required /x.so"}, "plugstack_lines"),

@@ -69,6 +69,8 @@ class ClusterConfig:
             raise ClusterConfigError(
                 f"node_prefix={self.node_prefix!r}: expected a letter followed by letters, digits, '-' or '_'"
             )
+        if len(self.node_prefix) > 40:
+            raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: longer than 40 characters")
         if self.node_prefix[-1].isdigit():
             raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: must not end in a digit")
         if self.node_digits and len(str(self.num_nodes)) > self.node_digits:
