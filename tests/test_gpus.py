@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 import observed
 from tfslurm.errors import GpuError, LayoutError, TfslurmError
 from tfslurm.gpus import (
+    ASSIGNED_VARIABLE,
     GpuAssignment,
     assign_gpus,
     assign_gpus_from_env,
@@ -59,6 +60,9 @@ def test_recorded_tasks_never_get_a_device_slurm_did_not_give(fid: str) -> None:
         given_list = parse_devices("CUDA_VISIBLE_DEVICES", task.env.get("CUDA_VISIBLE_DEVICES", ""))
         assert set(gpu.devices) <= set(gpu.node_devices) <= set(given_list)
         for name, value in gpu.env().items():
+            if name == ASSIGNED_VARIABLE:
+                assert value.startswith(f"{task.env['SLURM_JOB_ID']}.{task.env['SLURM_STEP_ID']}.{task.procid}:")
+                continue
             assert name in task.env, f"{name} exported but Slurm never set it"
             assert set(filter(None, value.split(","))) <= set(task.env[name].split(","))
 
@@ -75,7 +79,12 @@ def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ("1",)]
     _, _, first = results[0]
     assert first.node_devices == ("0", "1")
-    assert first.env() == {"CUDA_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "0", "GPU_DEVICE_ORDINAL": "0"}
+    assert first.env() == {
+        "CUDA_VISIBLE_DEVICES": "0",
+        "ROCR_VISIBLE_DEVICES": "0",
+        "GPU_DEVICE_ORDINAL": "0",
+        ASSIGNED_VARIABLE: f"{FIXTURES['11_gres_gpu2'].steps['s0'][0].env['SLURM_JOB_ID']}.0.0:CUDA_VISIBLE_DEVICES=0",
+    }
     assert "balanced split over 2 local tasks" in first.source and not first.per_task
 
 
@@ -98,7 +107,12 @@ def test_gpus_total_3_is_uneven_over_two_nodes() -> None:
     results = assignments("13c_gpus_total_3")
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ()]
     last = results[3][2]
-    assert last.env() == {"CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": "", "GPU_DEVICE_ORDINAL": ""}
+    assert last.env() == {
+        "CUDA_VISIBLE_DEVICES": "",
+        "ROCR_VISIBLE_DEVICES": "",
+        "GPU_DEVICE_ORDINAL": "",
+        ASSIGNED_VARIABLE: "17.0.3:CUDA_VISIBLE_DEVICES=",
+    }
     with pytest.raises(GpuError, match="needs 2 GPU"):
         assignments("13c_gpus_total_3", gpus_per_task=1)
 
@@ -421,3 +435,17 @@ def test_narrowed_list_is_kept_and_marked_per_task() -> None:
     assert hidden.devices == () and hidden.env() == {"CUDA_VISIBLE_DEVICES": ""}
     full = assign_gpus_from_env(dict(env, CUDA_VISIBLE_DEVICES="0,1"), local_id=1, local_tasks=2)
     assert full.devices == ("1",) and not full.per_task
+
+
+def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> None:
+    # Where Slurm manages no GPUs there is no SLURM_STEP_GPUS to compare with: the marker decides.
+    env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    first = assign_gpus_from_env(env, local_id=1, local_tasks=2)
+    assert first.env() == {"CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: "5.0.1:CUDA_VISIBLE_DEVICES=1"}
+    again = assign_gpus_from_env({**env, **first.env()}, local_id=1, local_tasks=2)
+    assert again.devices == ("1",) and again.per_task and "earlier by tfslurm" in again.source
+    # a marker of another step (inherited by a nested srun) or a changed value is ignored
+    for stale in ("5.1.1:CUDA_VISIBLE_DEVICES=1", "5.0.1:CUDA_VISIBLE_DEVICES=0"):
+        fresh = assign_gpus_from_env({**env, "CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: stale},
+                                     local_id=1, local_tasks=2)
+        assert fresh.devices == () and not fresh.per_task

@@ -44,6 +44,9 @@ try:
     gpu = assign_gpus(step, layout, gpus_per_task=args.get("gpus_per_task"))
     out.update(devices=list(gpu.devices), node_devices=list(gpu.node_devices), unbound=gpu.unbound,
                exports=gpu.env(), source=gpu.source)
+    again = assign_gpus(Step.from_environ({**os.environ, **gpu.env()}), layout,
+                        gpus_per_task=args.get("gpus_per_task"))
+    out["again"] = list(again.devices)
     rule = port_rule(step, max_tpn, layout=layout)
     out.update(rule=rule.encode(), port=rule.port(step.localid))
 except TfslurmError as exc:
@@ -118,12 +121,16 @@ def check_common(results: list[dict[str, Any]], allocated: dict[str, set[str]] |
     for row in results:
         assert "error" not in row, f"task {row['procid']} on {row['node']}: {row['error']}"
         by_node[row["node"]].append(row)
+        assert row["again"] == row["devices"], f"task {row['procid']}: assigning again drifted"
         slurm_cvd = row["slurm"].get("CUDA_VISIBLE_DEVICES", "")
         given = set(filter(None, slurm_cvd.split(",")))
         assert set(row["devices"]) <= given, f"task {row['procid']}: {row['devices']} not within CVD={slurm_cvd!r}"
         if allocated is not None:
             assert set(row["devices"]) <= allocated[row["node"]], (row["devices"], allocated)
         for name, value in row["exports"].items():
+            if name == "TFSLURM_ASSIGNED_GPUS":  # tfslurm's own marker (see tfslurm.gpus)
+                assert value.startswith(f"{row['job']}.{row['step']}.{row['procid']}:")
+                continue
             assert name in row["slurm"], f"exported {name} that Slurm did not set"
             assert set(filter(None, value.split(","))) <= given
         assert row["bound"], f"task {row['procid']} on {row['node']} could not bind {row['port']}: {row.get('bind_error')}"
@@ -170,7 +177,7 @@ def test_gpus_3_over_two_nodes_is_uneven(slurm_cluster: Any) -> None:
     for row in results:
         if len(row["node_devices"]) == 1:  # 1 GPU, 2 tasks: local task 0 gets it, never shared
             assert row["devices"] == (row["node_devices"] if row["local"] == 0 else [])
-            assert row["exports"]["CUDA_VISIBLE_DEVICES"] == ",".join(row["devices"])
+            assert row["exports"]["CUDA_VISIBLE_DEVICES"] == ",".join(row["devices"])  # "" hides the GPU
 
 
 def test_gpus_per_node_2(slurm_cluster: Any) -> None:

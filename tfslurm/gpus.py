@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path ligh
     from tfslurm.step import Step
 
 __all__ = [
+    "ASSIGNED_VARIABLE",
     "GpuAssignment",
     "GpuError",
     "VISIBLE_DEVICE_VARIABLES",
@@ -62,6 +63,11 @@ VISIBLE_DEVICE_VARIABLES = (
 
 #: Slurm's own GPU variables: one of them set means Slurm manages GPUs for this job.
 SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+
+#: Set with the devices: ``<job>.<step>.<procid>:<variable>=<value>``. Assigning again in the
+#: same task (TaskProlog, then the resolver in Python) keeps the devices instead of splitting
+#: an already split list again; a copy inherited by a nested step does not match and is ignored.
+ASSIGNED_VARIABLE = "TFSLURM_ASSIGNED_GPUS"
 
 #: Devices one list may name (a node with more is not plausible; bounds memory on garbage).
 MAX_DEVICES = 4096
@@ -105,7 +111,9 @@ class GpuAssignment:
 
         Every visible-device variable Slurm set is rewritten to the same selection (so CUDA,
         ROCm and OpenCL agree); with no devices they become ``""`` — but only variables
-        Slurm (or the user) had set: nothing is invented, and no device is added.
+        Slurm (or the user) had set: nothing is invented, and no device is added. In a task
+        of a step, ``TFSLURM_ASSIGNED_GPUS`` marks the choice so that assigning again in the
+        same task keeps it.
         """
         if self.exports is not None:
             return dict(self.exports)
@@ -263,7 +271,7 @@ def assign_gpus_from_env(
         variable = present[0]
         node_devices = parse_devices(variable, env[variable])
         origin = _origin(env, variable)
-        narrowed = _narrowed_after_slurm(env, variable, node_devices)
+        narrowed = _assigned_before(env, variable) or _narrowed_after_slurm(env, variable, node_devices)
         per_task = binding in _PER_TASK_BINDINGS or narrowed is not None
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
@@ -274,12 +282,12 @@ def assign_gpus_from_env(
             chosen, why = _per_node(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
-        exports = _exports(env, present, node_devices, chosen)
+        exports = _with_marker(env, _exports(env, present, node_devices, chosen))
         return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task)
 
     on_node = _slurm_count(env)
     if on_node:
-        return _unidentified(on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi)
+        return _unidentified(env, on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi)
     wanted = [f"{k}={v}" for k, v in (("gpus_per_task", gpus_per_task), ("gpus_per_node", gpus_per_node)) if v]
     if wanted:
         raise GpuError(
@@ -339,6 +347,7 @@ def _per_node(
 
 
 def _unidentified(
+    env: Mapping[str, str],
     on_node: int,
     binding: str | None,
     local_id: int,
@@ -359,7 +368,7 @@ def _unidentified(
         chosen, source = _per_node(
             node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
         )
-        exports = (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),)
+        exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
         return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports)
     if gpus_per_task or gpus_per_node:
         asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
@@ -393,6 +402,34 @@ def _exports(
         if name == present[0] or len(listed) == len(node_devices):
             out.append((name, ",".join(listed[p] for p in positions)))
     return tuple(out)
+
+
+def _task_key(env: Mapping[str, str]) -> str | None:
+    """``job.step.procid`` of this task, or None outside a step."""
+    parts = [
+        (env.get(a) or env.get(b) or "").strip()
+        for a, b in (("SLURM_JOB_ID", "SLURM_JOBID"), ("SLURM_STEP_ID", "SLURM_STEPID"), ("SLURM_PROCID", "SLURM_PROCID"))
+    ]
+    return ".".join(parts) if all(parts) else None
+
+
+def _with_marker(env: Mapping[str, str], exports: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """Add ASSIGNED_VARIABLE naming this task and its primary variable's new value."""
+    key = _task_key(env)
+    if key is None or not exports:
+        return exports
+    variable, value = exports[0]
+    return (*exports, (ASSIGNED_VARIABLE, f"{key}:{variable}={value}"))
+
+
+def _assigned_before(env: Mapping[str, str], variable: str) -> str | None:
+    """Why the list is this task's own, if tfslurm assigned it earlier in this very task."""
+    marker = env.get(ASSIGNED_VARIABLE, "")
+    where, _, setting = marker.partition(":")
+    name, _, value = setting.partition("=")
+    if not marker or where != _task_key(env) or name != variable or env.get(variable) != value:
+        return None  # none, from another step (nested srun), or changed since: assign afresh
+    return f"assigned to this task earlier by tfslurm ({ASSIGNED_VARIABLE})"
 
 
 def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[str, ...]) -> str | None:
