@@ -468,11 +468,14 @@ def test_cli_json_contract(tmp_path: Path) -> None:
     assert table.stdout.splitlines()[-1].split() == ["5", "node1", "3"]
 
 
-@pytest.mark.parametrize("where", ["batch", "outside"])
+@pytest.mark.parametrize("where", ["batch", "salloc", "outside"])
 def test_cli_outside_a_step_is_one_line_exit_2(where: str) -> None:
     if where == "batch":
         env = observed.load(PATHS["20_sbatch_steps"]).batch.env
         expect = "this is a batch script"
+    elif where == "salloc":
+        env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_NNODES": "2"}
+        expect = "this is an salloc shell"
     else:
         env, expect = {}, "not running under Slurm"
     result = run_cli(env)
