@@ -201,12 +201,14 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
     )
 
 
-def write_wrapper(path: str | os.PathLike[str], python: str | None = None) -> Path:
+def write_wrapper(
+    path: str | os.PathLike[str], python: str | None = None, package_parent: str | None = None
+) -> Path:
     """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return the path."""
     from pathlib import Path
 
     target = Path(path)
-    text = wrapper_script(python)
+    text = wrapper_script(python, package_parent)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)
