@@ -16,21 +16,20 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
+import observed
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import observed
 from tfslurm.errors import GpuError, LayoutError, SlurmEnvError
 from tfslurm.resolver import SlurmResolverMixin
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.tf
 
-import tfslurm  # noqa: E402  (after the skip: the class needs TF)
+import tfslurm
 
 Resolver = tfslurm.SlurmClusterResolver
 TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
@@ -155,7 +154,7 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
         SLURM_PROCID=str(shape["rank"]), SLURM_STEP_NUM_TASKS=str(sum(shape["counts"])),
         SLURM_STEP_NODELIST=",".join(shape["names"]), SLURM_STEP_TASKS_PER_NODE=counts,
     )  # fmt: skip
-    kwargs = dict(jobs=shape["jobs"], port_base=8888, gpus_per_node=shape["gpn"], gpus_per_task=shape["gpt"])
+    kwargs = {"jobs": shape["jobs"], "port_base": 8888, "gpus_per_node": shape["gpn"], "gpus_per_task": shape["gpt"]}
     theirs = TFResolver(**kwargs)
     their_spec = as_dict(theirs.cluster_spec())  # sets task_type/id and CUDA_VISIBLE_DEVICES
     their_gpus = os.environ.pop("CUDA_VISIBLE_DEVICES")
@@ -173,7 +172,7 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
 
 
 def test_hosts_keep_slurm_order_not_string_order(slurm_env) -> None:
-    env = dict(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="3", SLURM_STEP_NODELIST="n[9-10]", SLURM_STEP_TASKS_PER_NODE="2,1")
+    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "n[9-10]", "SLURM_STEP_TASKS_PER_NODE": "2,1"}
     slurm_env(**env)
     ours = Resolver(port_base=8888, auto_set_gpu=False)
     assert as_dict(ours.cluster_spec()) == {"worker": ["n9:8888", "n9:8889", "n10:8888"]}
@@ -213,7 +212,7 @@ def test_recorded_shapes_tf_gets_wrong(fid: str, tmp_path: Path) -> None:
 
 
 def test_cpu_only_step_gives_no_accelerators_where_tf_crashes(slurm_env) -> None:
-    env = dict(SLURM_PROCID="1", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n[1-2]", SLURM_STEP_TASKS_PER_NODE="1(x2)")
+    env = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
     slurm_env(**env, CUDA_VISIBLE_DEVICES="")
     with pytest.raises(ValueError):
         TFResolver(gpus_per_node=0).cluster_spec()
@@ -259,7 +258,7 @@ def test_task_type_is_set_at_construction_and_gpus_do_not_drift(slurm_env) -> No
 
 
 def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
-    base = dict(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE="2")
+    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "2"}
     ports = set()
     for job, step in (("100", "0"), ("100", "1"), ("101", "0")):
         slurm_env(**base, SLURM_JOB_ID=job, SLURM_STEP_ID=step)
@@ -270,7 +269,7 @@ def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
 
 
 def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) -> None:
-    base = dict(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="3", SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE="3")
+    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "3"}
     slurm_env(**base)
     assert Resolver(jobs={"worker": 2, "ps": 1}).task_type == "ps"
     assert Resolver(jobs="worker:2,ps:1", job_order="written").task_type == "worker"
@@ -279,15 +278,15 @@ def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) 
 
 
 def test_bad_arguments_are_one_line_value_errors(slurm_env) -> None:
-    base = dict(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n[1-2]", SLURM_STEP_TASKS_PER_NODE="1(x2)")
+    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
     slurm_env(**base)
     cases = [
-        (dict(jobs={"worker": 3}), "asks for 3 tasks but the step has 2"),
-        (dict(port_base=70000), "port_base=70000"),
-        (dict(gpus_per_node=1, gpus_per_task=2), "more than gpus_per_node=1"),
-        (dict(tasks_per_node=2), "tasks_per_node adds up to 4 tasks"),
-        (dict(tasks_per_node={"n1": 1, "n3": 1}), "tasks_per_node names"),
-        (dict(job_order="random"), "job_order"),
+        ({"jobs": {"worker": 3}}, "asks for 3 tasks but the step has 2"),
+        ({"port_base": 70000}, "port_base=70000"),
+        ({"gpus_per_node": 1, "gpus_per_task": 2}, "more than gpus_per_node=1"),
+        ({"tasks_per_node": 2}, "tasks_per_node adds up to 4 tasks"),
+        ({"tasks_per_node": {"n1": 1, "n3": 1}}, "tasks_per_node names"),
+        ({"job_order": "random"}, "job_order"),
     ]
     for kwargs, needle in cases:
         with pytest.raises(ValueError) as info:
@@ -323,14 +322,14 @@ def test_is_a_tf_cluster_resolver_usable_by_mwms_validation(slurm_env) -> None:
 def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "CUDA"))}
     clean.update({"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}, **env)
-    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180, check=False)
 
 
-STEP = dict(
-    SLURM_JOB_ID="9", SLURM_STEP_ID="0", SLURM_PROCID="1", SLURM_LOCALID="1", SLURM_NODEID="0",
-    SLURMD_NODENAME="n1", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE="2",
-    CUDA_VISIBLE_DEVICES="0,1", SLURM_STEP_GPUS="0,1", SLURM_GPUS_ON_NODE="2",
-)  # fmt: skip
+STEP = {
+    "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODEID": "0",
+    "SLURMD_NODENAME": "n1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "2",
+    "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2",
+}  # fmt: skip
 
 
 def test_importing_tfslurm_and_the_resolver_module_does_not_import_tf() -> None:

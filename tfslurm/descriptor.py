@@ -33,7 +33,7 @@ from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
 from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
 
-__all__ = ["Descriptor", "TAG", "block_map", "cyclic_map", "local_ids"]
+__all__ = ["TAG", "Descriptor", "block_map", "cyclic_map", "local_ids"]
 
 TAG = "tfslurm1"
 _KEYS = ("nodes", "tasks", "map", "local", "ports", "jobs", "host")
@@ -175,7 +175,7 @@ def cyclic_map(counts: list[int] | tuple[int, ...]) -> tuple[int, ...]:
 def local_ids(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ...]:
     """Local id of every rank when local ids follow rank order on each node (Slurm's rule)."""
     seen = [0] * num_nodes
-    out = []
+    out: list[int] = []
     append = out.append
     for node in rank_node:
         append(seen[node])

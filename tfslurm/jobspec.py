@@ -12,14 +12,14 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Union
+from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
 
-__all__ = ["JobsSpec", "REST", "format_jobs", "parse_jobs", "split_spec", "tf_order"]
+__all__ = ["REST", "JobsSpec", "format_jobs", "parse_jobs", "split_spec", "tf_order"]
 
 REST = "*"
-JobsSpec = Union[str, Mapping[str, Union[int, str]], None]
+JobsSpec = str | Mapping[str, int | str] | None
 
 # TF's ClusterSpec accepts these names; the job names TF's strategies understand are
 # chief/worker/ps/evaluator, but a plan can name any job (e.g. for a custom server setup).

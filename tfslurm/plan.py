@@ -32,9 +32,10 @@ import dataclasses
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
@@ -49,14 +50,14 @@ if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at 
 __all__ = [
     "ASSIGNED_GPUS_VARIABLE",
     "DESCRIPTOR_VARIABLE",
-    "GpuPlan",
-    "JOBS_VARIABLE",
     "HOST_TEMPLATE_VARIABLE",
-    "Plan",
+    "JOBS_VARIABLE",
     "TF_CONFIG_MAX_BYTES",
+    "GpuPlan",
+    "Plan",
     "TaskPlan",
-    "plan_for",
     "gpu_plan_for",
+    "plan_for",
     "plan_from_environ",
 ]
 
@@ -488,9 +489,10 @@ def gpu_plan_for(
             source=f"assigned to this task earlier by tfslurm ({ASSIGNED_GPUS_VARIABLE})",
             env={variable: value, ASSIGNED_GPUS_VARIABLE: step.env[ASSIGNED_GPUS_VARIABLE]},
         )
-    assert step.procid is not None
+    rank = step.procid
+    assert rank is not None
     if step.localid is None:  # e.g. TF's unit-test environments: the layout knows it
-        step = dataclasses.replace(step, localid=layout.rank_local[step.procid])
+        step = dataclasses.replace(step, localid=layout.rank_local[rank])
     if assignment is None:
         assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
     node_devices = tuple(assignment.node_devices)
@@ -505,7 +507,7 @@ def gpu_plan_for(
         variable=assignment.variable,
         source=assignment.source,
         node_devices=node_devices,
-        nodes=None if uniform else frozenset([layout.rank_node[step.procid]]),
+        nodes=None if uniform else frozenset([layout.rank_node[rank]]),
         gpus_per_task=gpus_per_task,
         split=split,
         env=env,

@@ -27,7 +27,8 @@ from tfslurm.errors import GpuError, LayoutError, PlanError
 from tfslurm.jobspec import JobsSpec
 from tfslurm.plan import JOBS_VARIABLE, Plan, plan_for
 
-__all__ = ["SlurmClusterResolver", "SlurmResolverMixin", "TF_PORT_BASE", "cuda_initialised"]
+# SlurmClusterResolver is built on first access (module __getattr__).
+__all__ = ["TF_PORT_BASE", "SlurmClusterResolver", "SlurmResolverMixin", "cuda_initialised"]  # noqa: F822
 
 #: TF's default ``port_base``, used only when there is no Slurm job id to derive ports from.
 TF_PORT_BASE = 8888
@@ -44,7 +45,7 @@ def _resolver_class() -> type:
     """Build the public class once: TF's ClusterResolver as base when TF is importable."""
     namespace: dict[str, Any] = {"__module__": __name__, "__doc__": SlurmResolverMixin.__doc__}
     try:
-        import tensorflow as tf
+        import tensorflow as tf  # type: ignore[import-untyped]
     except ImportError:
         bases: tuple[type, ...] = (SlurmResolverMixin,)
     else:
@@ -103,6 +104,7 @@ class SlurmResolverMixin:
             layout = layout_for(step)
         if job_order not in (None, "alphabetical", "written"):
             raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
+        spec: JobsSpec
         if jobs is None:
             spec = environ.get(JOBS_VARIABLE) or None
             alphabetical = job_order == "alphabetical"
@@ -110,11 +112,11 @@ class SlurmResolverMixin:
             spec = jobs
             alphabetical = job_order != "written"
         _check_count("port_base", port_base, low=1, high=65535)
-        if port_base is None and step.job_id is None and not step.resv_ports:
+        no_job = step.job_id is None and not step.resv_ports and not step.env.get("TFSLURM_PORT_BASE")
+        if port_base is None and no_job:
             # Not a real job (TF's own unit tests set only SLURM_PROCID and the step
             # variables): there is no job id to derive ports from, so TF's default holds.
-            if not step.env.get("TFSLURM_PORT_BASE"):
-                port_base = TF_PORT_BASE
+            port_base = TF_PORT_BASE
         _check_count("gpus_per_node", gpus_per_node)
         _check_count("gpus_per_task", gpus_per_task)
         gpus = _tf_gpu_plan(environ, step, layout, gpus_per_node, gpus_per_task)
@@ -127,8 +129,11 @@ class SlurmResolverMixin:
             tf_order=alphabetical,
             gpu_plan=gpus,
         )
+        assert plan.rank is not None  # step.require("procid") above
         self._plan = plan
-        self._rank = plan.rank
+        self._rank: int = plan.rank
+        self._task_type: str | None
+        self._task_id: int | None
         self._task_type, self._task_id = plan.job_of(plan.rank)
         self._rpc_layer = rpc_layer
         self._auto_set_gpu = auto_set_gpu
