@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfslurm.descriptor import Descriptor
-from tfslurm.errors import JobSpecError, LayoutError, PlanError, SlurmEnvError, TfslurmError
+from tfslurm.errors import (
+    JobSpecError,
+    LayoutError,
+    PlanError,
+    SlurmEnvError,
+    TfslurmError,
+)
 from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.plan import (
     ASSIGNED_GPUS_VARIABLE,
