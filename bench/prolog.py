@@ -1,0 +1,144 @@
+"""What the tfslurm TaskProlog costs per task, on a real 4-node Slurm cluster (root).
+
+    python bench/prolog.py [--runs 25] [--tasks 16] [--nodes 4] [--snapshot]
+
+Times ``srun -N4 -n16 true`` in three settings, interleaved run by run so that load from
+other processes hits all three alike:
+
+  (a) plain cluster: no TaskProlog, no plugin
+  (b) cluster with the tfslurm plugin and TaskProlog wrapper, job without --tf-dist
+  (c) the same cluster, ``srun --tf-dist=chief:1,worker:*``
+
+and prints the medians and the per-task deltas (step delta / tasks) against the targets:
+(b)-(a) <= 1 ms per task, (c)-(a) <= 30 ms per task. The wrapper's own cost (no Slurm) is
+printed too, so a miss can be told apart from Slurm's fork/exec of any TaskProlog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tfslurm import prolog
+from tfslurm.localcluster import LocalCluster, missing_requirements
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
+TARGET_B_MS = 1.0
+TARGET_C_MS = 30.0
+
+
+def build(work: Path, snapshot: bool) -> tuple[Path, Path]:
+    """Build the plugin and write the TaskProlog wrapper into ``work``.
+
+    ``snapshot``: run the hook from a copy of the committed package (git HEAD), so edits
+    in the working tree while the benchmark runs cannot break or slow it."""
+    done = subprocess.run(
+        ["make", "-C", str(PLUGIN_DIR), f"O={work / 'build'}", "all"], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"plugin build failed:\n{done.stdout}{done.stderr}")
+    parent = None
+    if snapshot:
+        parent = work / "snapshot"
+        parent.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(PLUGIN_DIR.parent), "archive", "HEAD", "tfslurm"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(parent)], input=archive.stdout, check=True)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(parent)], check=True)
+        parent.chmod(0o755)
+    wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog", package_parent=str(parent) if parent else None)
+    return work / "build" / "spank_tfslurm.so", wrapper
+
+
+def timed(cluster: LocalCluster, *args: str) -> float:
+    t0 = time.perf_counter()
+    done = cluster.srun(*args, timeout=120)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"srun {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
+    return elapsed
+
+
+def wrapper_alone(wrapper: Path, runs: int) -> tuple[float, float]:
+    """Median seconds of the wrapper itself without and with the marker (a recorded task env)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import observed  # the recorded environment of a real 4-task step
+
+    env = dict(observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"][0].env)
+    out = []
+    for marker in (None, "chief:1,worker:*"):
+        run_env = dict(env, **({prolog.MARKER: marker} if marker else {}))
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run([str(wrapper)], env=run_env, stdout=subprocess.DEVNULL, check=True)
+            times.append(time.perf_counter() - t0)
+        out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=25, help="timed runs per setting (>= 20)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=16)
+    parser.add_argument(
+        "--snapshot", action="store_true",
+        help="run the hook from a copy of git HEAD (not the working tree being edited)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    missing = missing_requirements()
+    if missing:
+        print("cannot run: " + "; ".join(missing), file=sys.stderr)
+        return 1
+    shape = [f"-N{args.nodes}", f"-n{args.tasks}"]
+    with tempfile.TemporaryDirectory(prefix="tfslurm-bench-prolog-") as tmp:
+        work = Path(tmp)
+        work.chmod(0o755)
+        plugin, wrapper = build(work, args.snapshot)
+        base = dict(num_nodes=args.nodes, gpus=0, cpus=max(4, -(-args.tasks // args.nodes)))
+        load_before = os.getloadavg()
+        with LocalCluster(**base) as plain, LocalCluster(
+            **base, task_prolog=str(wrapper), plugstack_lines=[f"required {plugin}"]
+        ) as site:
+            settings = {
+                "a": (plain, [*shape, "true"]),
+                "b": (site, [*shape, "true"]),
+                "c": (site, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
+            }
+            times: dict[str, list[float]] = {k: [] for k in settings}
+            for i in range(args.warmup + args.runs):
+                for key, (cluster, argv) in settings.items():
+                    elapsed = timed(cluster, *argv)
+                    if i >= args.warmup:
+                        times[key].append(elapsed)
+        load_after = os.getloadavg()
+        alone_b, alone_c = wrapper_alone(wrapper, args.runs)
+
+    med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("b", "c")}
+    print(f"srun {' '.join(shape)} true: median of {args.runs} interleaved runs each "
+          f"(load average {load_before[0]:.1f} -> {load_after[0]:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
+    print(f"  (a) no TaskProlog, no plugin        {med['a']:8.1f} ms")
+    print(f"  (b) tfslurm installed, no --tf-dist {med['b']:8.1f} ms")
+    print(f"  (c) tfslurm, --tf-dist              {med['c']:8.1f} ms")
+    ok_b = per_task["b"] <= TARGET_B_MS
+    ok_c = per_task["c"] <= TARGET_C_MS
+    print(f"  (b)-(a) per task {per_task['b']:7.2f} ms  target <= {TARGET_B_MS:g} ms  "
+          f"ratio {per_task['b'] / TARGET_B_MS:5.2f}  {'OK' if ok_b else 'MISSED'}")  # fmt: skip
+    print(f"  (c)-(a) per task {per_task['c']:7.2f} ms  target <= {TARGET_C_MS:g} ms  "
+          f"ratio {per_task['c'] / TARGET_C_MS:5.2f}  {'OK' if ok_c else 'MISSED'}")  # fmt: skip
+    print(f"  wrapper alone (no Slurm): no marker {alone_b * 1000:.1f} ms, with marker {alone_c * 1000:.1f} ms per task")
+    return 0 if ok_b and ok_c else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
