@@ -8,10 +8,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import observed
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tfslurm.errors import GpuError, LayoutError, TfslurmError
 from tfslurm.gpus import (
     ASSIGNED_VARIABLE,

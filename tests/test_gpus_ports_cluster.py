@@ -104,7 +104,7 @@ def _allocated_gpus(cluster: Any, name: str, thread: threading.Thread) -> dict[s
         if ids:
             text = cluster.run(["scontrol", "show", "job", "-d", ids[0]], timeout=10).stdout
             found: dict[str, set[str]] = {}
-            for nodes, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", text, re.M):
+            for nodes, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", text, re.MULTILINE):
                 idx = re.search(r"IDX:([\d,-]+)", gres)
                 for node in hostlist.expand(nodes):
                     found[node] = set(hostlist.expand(f"g[{idx.group(1)}]")) if idx else set()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import observed
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tfslurm import hostlist
 from tfslurm.errors import LayoutError, PortError, SlurmEnvError
 from tfslurm.layout import layout_for
@@ -285,7 +287,7 @@ def test_steps_of_one_job_never_overlap(job: int, step: int, apart: int, tpn_a: 
 def test_nearby_jobs_land_far_apart() -> None:
     # 200 consecutive job ids (step 0, 8 tasks per node each): no two overlap.
     bases = sorted(derived_base(job, 0, 8, LINUX) for job in range(500_000, 500_200))
-    assert min(b - a for a, b in zip(bases, bases[1:])) >= 8
+    assert min(b - a for a, b in itertools.pairwise(bases)) >= 8
 
 
 @pytest.mark.parametrize("tpn", [4, 8])

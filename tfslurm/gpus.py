@@ -28,8 +28,9 @@ is bounded by a timeout.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import GpuError
 
@@ -39,9 +40,9 @@ if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path ligh
 
 __all__ = [
     "ASSIGNED_VARIABLE",
+    "VISIBLE_DEVICE_VARIABLES",
     "GpuAssignment",
     "GpuError",
-    "VISIBLE_DEVICE_VARIABLES",
     "assign_gpus",
     "assign_gpus_from_env",
     "bound_per_task",
@@ -231,9 +232,8 @@ def assign_gpus(
     ``gpus_per_node`` (TF's argument) caps a per-node list at its first N devices.
     """
     local_id = step.localid if step.localid is not None else 0
-    if local_tasks is None and layout is not None and step.procid is not None:
-        if 0 <= step.procid < layout.num_tasks:
-            local_tasks = layout.tasks_on(layout.rank_node[step.procid])
+    if local_tasks is None and layout is not None and step.procid is not None and 0 <= step.procid < layout.num_tasks:
+        local_tasks = layout.tasks_on(layout.rank_node[step.procid])
     if local_tasks is None and step.gtids:
         local_tasks = len(step.gtids)
     return assign_gpus_from_env(
@@ -273,6 +273,7 @@ def assign_gpus_from_env(
         origin = _origin(env, variable)
         narrowed = _assigned_before(env, variable) or _narrowed_after_slurm(env, variable, node_devices)
         per_task = binding in _PER_TASK_BINDINGS or narrowed is not None
+        chosen: tuple[str, ...]
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
         elif per_task:

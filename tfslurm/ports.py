@@ -42,8 +42,9 @@ ports) where that matters.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import PortError
 
@@ -261,7 +262,8 @@ def port_rule(
             )
         return PortRule("reserved", ports=ports)
     if step.job_id is None:
-        step.require("job_id")
+        step.require("job_id")  # raises SlurmEnvError saying why it is missing
+        raise AssertionError("unreachable")
     step_id = step.step_id if step.step_id is not None else 0
     rng = ephemeral_range if ephemeral_range is not None else read_ephemeral_range()
     _check_range(rng)
