@@ -1,0 +1,260 @@
+"""Differential tests: tfslurm.hostlist against the real ``scontrol`` (Debian's Slurm 22.05).
+
+``scontrol show hostnames|hostlist|hostlistsorted`` needs no daemons (see
+scontrol_oracle.py). Without scontrol these tests skip, except with ``CI=true`` where a
+skip is a failure. Where 22.05 and newer Slurm differ (a suffix after the last ``]``, an
+unclosed ``[``) or where 22.05 accepts garbage by accident, the tables below pin both
+sides so the documented differences stay true. At the end of the module the number of
+cases sent to scontrol is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scontrol_oracle import PARTIAL, Scontrol
+from tfslurm.hostlist import HostlistError, compress, expand
+
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _examples(count: int) -> settings:
+    return settings(max_examples=count, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def scontrol(request: pytest.FixtureRequest):
+    oracle = Scontrol.find()
+    if oracle is None:
+        reason = "scontrol (Debian package slurm-client) is not installed"
+        if CI:
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
+    version = oracle.version()
+    yield oracle
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    line = f"\nhostlist differential: {oracle.queries} cases compared with {version or 'scontrol'}"
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            print(line)
+    else:
+        print(line)
+    oracle.close()
+
+
+def _ours(expr: str) -> list[str] | None:
+    try:
+        return expand(expr)
+    except HostlistError:
+        return None
+
+
+# ---- hand-written edge cases ------------------------------------------------------------
+
+AGREE = [
+    "n1", "n[1-3]", "n[8-010]", "n[098-102]", "n[01-2]", "n[9-10,010]", "n[2,1,3]",
+    "n[1-3,2-4]", "n1,n1", "n[1,1-2]", "n[1-2],,m1", "n[1-2] m[3]", "n[1-2] ,m", "a b,c",
+    "[1-2]", "n[1-2],[3-4]", "n[007]", "n[0-0]", "n[00-00]", "n[0-65535]", "rack[1-2]-n[01-02]",
+    "n[1-2][3-4]", "x[1-2]y[1-2]z[1-2]", "w[1-2]x[1-2]y[1-2]z[1-2]", "a1b[2-3]", "n1[0-2]",
+    "n[1-2]x[3]", "n[1-2,3-4]", "n[01,1]", "node[001-003],node004", "n,n[1-2]",
+    "n[99-101]", "n[0099-0101]", "n[9-11,011]", "a-b_c.d[1-2]", "n[1-2],",
+    ",n1", "x[1]y[2]z[3]", "n[1-3,2]", "n[5,1-5]", "n[18446744073709551613-18446744073709551614]",
+    # rejected by both
+    "n[3-1]", "n[]", "n[a]", "n[1-x]", "n[-2]", "n[1,,2]", "n[1,]", "n[,1]", "n[1-2-3]",
+    "n[0-65536]", "n[1-99999999999]", "n[1-3]]", "n[1-2]]x", "a[1-70000]b[1]",
+    "a[1-40000,1-40000]b[1]", "n[1.5]", "n[1--2]",
+]  # fmt: skip
+
+# Where tfslurm follows newer Slurm or is stricter than 22.05's accidental readings:
+# expr -> (what scontrol 22.05 prints, what tfslurm gives; None = rejected)
+DIFFERENT = {
+    "node[1-2]-ib": (None, ["node1-ib", "node2-ib"]),  # suffix: Slurm >= 23.11
+    "a[1-2]b[3]c": (None, ["a1b3c", "a2b3c"]),  # suffix after the last group
+    "n[1-2": (["n]"], None),  # unclosed: 23.02 rejects, 22.05 tacks on ']'
+    "n[1-2,4": (["n]", "4"], None),
+    "n[ 1-2]": (["n01", "n02"], None),  # strtoul skips the blank but it counts in the width
+    "n[+1-2]": (["n01", "n02"], None),
+    "n[1-]": (["n1"], None),
+    "a]b[1-2]": (["a]b1", "a]b2"], None),  # stray ']' kept in a host name
+    "a[[1-2]": (["a[1", "a[2"], None),  # nested '[' kept in a host name
+    "a[1-2b[3-4]": (["a[1-2b3", "a[1-2b4"], None),
+    # 22.05 swallows errors in the third-from-last and earlier groups (drops those hosts)
+    "a[2-1]b[1]c[1]": (PARTIAL, None),
+    "x[1-2],a[x]b[1]c[1-2],y": (PARTIAL, None),
+}
+
+
+def test_edge_cases_agree_with_scontrol(scontrol: Scontrol) -> None:
+    answers = scontrol.hostnames(AGREE)
+    mismatches = [(e, a, _ours(e)) for e, a in zip(AGREE, answers) if a != _ours(e)]
+    assert not mismatches
+
+
+def test_documented_differences_still_hold(scontrol: Scontrol) -> None:
+    exprs = list(DIFFERENT)
+    answers = scontrol.hostnames(exprs)
+    for expr, answer in zip(exprs, answers):
+        slurm_22_05, ours = DIFFERENT[expr]
+        assert answer == slurm_22_05, f"scontrol now says {answer!r} for {expr!r}"
+        assert _ours(expr) == ours
+
+
+COMPRESS_EDGES = [
+    "n1,n2,n3", "n2,n1,n3", "n1,n1,n2", "n9,n10,n010", "n01,n1", "n1,n01", "n09,n10",
+    "n099,n100,n1000", "n99,n0100", "n1,m1,n2", "a,b,a", "n,n1,n2", "n1,n,n2", "a1b2,a1b3",
+    "n1,n2,n4,n5", "n001,n2,n03", "n0,n00,n000", "1,2,3", "n01,n02,n1,n2", "n1-ib,n2-ib",
+    "n10,n9", "n9,n10,n11,n011", "n3,n1-3", "n1,n2,n3,n2", "n1,n2,n3,n4,n5,n2,n3",
+    "n5,n1,n2,n3,n4,n5", "n1,n01,n001,n2,n02", "n5,n1-2,n0,n", "n,n,m", "n0,n1,n0,n0",
+    "n1,n2,n1,n1,n1", "n0,n0,n1,n1,n2,n2", "x1,x01,x2,x02,x3", "n8,n9,n10,n11,n08,n09",
+    "n98,n99,n100,n099,n0100", "n2147483647,n0,n1", "n18446744073709551615,n18446744073709551614",
+]  # fmt: skip
+
+
+def test_compress_edge_cases_agree_with_scontrol(scontrol: Scontrol) -> None:
+    lists = [text.split(",") for text in COMPRESS_EDGES]
+    assert [compress(h) for h in lists] == scontrol.hostlist(lists)
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
+
+
+# ---- generated expressions ----------------------------------------------------------------
+
+_text = st.text(st.sampled_from("abn-_.x0123456789"), max_size=3)
+
+
+@st.composite
+def slurm_22_05_expressions(draw) -> str:
+    """Expressions 22.05 reads as newer Slurm does: no suffix after the last group."""
+    items = []
+    for _ in range(draw(st.integers(1, 4))):
+        text = draw(_text)
+        groups = draw(st.integers(0, 3))
+        for g in range(groups):
+            parts = []
+            for _ in range(draw(st.integers(1, 3))):
+                kind = draw(st.sampled_from(["n", "range", "range", "reversed", "junk", "big"]))
+                low = draw(st.integers(0, 1200))
+                width = draw(st.integers(0, 5))
+                if kind == "n":
+                    parts.append(f"{low:0{width}d}")
+                elif kind == "range":
+                    high = draw(st.integers(low, low + 12))
+                    parts.append(f"{low:0{width}d}-{high:0{draw(st.integers(0, 5))}d}")
+                elif kind == "reversed":
+                    parts.append(f"{low + draw(st.integers(1, 9))}-{low}")
+                elif kind == "big":
+                    parts.append(f"{low}-{low + draw(st.sampled_from([65536, 10**6]))}")
+                else:
+                    parts.append(draw(st.sampled_from(["", "a", "-1", "1-2-3", "x1", "1--2"])))
+            text += "[" + ",".join(parts) + "]"
+            if g < groups - 1:
+                text += draw(_text)
+        items.append(text)
+    return draw(st.sampled_from([",", ",", ",,", " "])).join(items)
+
+
+@_examples(80)
+@given(st.lists(slurm_22_05_expressions(), min_size=1, max_size=60))
+def test_generated_expressions_agree_with_scontrol(scontrol: Scontrol, exprs: list[str]) -> None:
+    answers = scontrol.hostnames(exprs)
+    for expr, answer in zip(exprs, answers):
+        assert _ours(expr) == (None if answer is PARTIAL else answer), expr
+
+
+def _suffix_after_last_group(expr: str) -> bool:
+    return any(
+        "]" in item and not item.endswith("]") for item in re.split(r"[,\s]+(?![^\[]*\])", expr)
+    )
+
+
+def _lenient_in_22_05(expr: str) -> bool:
+    """Inputs 22.05 accepts by accident and tfslurm rejects on purpose (see DIFFERENT)."""
+    depth = 0
+    for char in expr:
+        if char == "[":
+            if depth:
+                return True
+            depth = 1
+        elif char == "]":
+            if not depth:
+                return True
+            depth = 0
+    if depth:
+        return True
+    bodies = re.findall(r"\[([^\[\]]*)\]", expr)
+    return any(re.search(r"[\s+]|\d-(,|$)", body) for body in bodies)
+
+
+@_examples(80)
+@given(st.lists(st.text(st.sampled_from("n01-9[],x"), min_size=1, max_size=14), min_size=1, max_size=80))
+def test_random_text_agrees_with_scontrol(scontrol: Scontrol, texts: list[str]) -> None:
+    answers = scontrol.hostnames(texts)
+    for text, answer in zip(texts, answers):
+        ours = _ours(text)
+        if answer is PARTIAL:
+            assert ours is None, text
+        elif ours is not None and not _suffix_after_last_group(text):
+            assert ours == answer, text
+        elif ours is None and not _lenient_in_22_05(text):
+            assert answer is None, text
+
+
+# ---- generated host lists -------------------------------------------------------------------
+
+
+@st.composite
+def host_lists(draw) -> list[str]:
+    hosts: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        prefix = draw(st.sampled_from(["n", "node", "a1b", "", "r1-n", "x-", "n0", "gpu-"]))
+        start = draw(st.sampled_from([0, 1, 7, 8, 9, 95, 98, 99, 100, 998, 1000]) | st.integers(0, 10**6))
+        width = draw(st.integers(0, 6))
+        length = draw(st.integers(1, 8))
+        hosts += [f"{prefix}{n:0{width}d}" for n in range(start, start + length)]
+        if draw(st.integers(0, 4)) == 0:
+            hosts.append(draw(st.sampled_from(["n", "login", "n1-ib", "a1b"])))
+    if draw(st.booleans()):
+        hosts += draw(st.lists(st.sampled_from(hosts), max_size=10))
+    if draw(st.booleans()):
+        hosts = draw(st.permutations(hosts))
+    return hosts
+
+
+@_examples(60)
+@given(st.lists(host_lists(), min_size=1, max_size=60))
+def test_generated_host_lists_compress_like_scontrol(scontrol: Scontrol, lists: list[list[str]]) -> None:
+    assert [compress(h) for h in lists] == scontrol.hostlist(lists)
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
+
+
+@_examples(40)
+@given(st.lists(slurm_22_05_expressions(), min_size=1, max_size=60))
+def test_compress_of_expanded_expressions_like_scontrol(scontrol: Scontrol, exprs: list[str]) -> None:
+    """scontrol show hostlist EXPR parses, then compresses: expand + compress must agree.
+
+    Except where a digit precedes '[': Slurm keeps the expression's own split there
+    (``0[0,0]`` stays ``0[0,0]``) while host names are split at their numeric tail
+    (``compress(["00", "00"])`` is ``[00,00]``, as ``scontrol show hostlist 00,00``).
+    """
+    valid = [e for e in exprs if _ours(e) and " " not in e and not re.search(r"[0-9]\[", e)]
+    for sort in (False, True):
+        answers = scontrol._ask("hostlistsorted" if sort else "hostlist", valid)
+        assert [compress(expand(e), sort=sort) for e in valid] == [
+            None if a is None else "\n".join(a) for a in answers
+        ]
+
+
+def test_large_shuffled_lists_like_scontrol(scontrol: Scontrol) -> None:
+    """A few big lists (thousands of hosts, duplicates, mixed widths) in one go."""
+    rng = random.Random(20240607)
+    lists = []
+    for size in (2000, 5000, 20000):
+        hosts = [f"n{rng.randrange(0, 3000):0{rng.choice([0, 0, 3, 4])}d}" for _ in range(size)]
+        lists += [hosts, sorted(hosts), [f"tf-gpu{n:03d}" for n in range(size)]]
+    assert [compress(h) for h in lists] == scontrol.hostlist(lists)
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
