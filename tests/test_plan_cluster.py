@@ -12,7 +12,9 @@ GPUs are its own: a subset of what Slurm made visible, never shared on a node.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import threading
 import uuid
 from collections import defaultdict
@@ -26,6 +28,11 @@ pytestmark = pytest.mark.cluster
 TASK = r"""
 import json, os, socket, subprocess, sys, threading, time
 args = json.loads(sys.argv[1])
+def report(out):  # one file per task: srun splits long stdout lines of concurrent tasks
+    path = os.path.join(args["out"], "rank%s.json" % os.environ["SLURM_PROCID"])
+    with open(path + ".tmp", "w") as handle:
+        json.dump(out, handle)
+    os.rename(path + ".tmp", path)
 from tfslurm.errors import TfslurmError
 from tfslurm.plan import plan_from_environ
 env = os.environ
@@ -38,12 +45,20 @@ try:
     plan = plan_from_environ(env, jobs=args.get("jobs"), **args.get("options", {}))
 except TfslurmError as exc:
     out["error"] = str(exc)
-    print("TFS-RESULT " + json.dumps(out), flush=True)
+    report(out)
     sys.exit(0)
 own = plan.own
 out.update(host=own.host, node=own.node, port=own.port, role=[own.job, own.index], gpus=own.gpus,
            spec=plan.cluster_spec(), tf_config=plan.tf_config(), exported=plan.task_env(),
            rule=plan.ports.encode())
+if args.get("resolver"):  # the compat resolver's logic (without importing TF) in the same task
+    from tfslurm.resolver import SlurmResolverMixin
+    resolver = SlurmResolverMixin()
+    out["resolver"] = {"task": [resolver.task_type, resolver.task_id], "master": resolver.master(),
+                       "accelerators": resolver.num_accelerators(), "spec": resolver.cluster_spec(),
+                       "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpus": list(resolver.gpus)}
+    again = SlurmResolverMixin()  # idempotent: the same devices, no second split
+    out["resolver"]["again"] = [list(again.gpus), os.environ.get("CUDA_VISIBLE_DEVICES")]
 if args.get("cli"):
     cli = subprocess.run([sys.executable, "-m", "tfslurm", "tf-config"] + (["--jobs", args["jobs"]] if args.get("jobs") else []),
                          capture_output=True, text=True)
@@ -84,23 +99,29 @@ if out["bound"]:
     out["served"] = served.is_set()
     time.sleep(args.get("hold", 0))
     out["t_release"] = time.time()
-print("TFS-RESULT " + json.dumps(out), flush=True)
+report(out)
 """
 
 
-def argv(**args: Any) -> list[str]:
-    return [sys.executable, "-c", TASK, json.dumps(args)]
+def argv(out: Path, **args: Any) -> list[str]:
+    return [sys.executable, "-c", TASK, json.dumps({"out": str(out), **args})]
 
 
-def results_of(text: str) -> list[dict[str, Any]]:
-    rows = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith("TFS-RESULT ")]
+def results_of(out: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(p.read_text()) for p in out.glob("rank*.json")]
     return sorted(rows, key=lambda r: r["procid"])
 
 
+def outdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="tfs-plan-test-", dir="/tmp"))
+
+
 def run(cluster: Any, *srun_args: str, env_extra: dict[str, str] | None = None, **task: Any) -> list[dict[str, Any]]:
-    proc = cluster.srun(*srun_args, *argv(**task), timeout=120, env_extra=env_extra)
+    out = outdir()
+    proc = cluster.srun(*srun_args, *argv(out, **task), timeout=120, env_extra=env_extra)
     assert proc.returncode == 0, f"srun {' '.join(srun_args)}: rc {proc.returncode}: {proc.stderr[-1500:]}"
-    rows = results_of(proc.stdout)
+    rows = results_of(out)
+    shutil.rmtree(out, ignore_errors=True)
     assert rows, proc.stdout[-1000:] + proc.stderr[-1000:]
     return rows
 
@@ -171,6 +192,28 @@ def test_every_task_reaches_its_peer_on_shape(slurm_cluster: Any, label: str, op
         assert all(r["gpus"] == [] and r["cvd"] is None for r in rows)
 
 
+@pytest.mark.parametrize("gpus", ["--gres=gpu:2", "--gpus-per-task=1", "--gpus=3"])
+def test_compat_resolver_in_every_task(slurm_cluster: Any, gpus: str) -> None:
+    rows = run(slurm_cluster, "-N2", "--ntasks-per-node=2", gpus, resolver=True)
+    check(rows, 4)
+    owned: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        res = r["resolver"]
+        assert res["task"] == r["role"]  # all workers: TF's order and the written order agree
+        assert res["master"] == f"grpc://{r['host']}:{r['port']}"
+        assert res["spec"] == r["spec"]
+        visible = set(filter(None, (r["cvd"] or "").split(",")))
+        assert set(res["gpus"]) <= visible and res["cvd"] == ",".join(res["gpus"])
+        assert res["accelerators"] == ({"GPU": len(res["gpus"])} if res["gpus"] else {})
+        assert res["again"] == [res["gpus"], res["cvd"]]
+        owned[r["node"]] += res["gpus"]
+    for node, devices in owned.items():
+        assert len(devices) == len(set(devices)), f"{node}: {devices}"
+    counts = sorted(len(r["resolver"]["gpus"]) for r in rows)
+    # TF's rule: visible // max tasks per node; --gpus=3 leaves a 1-GPU node, i.e. 0 per task.
+    assert counts == ([0, 0, 1, 1] if gpus == "--gpus=3" else [1, 1, 1, 1])
+
+
 def test_arbitrary_layout_from_a_hostfile(slurm_cluster: Any, tmp_path: Path) -> None:
     hosts = ["node3", "node1", "node1", "node2", "node3"]
     hostfile = tmp_path / "hostfile"
@@ -181,10 +224,12 @@ def test_arbitrary_layout_from_a_hostfile(slurm_cluster: Any, tmp_path: Path) ->
 
 
 def test_heterogeneous_step(slurm_cluster: Any) -> None:
-    task = argv(jobs="chief:1,worker:*")
+    out = outdir()
+    task = argv(out, jobs="chief:1,worker:*")
     proc = slurm_cluster.srun("-N1", "-n1", *task, ":", "-N2", "-n3", *task, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1500:]
-    rows = results_of(proc.stdout)
+    rows = results_of(out)
+    shutil.rmtree(out, ignore_errors=True)
     spec = check(rows, 4)
     assert spec["chief"] == [f"{rows[0]['host']}:{rows[0]['port']}"]
 
@@ -214,11 +259,12 @@ def test_jobs_spec_from_the_environment_and_gpus_per_task(slurm_cluster: Any) ->
 def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any, ports: str) -> None:
     """Two jobs at once on node1+node2; every task holds its port until all have bound."""
     outcomes: dict[int, Any] = {}
+    outs = [outdir(), outdir()]
 
     def launch(i: int) -> None:
         outcomes[i] = slurm_cluster.srun(
             "-w", "node1,node2", "--ntasks-per-node=2", f"--job-name=tfs-plan-{uuid.uuid4().hex[:6]}",
-            *argv(hold=3.0, drop_resv=ports == "derived"), timeout=120,
+            *argv(outs[i], hold=3.0, drop_resv=ports == "derived"), timeout=120,
         )  # fmt: skip
 
     threads = [threading.Thread(target=launch, args=(i,)) for i in range(2)]
@@ -230,7 +276,8 @@ def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any,
     for i in range(2):
         proc = outcomes[i]
         assert proc.returncode == 0, proc.stderr[-1500:]
-        rows = results_of(proc.stdout)
+        rows = results_of(outs[i])
+        shutil.rmtree(outs[i], ignore_errors=True)
         check(rows, 4)
         assert all(r["rule"][0] == ports[0] for r in rows), rows[0]["rule"]
         all_rows += rows

@@ -326,7 +326,7 @@ class Plan:
         plan._check_ports()
         if rank is not None:
             plan._check_rank(rank)
-            object.__setattr__(plan, "rank", rank)
+            plan = dataclasses.replace(plan, rank=rank)
         return plan
 
     # -- internals -----------------------------------------------------------------------
