@@ -456,3 +456,55 @@ def test_cli_errors_are_one_line_and_exit_2(command: str, env: dict[str, str], a
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith(f"tfslurm {command}: error:")
+
+
+@st.composite
+def step_shapes(draw: st.DrawFn) -> tuple[list[str], list[int], str | None, int | None]:
+    counts = draw(st.lists(st.integers(1, 5), min_size=1, max_size=6))
+    width = draw(st.sampled_from([0, 3]))
+    numbers = draw(st.permutations(range(1, len(counts) + 1)))  # node order need not be sorted
+    names = [f"n{i:0{width}d}" if width else f"n{i}" for i in numbers]
+    dist = draw(st.sampled_from([None, "block", "cyclic", "plane"]))
+    plane = draw(st.integers(1, 3)) if dist == "plane" else None
+    return names, counts, dist, plane
+
+
+@given(step_shapes(), st.sampled_from([None, "chief:1,worker:*", "worker:*,ps:1"]), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_every_rank_of_any_step_agrees_and_finds_itself(shape, jobs, reserved) -> None:
+    names, counts, dist, plane = shape
+    if dist == "plane":
+        layout = plane_layout(names, counts, plane)
+    elif dist == "cyclic":
+        layout = cyclic_layout(names, counts)
+    else:
+        layout = block_layout(names, counts)
+    n = layout.num_tasks
+    if jobs and n < 2:
+        jobs = None
+    common = {
+        "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "2", "SLURM_STEP_NODELIST": ",".join(names),
+        "SLURM_STEP_TASKS_PER_NODE": ",".join(map(str, counts)), "SLURM_STEP_NUM_TASKS": str(n),
+        "SLURM_STEP_NUM_NODES": str(len(names)),
+    }  # fmt: skip
+    if dist:
+        common["SLURM_DISTRIBUTION"] = "plane" if dist == "plane" else dist
+    if plane:
+        common["SLURM_DIST_PLANESIZE"] = str(plane)
+    if reserved:
+        common["SLURM_STEP_RESV_PORTS"] = f"21000-{21000 + max(counts)}"
+    configs = set()
+    for rank in range(n):
+        node = layout.rank_node[rank]
+        env = dict(common, SLURM_PROCID=str(rank), SLURM_LOCALID=str(layout.rank_local[rank]),
+                   SLURM_NODEID=str(node), SLURMD_NODENAME=names[node],
+                   SLURM_GTIDS=",".join(map(str, layout.ranks_on(node))))  # fmt: skip
+        plan = plan_for(Step.from_environ(env), jobs)
+        assert plan.own.host == names[node]
+        configs.add(json.dumps(plan.cluster_spec()))
+        assert Plan.from_descriptor(plan.descriptor(), rank=rank).tf_config() == plan.tf_config()
+    assert len(configs) == 1
+    spec = json.loads(configs.pop())
+    addresses = [a for job in spec.values() for a in job]
+    assert len(addresses) == len(set(addresses)) == n
+    assert [a.rpartition(":")[0] for a in plan.addresses] == [names[i] for i in layout.rank_node]
