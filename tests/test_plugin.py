@@ -240,7 +240,7 @@ def test_install_and_uninstall_with_destdir(build_dir: Path, tmp_path: Path) -> 
     assert plugin.is_file() and os.access(plugin, os.X_OK)
     lines = [line for line in conf.read_text().splitlines() if line and not line.startswith("#")]
     # the example points at the installed path (not the DESTDIR staging path)
-    assert lines == ["required /opt/tfslurm/lib/slurm/spank_tfslurm.so default_spec=worker:*"]
+    assert lines == ["optional /opt/tfslurm/lib/slurm/spank_tfslurm.so default_spec=worker:*"]
     assert (root / "opt/tfslurm/share/tfslurm/tfslurm.conf").read_text() == conf.read_text()
 
     done = make(build_dir, "uninstall", **variables)
@@ -254,4 +254,4 @@ def test_libdir_override(build_dir: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "usr/lib/x86_64-linux-gnu/slurm-wlm" / PLUGIN_NAME).is_file()
     conf = (tmp_path / "usr/local/share/tfslurm/tfslurm.conf").read_text()
-    assert "required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_tfslurm.so" in conf
+    assert "optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_tfslurm.so" in conf

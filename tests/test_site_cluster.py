@@ -111,7 +111,7 @@ def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files:
     """TaskProlog = the tfslurm wrapper, plugstack = the plugin with site defaults."""
     return slurm_cluster_factory(
         task_prolog=str(site_files["wrapper"]),
-        plugstack_lines=[f"required {site_files['plugin']} {SITE_ARGS}"],
+        plugstack_lines=[f"optional {site_files['plugin']} {SITE_ARGS}"],
     )
 
 
@@ -397,20 +397,56 @@ def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, s
     assert all(len(r["reached"]) == 3 for r in rows)
 
 
-# --- a broken plugstack.conf line fails only --tf-dist ---------------------------------
+# --- a broken installation fails only --tf-dist ------------------------------------------
 
 
-def test_misconfigured_plugin_never_fails_other_jobs(
-    slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path: Path
+def build_for_other_slurm(work: Path) -> Path:
+    """The plugin built against headers claiming another Slurm release (as after an
+    upgrade without a rebuild): Slurm refuses to load it."""
+    include = work / "include" / "slurm"
+    include.mkdir(parents=True)
+    for header in Path("/usr/include/slurm").glob("*.h"):
+        text = header.read_text()
+        if header.name == "slurm_version.h":
+            number = int(text.split("SLURM_VERSION_NUMBER")[1].split()[0], 16)
+            text = text.replace(hex(number), hex(number + 0x010000))  # next major release
+        (include / header.name).write_text(text)
+    from test_plugin import make
+
+    done = make(work / "build", "all", SLURM_INCLUDE=str(work / "include"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return work / "build" / PLUGIN_NAME
+
+
+def test_broken_installation_never_fails_other_jobs(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """With the recommended "optional" lines, a missing .so, one built for another Slurm
+    release, and bad plugin arguments all leave slurmd and ordinary jobs running; only
+    --tf-dist is refused, with the reason."""
+    other = build_for_other_slurm(tmp_path_factory.mktemp("other-slurm"))
     cluster = slurm_cluster_factory(
-        num_nodes=2, gpus=0, plugstack_lines=[f"required {site_files['plugin']} default_spec=bogus"]
-    )
-    tmp_path.chmod(0o755)
+        num_nodes=2, gpus=0,
+        plugstack_lines=[
+            "optional /nonexistent/spank_tfslurm.so",
+            f"optional {other}",
+            f"optional {site_files['plugin']} default_spec=bogus",
+        ],
+    )  # fmt: skip
+    work = tmp_path_factory.mktemp("broken")
+    work.chmod(0o755)
     assert cluster.srun("-N2", "-n2", "true").returncode == 0
-    job = cluster.sbatch("#!/bin/sh\nsrun true\n", "-N1", "-o", "/dev/null", cwd=str(tmp_path))
+    job = cluster.sbatch("#!/bin/sh\nsrun true\n", "-N1", "-o", "/dev/null", cwd=str(work))
     assert cluster.wait_job(job) == "COMPLETED"
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
     assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
+    assert "Incompatible plugin version" in done.stderr  # the stale build is reported, not loaded
     assert not unhealthy_nodes(cluster)
+
+
+def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: LocalCluster) -> None:
+    """Slurm ignores an optional plugin's task_init failure; the plugin ends the task."""
+    done = site_cluster.srun("-N2", "-n2", "printenv", "SLURM_PROCID",
+                             env_extra={"_SLURM_SPANK_OPTION_tfslurm_tf_dist": "bad;x"})  # fmt: skip
+    assert done.returncode != 0 and done.stdout == ""

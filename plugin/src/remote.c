@@ -7,21 +7,33 @@
  * ports and GPUs are worked out by tfslurm's Python TaskProlog, which runs right after
  * task_init in the same task.
  *
- * Failure policy: a step without --tf-dist is never touched and never failed.  A step
- * with --tf-dist whose marker cannot be set fails its tasks (task_init returning -1
- * fails the step, it does not drain the node), because running TF without its cluster
- * description would hang or train alone.
+ * Failure policy: a step without --tf-dist is never touched and never failed.  A task
+ * of a --tf-dist step whose marker cannot be set fails (exit code 1, the node is not
+ * drained), because running TF without its cluster description would hang or train
+ * alone.  Slurm only fails the task for a "required" plugin, and "required" also makes
+ * every job and slurmd itself fail when the .so is missing or built for another Slurm
+ * release; so the plugin is meant to be "optional" and ends the task itself: task_init
+ * runs in the task's own forked process (slurmstepd's exec_task), where exiting is
+ * exactly what Slurm does for a failing required plugin.  If it ever ran in slurmstepd
+ * itself (pid recorded in init), it returns -1 instead of exiting.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
 #include "plugin.h"
 
+/* slurmstepd's pid, to tell its own process from the task processes it forks. */
+static pid_t stepd_pid;
+
 int tfd_remote_init(spank_t sp, int ac, char **av)
 {
+	stepd_pid = getpid();
 	/* The option must be registered here too, or slurmstepd rejects the forwarded
 	 * value; tfd_setup never fails. */
 	return tfd_setup(sp, ac, av);
@@ -50,6 +62,8 @@ static int is_tf_step(spank_t sp)
 static int task_fail(const char *why)
 {
 	slurm_error("tfslurm: %s", why);
+	if (stepd_pid != 0 && getpid() != stepd_pid)
+		exit(1); /* this task's process, before exec: fail it even when "optional" */
 	return -1;
 }
 
