@@ -40,9 +40,14 @@ REPO = Path(__file__).resolve().parents[1]
 def slurm_env(monkeypatch: pytest.MonkeyPatch):
     """Replace every Slurm/GPU/tfslurm variable of this process with the given ones."""
 
+    # The resolver writes os.environ itself (auto_set_gpu): make monkeypatch restore these.
+    for name in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "TFSLURM_ASSIGNED_GPUS"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
     def apply(**variables: str) -> None:
         for name in list(os.environ):
-            if name.startswith(("SLURM", "TFSLURM", "TF_CONFIG")) or name.endswith("VISIBLE_DEVICES"):
+            if name.startswith(("SLURM", "TFSLURM", "TF_CONFIG")) or name.endswith(("VISIBLE_DEVICES", "ORDINAL")):
                 monkeypatch.delenv(name)
         for name, value in variables.items():
             monkeypatch.setenv(name, value)
@@ -383,3 +388,8 @@ def test_mixin_is_the_resolver_logic_without_tf(slurm_env) -> None:
     plain = SlurmResolverMixin(port_base=6000)
     assert plain.cluster_spec() == {"worker": ["n1:6000", "n1:6001"]}
     assert plain.tf_config() == '{"cluster":{"worker":["n1:6000","n1:6001"]},"task":{"type":"worker","index":1}}'
+
+
+def test_zz_no_gpu_variable_leaks_out_of_these_tests() -> None:
+    # Runs last in this module: the cluster tests inherit this process's environment.
+    assert not [n for n in os.environ if n.endswith("VISIBLE_DEVICES") or n.startswith("TFSLURM")]
