@@ -375,8 +375,15 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
     assert rebuilt.cluster_spec() == plan.cluster_spec()
     assert rebuilt.tf_config() == plan.tf_config()
     assert Descriptor.decode(text).encode() == text
+    assert json.loads(plan.tf_config()) == {"cluster": plan.cluster_spec(), "task": {"type": jobs[0][0], "index": 0}}
+    assert plan.tf_config().startswith('{"cluster":' + json.dumps(plan.cluster_spec(), separators=(",", ":")))
     # Every (node, port) pair is used by exactly one rank.
     assert len(set(plan.addresses)) == n
+
+
+def test_tf_config_escapes_what_json_must_escape() -> None:
+    plan = Plan(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule("explicit", base=5000), rank=0)
+    assert json.loads(plan.tf_config())["cluster"] == {"worker": ['n"1:5000', "nø:5000"]}
 
 
 def test_explicit_local_ids_round_trip() -> None:
