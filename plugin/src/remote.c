@@ -49,8 +49,12 @@ static int is_tf_step(spank_t sp)
 	switch (stepid) {
 	case SLURM_BATCH_SCRIPT:
 	case SLURM_EXTERN_CONT:
+#ifdef SLURM_INTERACTIVE_STEP /* salloc's interactive step (newer releases) */
 	case SLURM_INTERACTIVE_STEP:
+#endif
+#ifdef SLURM_PENDING_STEP
 	case SLURM_PENDING_STEP:
+#endif
 		return 0;
 	default:
 		return 1;
