@@ -12,6 +12,7 @@ GPUs are its own: a subset of what Slurm made visible, never shared on a node.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 import tempfile
@@ -290,6 +291,32 @@ def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any,
         used[r["node"]].append(r["port"])
     for node, node_ports in used.items():
         assert len(node_ports) == len(set(node_ports)) == 4, f"{node}: {node_ports}"
+
+
+@pytest.mark.parametrize("ports", ["reserved", "derived"])
+def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path: Path, ports: str) -> None:
+    """Two steps at once inside one allocation, on the same two nodes."""
+    outs = [outdir(), outdir()]
+    steps = "\n".join(
+        "srun --exact -N2 -n2 --ntasks-per-node=1 " + " ".join(shlex.quote(a) for a in argv(out, hold=3.0, drop_resv=ports == "derived")) + " &"
+        for out in outs
+    )  # fmt: skip
+    script = f"#!/bin/sh\n{steps}\nwait\n"
+    job = slurm_cluster.sbatch(script, "-N2", "--ntasks-per-node=2", f"--output={tmp_path}/slurm-%j.out", cwd=str(tmp_path))
+    assert slurm_cluster.wait_job(job) == "COMPLETED", (tmp_path / f"slurm-{job}.out").read_text()[-1500:]
+    runs = [results_of(out) for out in outs]
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
+    for rows in runs:
+        check(rows, 2)
+        assert all(r["rule"][0] == ports[0] for r in rows)
+    first, second = runs
+    assert first[0]["step"] != second[0]["step"] and first[0]["job"] == second[0]["job"]
+    assert max(r["t_bound"] for r in first + second) < min(r["t_release"] for r in first + second)
+    used = defaultdict(list)
+    for r in first + second:
+        used[r["node"]].append(r["port"])
+    assert all(len(p) == len(set(p)) == 2 for p in used.values()), dict(used)
 
 
 def test_cli_in_a_batch_script_and_with_a_bad_spec_exits_2(slurm_cluster: Any, tmp_path: Path) -> None:
