@@ -146,7 +146,9 @@ def expected_jobs(spec: str, num_tasks: int) -> list[tuple[str, int]]:
     return jobs
 
 
-def check_step(rows: list[dict[str, Any]], spec: str, num_tasks: int, gpus: bool = True) -> None:
+def check_step(
+    rows: list[dict[str, Any]], spec: str, num_tasks: int, gpus: bool = True, reserved_ports: bool = True
+) -> None:
     """Every task got the TF_CONFIG Slurm's own variables call for, and its own GPUs."""
     assert [int(r["SLURM_PROCID"]) for r in rows] == list(range(num_tasks))
     jobs = expected_jobs(spec, num_tasks)
@@ -165,7 +167,8 @@ def check_step(rows: list[dict[str, Any]], spec: str, num_tasks: int, gpus: bool
         assert (config["task"]["type"], config["task"]["index"]) == jobs[rank]
         host, port = flat[rank].rsplit(":", 1)
         assert host == row["SLURMD_NODENAME"]
-        assert int(port) in expand_ports(row["SLURM_STEP_RESV_PORTS"])
+        if reserved_ports:
+            assert int(port) in expand_ports(row["SLURM_STEP_RESV_PORTS"])
         if gpus:
             mine = [d for d in (row["CUDA_VISIBLE_DEVICES"] or "").split(",") if d]
             assert mine, f"rank {rank} got no GPU"
@@ -231,6 +234,18 @@ def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
     rows = dumps(done.stdout)
     check_step(rows, "worker:*", 3, gpus=False)
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
+
+
+def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files) -> None:
+    """The option given to either component reaches the tasks of all of them."""
+    for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
+                 ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
+        done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect"), timeout=120)
+        assert done.returncode == 0, done.stderr
+        rows = dumps(done.stdout)
+        # ports of a het step are not taken from SLURM_STEP_RESV_PORTS (see gpus-and-ports.md)
+        check_step(rows, "chief:1,worker:*", 4, gpus=False, reserved_ports=False)
+        assert all(len(r["reached"]) == 3 for r in rows)
 
 
 # --- sbatch ------------------------------------------------------------------------------
