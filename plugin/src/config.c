@@ -8,6 +8,7 @@
 
 #define DEFAULT_SPEC_KEY "default_spec="
 #define HOST_TEMPLATE_KEY "host_template="
+#define PROLOG_KEY "prolog="
 #define NODE_FIELD "{node}"
 
 int tfd_host_template_check(const char *template, char *err, size_t errlen)
@@ -83,9 +84,29 @@ void tfd_config_parse(struct tfd_config *cfg, int ac, char **av)
 				return;
 			}
 			snprintf(cfg->host_template, sizeof(cfg->host_template), "%s", value);
+		} else if (strncmp(arg, PROLOG_KEY, strlen(PROLOG_KEY)) == 0) {
+			const char *value = arg + strlen(PROLOG_KEY);
+			size_t len = strnlen(value, TFD_PATH_MAX + 1), k;
+
+			if (value[0] != '/') {
+				config_error(cfg, arg, "must be an absolute path");
+				return;
+			}
+			if (len > TFD_PATH_MAX) {
+				config_error(cfg, arg, "path too long");
+				return;
+			}
+			for (k = 0; k < len; k++) {
+				if ((unsigned char) value[k] <= 0x20 || (unsigned char) value[k] >= 0x7f) {
+					config_error(cfg, arg, "path with a blank, control or non-ASCII "
+						     "character");
+					return;
+				}
+			}
+			snprintf(cfg->prolog, sizeof(cfg->prolog), "%s", value);
 		} else {
 			config_error(cfg, arg, "unknown argument (known: default_spec=SPEC, "
-				     "host_template=TEMPLATE)");
+				     "host_template=TEMPLATE, prolog=PATH)");
 			return;
 		}
 	}

@@ -6,6 +6,9 @@
  * default_spec=SPEC       the spec a bare --tf-dist means (built-in: worker:*)
  * host_template=TEMPLATE  TFSLURM_HOST_TEMPLATE for --tf-dist tasks that do not set it:
  *                         how a node name becomes the host name in TF_CONFIG
+ * prolog=PATH             run tfslurm's hook (the wrapper `tfslurm prolog --write-wrapper`
+ *                         writes) in --tf-dist tasks from the plugin itself, instead of a
+ *                         site-wide TaskProlog= that runs for every task of every job
  *
  * Arguments are read in every context.  A bad argument never fails a job that did not ask
  * for --tf-dist: it is logged, and only --tf-dist itself is then refused with the reason.
@@ -21,6 +24,8 @@
 #define TFD_BUILTIN_DEFAULT_SPEC "worker:*"
 /* Longest host template accepted. */
 #define TFD_TEMPLATE_MAX 255
+/* Longest prolog= path accepted. */
+#define TFD_PATH_MAX 1024
 /* The variable a host_template= argument sets (read by tfslurm/plan.py). */
 #define TFD_HOST_TEMPLATE_VAR "TFSLURM_HOST_TEMPLATE"
 
@@ -29,6 +34,7 @@ struct tfd_config {
 	char error[256];                      /* why not, when valid == 0 */
 	char default_spec[TFD_SPEC_MAX + 1];  /* spec for a bare --tf-dist */
 	char host_template[TFD_TEMPLATE_MAX + 1]; /* "" = none given */
+	char prolog[TFD_PATH_MAX + 1];            /* "" = none given */
 };
 
 /* Check a host template ({node} at least once; printable ASCII without blanks, braces

@@ -22,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 
+#include "hook.h"
 #include "plugin.h"
 
 /* slurmstepd's pid, to tell its own process from the task processes it forks. */
@@ -105,6 +107,92 @@ static int set_checked(spank_t sp, const char *name, const char *value, int over
 	return 0;
 }
 
+/* --- prolog=PATH: run the hook here and apply its lines to this task ---------------- */
+
+static int hook_set(void *ctx, const char *name, const char *value, char *err, size_t errlen)
+{
+	spank_t sp = ctx;
+	size_t len = strlen(value);
+	char *check;
+	spank_err_t rc = spank_setenv(sp, name, value, 1);
+
+	if (rc != ESPANK_SUCCESS) {
+		snprintf(err, errlen, "could not set %s: %s", name, spank_strerror(rc));
+		return -1;
+	}
+	/* read it back: spank_setenv reports success even when Slurm drops the value */
+	check = calloc(1, len + 2);
+	if (!check) {
+		snprintf(err, errlen, "out of memory checking %s", name);
+		return -1;
+	}
+	rc = spank_getenv(sp, name, check, (int) (len + 2));
+	if (rc != ESPANK_SUCCESS || strcmp(check, value) != 0) {
+		snprintf(err, errlen, "%s was not stored in the task environment (%s)", name,
+			 rc == ESPANK_SUCCESS ? "value differs" : spank_strerror(rc));
+		free(check);
+		return -1;
+	}
+	free(check);
+	return 0;
+}
+
+static int hook_unset(void *ctx, const char *name, char *err, size_t errlen)
+{
+	spank_err_t rc = spank_unsetenv((spank_t) ctx, name);
+
+	if (rc != ESPANK_SUCCESS) {
+		snprintf(err, errlen, "could not unset %s: %s", name, spank_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* "print" lines go to the task's stdout, as slurmstepd does for a TaskProlog. */
+static void hook_print(void *ctx, const char *text, size_t len)
+{
+	(void) ctx;
+	while (len > 0) {
+		ssize_t put = write(STDOUT_FILENO, text, len);
+
+		if (put <= 0)
+			return;
+		text += put;
+		len -= (size_t) put;
+	}
+	(void) !write(STDOUT_FILENO, "\n", 1);
+}
+
+static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
+{
+	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp };
+	char **env = NULL;
+	char *out = NULL;
+	size_t out_len = 0;
+	int status = 0, rc;
+
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
+		snprintf(err, errlen, "cannot read the task environment to run %.300s", path);
+		return -1;
+	}
+	if (tfd_hook_run(path, env, &out, &out_len, &status, err, errlen) != 0)
+		return -1;
+	rc = tfd_hook_apply(out, out_len, &ops, err, errlen);
+	free(out);
+	if (rc != 0)
+		return -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (WIFEXITED(status))
+			snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
+				 "task's output)", path, WEXITSTATUS(status));
+		else
+			snprintf(err, errlen, "the hook %.300s was killed by signal %d", path,
+				 WTERMSIG(status));
+		return -1;
+	}
+	return 0;
+}
+
 int tfd_remote_task_init(spank_t sp, int ac, char **av)
 {
 	char *optarg = NULL;
@@ -128,6 +216,9 @@ int tfd_remote_task_init(spank_t sp, int ac, char **av)
 	if (tfd_config()->host_template[0] &&
 	    set_checked(sp, TFD_HOST_TEMPLATE_VAR, tfd_config()->host_template, 0, err,
 			sizeof(err)) != 0)
+		return task_fail(err);
+	/* prolog=PATH: the hook runs here, only for --tf-dist tasks */
+	if (tfd_config()->prolog[0] && run_hook(sp, tfd_config()->prolog, err, sizeof(err)) != 0)
 		return task_fail(err);
 	return 0;
 }

@@ -1,6 +1,6 @@
 /*
- * spec_test.c - tests for the --tf-dist spec parser (src/spec.c) and the plugstack.conf
- * arguments (src/config.c); neither needs Slurm.
+ * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), the plugstack.conf
+ * arguments (src/config.c) and the hook runner (src/hook.c); none needs Slurm.
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
  *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model
@@ -16,7 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "config.h"
+#include "hook.h"
 #include "spec.h"
 
 static int failures;
@@ -208,6 +213,164 @@ static void unit_config(void)
 	}
 }
 
+/* ---------------------------------------------------------------- hook */
+
+/* What a fake task environment received from tfd_hook_apply. */
+struct fake_env {
+	char log[8192];
+	size_t n;
+	int fail_set;
+};
+
+static void log_add(struct fake_env *fe, const char *a, const char *b, const char *c)
+{
+	int w = snprintf(fe->log + fe->n, sizeof(fe->log) - fe->n, "%s%s%s|", a, b, c);
+
+	if (w > 0 && fe->n + (size_t) w < sizeof(fe->log))
+		fe->n += (size_t) w;
+}
+
+static int fake_set(void *ctx, const char *name, const char *value, char *err, size_t errlen)
+{
+	struct fake_env *fe = ctx;
+	char shown[64];
+
+	if (fe->fail_set) {
+		snprintf(err, errlen, "refused %s", name);
+		return -1;
+	}
+	tfd_quote(value, 40, shown, sizeof(shown));
+	log_add(fe, name, "=", shown);
+	return 0;
+}
+
+static int fake_unset(void *ctx, const char *name, char *err, size_t errlen)
+{
+	(void) err;
+	(void) errlen;
+	log_add(ctx, "-", name, "");
+	return 0;
+}
+
+static void fake_print(void *ctx, const char *text, size_t len)
+{
+	char shown[64];
+	char copy[64];
+
+	snprintf(copy, sizeof(copy), "%.*s", (int) (len < 60 ? len : 60), text);
+	tfd_quote(copy, 60, shown, sizeof(shown));
+	log_add(ctx, "print:", shown, "");
+}
+
+static void hook_case(const char *output, size_t len, int want_rc, const char *want_log,
+		      const char *want_in_error)
+{
+	struct fake_env fe = { .n = 0, .fail_set = 0 };
+	struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+	char *buf = malloc(len + 1);
+	char err[256] = "";
+	int rc;
+
+	memcpy(buf, output, len);
+	buf[len] = '\0';
+	fe.log[0] = '\0';
+	rc = tfd_hook_apply(buf, len, &ops, err, sizeof(err));
+	if (rc != want_rc || (want_log && strcmp(fe.log, want_log) != 0) ||
+	    (want_in_error && !strstr(err, want_in_error)) || !printable_line(err)) {
+		char shown[128];
+
+		tfd_quote_n(output, len < 60 ? len : 60, shown, sizeof(shown));
+		printf("FAIL hook '%s': rc=%d log='%s' err='%s'\n", shown, rc, fe.log, err);
+		failures++;
+	}
+	free(buf);
+}
+
+#define HOOK(s, rc, log, e) hook_case(s, sizeof(s) - 1, rc, log, e)
+
+static void unit_hook(void)
+{
+	char script[] = "/tmp/tfd_hook_test_XXXXXX";
+	char *env[] = { "TFSLURM_TF_DIST=worker:*", "PATH=/usr/bin:/bin", NULL };
+	char *out = NULL, err[256];
+	size_t out_len = 0;
+	int fd, status = 0;
+	FILE *f;
+
+	HOOK("", 0, "", NULL);
+	HOOK("export A=1\nunset B\nprint hello world\n", 0, "A=1|-B|print:hello world|", NULL);
+	HOOK("export TF_CONFIG={\"a\": [1, 2]}", 0, "TF_CONFIG={\"a\": [1, 2]}|", NULL);
+	HOOK("export  A \t= x = y \n", 0, "A= x = y |", NULL);
+	HOOK("export A=\nexport B=a\rb\n", 0, "A=|B=a\\x0db|", NULL);
+	HOOK("garbage\nexport\nexported=1\n# export C=1\nprint\n", 0, "", NULL);
+	HOOK("unset  SLURM_SCRIPT_CONTEXT  \n", 0, "-SLURM_SCRIPT_CONTEXT|", NULL);
+	HOOK("print   spaced\n\n\n", 0, "print:spaced|", NULL);
+	HOOK("export A=1\nexport 1BAD=2\nexport C=3\n", -1, "A=1|", "invalid variable '1BAD'");
+	HOOK("export =2\n", -1, "", "invalid variable ''");
+	HOOK("export A-B=2\n", -1, "", "invalid variable 'A-B'");
+	HOOK("export NOEQUALS\n", -1, "", "without '='");
+	HOOK("unset \n", -1, "", "invalid variable ''");
+	HOOK("unset A B\n", -1, "", "invalid variable 'A B'");
+	HOOK("export A=1\0\nexport B=2\n", -1, "", "NUL byte");
+	HOOK("export \xc3\xa9=1\n", -1, "", "'\\xc3\\xa9'");
+	{
+		/* a value Slurm would drop: name "X" + value + 2 >= 131072, i.e. 131069 bytes */
+		size_t len = 9 + (TFD_ENV_STRLEN_MAX - 3);
+		char *big = malloc(len + 1);
+
+		memcpy(big, "export X=", 9);
+		memset(big + 9, 'v', len - 9);
+		hook_case(big, len, -1, "", "more than Slurm can pass");
+		hook_case(big, len - 1, 0, NULL, NULL); /* 131068 bytes fit */
+		free(big);
+	}
+	{
+		struct fake_env fe = { .n = 0, .fail_set = 1 };
+		struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+		char line[] = "print first\nexport A=1\nprint never\n";
+
+		fe.log[0] = '\0';
+		if (tfd_hook_apply(line, sizeof(line) - 1, &ops, err, sizeof(err)) != -1 ||
+		    strcmp(err, "refused A") != 0 || strcmp(fe.log, "print:first|") != 0) {
+			printf("FAIL hook stops at a refused set: %s / %s\n", err, fe.log);
+			failures++;
+		}
+	}
+
+	/* tfd_hook_run: a real child process, its output, its status, the environment */
+	fd = mkstemp(script);
+	f = fdopen(fd, "w");
+	fprintf(f, "#!/bin/sh\necho \"export GOT=$TFSLURM_TF_DIST\"\nread x && echo stdin-not-empty\n"
+		   "echo \"print $PATH\"\nexit 3\n");
+	fclose(f);
+	chmod(script, 0700);
+	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	    strcmp(out, "export GOT=worker:*\nprint /usr/bin:/bin\n") != 0 || out_len != strlen(out) ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 3) {
+		printf("FAIL hook run: %s / '%s' / %d\n", err, out ? out : "(null)", status);
+		failures++;
+	}
+	free(out);
+	/* more output than TFD_HOOK_OUTPUT_MAX: refused, the child is killed, no leak */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\nexec yes export A=1\n");
+	fclose(f);
+	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != -1 ||
+	    !strstr(err, "more than") || out != NULL) {
+		printf("FAIL hook run flood: %s\n", err);
+		failures++;
+	}
+	/* not executable */
+	chmod(script, 0600);
+	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	    !WIFEXITED(status) || WEXITSTATUS(status) != 127) {
+		printf("FAIL hook run not executable: %d\n", status);
+		failures++;
+	}
+	free(out);
+	unlink(script);
+}
+
 static int unit(void)
 {
 	char *big;
@@ -289,6 +452,7 @@ static int unit(void)
 	unit_quote();
 	unit_hostile();
 	unit_config();
+	unit_hook();
 	if (failures) {
 		printf("%d failure(s)\n", failures);
 		return 1;
@@ -469,6 +633,15 @@ static int fuzz(long iterations, uint64_t seed)
 			failures++;
 		}
 		accepted += rc == 0;
+		{
+			/* the same bytes as hook output: must never crash or overrun */
+			struct fake_env fe = { .n = 0, .fail_set = 0 };
+			struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+			char herr[128];
+
+			fe.log[0] = '\0';
+			(void) tfd_hook_apply(input, n, &ops, herr, sizeof(herr));
+		}
 		free(input);
 		if (failures > 10)
 			break;

@@ -1,0 +1,212 @@
+/*
+ * hook.c - run the tfslurm hook and apply its TaskProlog-protocol output; see hook.h.
+ */
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spec.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+static int valid_name(const char *name)
+{
+	const char *p = name;
+
+	if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_'))
+		return 0;
+	for (p++; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	return 1;
+}
+
+static int bad_name(const char *name, char *err, size_t errlen)
+{
+	char shown[72];
+
+	tfd_quote(name, 40, shown, sizeof(shown));
+	set_err(err, errlen, "hook output names an invalid variable '%s'", shown);
+	return -1;
+}
+
+int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *err,
+		   size_t errlen)
+{
+	size_t pos = 0;
+
+	if (memchr(buf, '\0', len)) {
+		set_err(err, errlen, "hook output contains a NUL byte");
+		return -1;
+	}
+	while (pos < len) {
+		char *line = buf + pos;
+		char *nl = memchr(line, '\n', len - pos);
+		size_t line_len = nl ? (size_t) (nl - line) : len - pos;
+
+		line[line_len] = '\0'; /* nl, or the byte after buf[len-1] (caller's NUL) */
+		pos += line_len + 1;
+
+		if (strncmp(line, "print ", 6) == 0) {
+			char *text = line + 6;
+
+			while (is_space(*text))
+				text++;
+			ops->print(ops->ctx, text, strlen(text));
+		} else if (strncmp(line, "export ", 7) == 0) {
+			char *name = line + 7, *eq, *end, *value;
+
+			while (is_space(*name))
+				name++;
+			eq = strchr(name, '=');
+			if (!eq) {
+				set_err(err, errlen, "hook output has an export line without '='");
+				return -1;
+			}
+			value = eq + 1;
+			for (end = eq; end > name && is_space(end[-1]); end--)
+				;
+			*end = '\0';
+			if (!valid_name(name))
+				return bad_name(name, err, errlen);
+			if (strlen(name) + strlen(value) + 2 >= TFD_ENV_STRLEN_MAX) {
+				set_err(err, errlen, "hook output exports %s of %zu bytes, more than "
+					"Slurm can pass to a task", name, strlen(value));
+				return -1;
+			}
+			if (ops->set(ops->ctx, name, value, err, errlen) != 0)
+				return -1;
+		} else if (strncmp(line, "unset ", 6) == 0) {
+			char *name = line + 6, *end;
+
+			while (is_space(*name))
+				name++;
+			end = name + strlen(name);
+			while (end > name && is_space(end[-1]))
+				end--;
+			*end = '\0';
+			if (!valid_name(name))
+				return bad_name(name, err, errlen);
+			if (ops->unset(ops->ctx, name, err, errlen) != 0)
+				return -1;
+		}
+		/* anything else is ignored, as Slurm does */
+	}
+	return 0;
+}
+
+int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_len,
+		 int *status, char *err, size_t errlen)
+{
+	int fds[2];
+	pid_t pid;
+	char *buf;
+	size_t cap = 8192, n = 0;
+	int too_long = 0;
+
+	*out = NULL;
+	*out_len = 0;
+	if (pipe(fds) != 0) {
+		set_err(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		set_err(err, errlen, "fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[2];
+		int devnull = open("/dev/null", O_RDONLY);
+
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			close(devnull);
+		}
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		argv[0] = (char *) path;
+		argv[1] = NULL;
+		execve(path, argv, env);
+		fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	buf = malloc(cap + 1);
+	while (buf) {
+		ssize_t got;
+
+		if (n == cap) {
+			char *grown;
+
+			if (cap >= TFD_HOOK_OUTPUT_MAX) {
+				too_long = 1;
+				break;
+			}
+			cap *= 2;
+			grown = realloc(buf, cap + 1);
+			if (!grown) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = grown;
+		}
+		got = read(fds[0], buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		n += (size_t) got;
+	}
+	close(fds[0]);
+	if (!buf || too_long)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0) {
+		if (errno != EINTR) {
+			set_err(err, errlen, "waitpid: %s", strerror(errno));
+			free(buf);
+			return -1;
+		}
+	}
+	if (!buf) {
+		set_err(err, errlen, "out of memory reading the hook's output");
+		return -1;
+	}
+	if (too_long) {
+		set_err(err, errlen, "the hook wrote more than %u bytes", TFD_HOOK_OUTPUT_MAX);
+		free(buf);
+		return -1;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*out_len = n;
+	return 0;
+}
