@@ -115,6 +115,14 @@ def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files:
     )
 
 
+@pytest.fixture(scope="module")
+def hook_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
+    """No TaskProlog at all: the plugin runs the hook itself (prolog=) for --tf-dist tasks."""
+    return slurm_cluster_factory(
+        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['wrapper']}"],
+    )
+
+
 def py(script: Path, *args: str) -> list[str]:
     return [sys.executable, "-S", str(script), *args]
 
@@ -366,6 +374,38 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
         assert a == b, f"rank {rank}: values differ"
     a, b = batch_env(slurm_cluster, site_files, tmp_path), batch_env(site_cluster, site_files, tmp_path)
     assert sorted(set(a) ^ set(b)) == [] and a == b
+
+
+# --- prolog=: the plugin runs the hook, no TaskProlog ------------------------------------
+
+
+def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files) -> None:
+    done = hook_cluster.srun(
+        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
+        *py(site_files["dump"], "--connect"), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = dumps(done.stdout)
+    check_step(rows, "ps:1,worker:3", 4)
+    assert all(len(r["reached"]) == 3 for r in rows)
+
+
+def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: LocalCluster) -> None:
+    done = hook_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
+    assert done.returncode != 0
+    printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
+    assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
+    assert "the hook" in done.stderr and "exit status 2" in done.stderr
+    assert not unhealthy_nodes(hook_cluster)
+
+
+def test_plugin_prolog_mode_leaves_other_jobs_untouched(
+    hook_cluster: LocalCluster, slurm_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
+    tmp_path.chmod(0o755)
+    plain, hooked = step_envs(slurm_cluster, site_files, tmp_path), step_envs(hook_cluster, site_files, tmp_path)
+    assert plain == hooked
+    assert batch_env(slurm_cluster, site_files, tmp_path) == batch_env(hook_cluster, site_files, tmp_path)
 
 
 # --- TF_CONFIG too large for the environment ----------------------------------------------
