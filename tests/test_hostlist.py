@@ -354,3 +354,11 @@ def test_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     _seconds, modules = out.stdout.splitlines()
     assert modules == "[]"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(hosts_strategy, runs_of_hosts()), st.booleans())
+def test_column_path_equals_host_by_host_path(hosts: list[str], sort: bool) -> None:
+    """compress() takes a C-level column path for most lists; it must equal the
+    host-by-host transcription of Slurm's algorithm on every input."""
+    assert compress(hosts, sort=sort) == hostlist._compress_by_host(hosts, sort)

@@ -25,6 +25,7 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _examples(count: int) -> settings:
+    count = max(1, int(count * float(os.environ.get("TFSLURM_HYPOTHESIS_SCALE", "1"))))
     return settings(max_examples=count, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
