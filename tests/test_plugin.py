@@ -240,7 +240,9 @@ def test_install_and_uninstall_with_destdir(build_dir: Path, tmp_path: Path) -> 
     assert plugin.is_file() and os.access(plugin, os.X_OK)
     lines = [line for line in conf.read_text().splitlines() if line and not line.startswith("#")]
     # the example points at the installed path (not the DESTDIR staging path)
-    assert lines == ["optional /opt/tfslurm/lib/slurm/spank_tfslurm.so default_spec=worker:*"]
+    assert lines == [
+        "optional /opt/tfslurm/lib/slurm/spank_tfslurm.so default_spec=worker:* prolog=/etc/slurm/tfslurm-taskprolog"
+    ]
     assert (root / "opt/tfslurm/share/tfslurm/tfslurm.conf").read_text() == conf.read_text()
 
     done = make(build_dir, "uninstall", **variables)
