@@ -3,9 +3,10 @@
  * the marker TFSLURM_TF_DIST=<spec>.
  *
  * Slurm strips _SLURM_SPANK_OPTION_* from the task environment, so the spec has to be
- * passed on under a name of our own.  Nothing else happens in C: the hostlist, layout,
- * ports and GPUs are worked out by tfslurm's Python TaskProlog, which runs right after
- * task_init in the same task.
+ * passed on under a name of our own.  Nothing is worked out in C: the hostlist, layout,
+ * ports and GPUs come from tfslurm's Python hook, which either runs as the site's
+ * TaskProlog right after task_init, or (plugstack argument prolog=PATH) is run from here
+ * for --tf-dist tasks only, its output applied to the task as slurmstepd would (hook.c).
  *
  * Failure policy: a step without --tf-dist is never touched and never failed.  A task
  * of a --tf-dist step whose marker cannot be set fails (exit code 1, the node is not
