@@ -1,0 +1,184 @@
+"""``tfslurm run [options] -- PROGRAM [ARGS...]``: run a TF program as this task's role.
+
+Under srun, every task runs ``tfslurm run -- python train.py``. By role:
+chief/workers (MWMS) and the evaluator run the program; under ParameterServerStrategy the
+chief runs it (the coordinator) while ps and worker tasks run a standard TF server and exit
+0 soon after the chief finishes. A Python program (``python script.py``, ``python -m mod``,
+``script.py``) runs inside this process, after the preemption handler and the missing-peer
+watch are in place; any other command runs as a child process with TF_CONFIG set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import runpy
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+HELP = "run a TF program as this task's role (chief/worker/ps/evaluator)"
+
+_PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+_PYTHON_FLAGS_WITHOUT_VALUE = {"-u", "-B", "-E", "-s", "-S", "-I", "-O", "-OO", "-b", "-q"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", metavar="SPEC", default=None,
+                        help="jobs spec, e.g. chief:1,ps:1,worker:* (used only when neither "
+                        "TF_CONFIG nor TFSLURM_DESCRIPTOR is set; default TFSLURM_TF_DIST, "
+                        "else every task a worker)")
+    parser.add_argument("--peer-timeout", metavar="SECONDS", type=float, default=None,
+                        help="give up with an error when a peer is not up after this long "
+                        "(default TFSLURM_PEER_TIMEOUT or 300)")
+    parser.add_argument("--preempt-signal", metavar="SIG", default=None,
+                        help="signal that asks the program to checkpoint and stop "
+                        "(default TFSLURM_PREEMPT_SIGNAL or USR1)")
+    parser.add_argument("--requeue-on-ps-failure", action="store_true",
+                        help="when a parameter server fails, the chief runs "
+                        "'scontrol requeue' on its job before exiting 75")
+    parser.add_argument("program", nargs=argparse.REMAINDER,
+                        help="the program and its arguments, after --")
+
+
+@dataclass(frozen=True)
+class PythonProgram:
+    """A Python program to run in this interpreter: a script path or a module name."""
+
+    script: str | None
+    module: str | None
+    argv: list[str]
+
+
+def parse_program(argv: list[str]) -> PythonProgram | None:
+    """``python [-u] script.py ...``, ``python -m mod ...`` or ``script.py ...`` -> in-process;
+    anything else (None) runs as a child process."""
+    if not argv:
+        return None
+    first = argv[0]
+    if first.endswith(".py"):
+        return PythonProgram(first, None, argv[1:])
+    if not (_PYTHON_NAME.match(os.path.basename(first))
+            or os.path.realpath(first) == os.path.realpath(sys.executable)):
+        return None
+    rest = argv[1:]
+    while rest and rest[0] in _PYTHON_FLAGS_WITHOUT_VALUE:
+        rest = rest[1:]
+    if not rest:
+        return None  # an interactive interpreter: leave it alone
+    if rest[0] == "-m" and len(rest) >= 2:
+        return PythonProgram(None, rest[1], rest[2:])
+    if rest[0].startswith("-"):
+        return None  # -c and friends: run as a child
+    return PythonProgram(rest[0], None, rest[1:])
+
+
+def _run_in_process(program: PythonProgram) -> int:
+    from tfslurm.errors import TfslurmError
+
+    if program.script is not None and not os.path.isfile(program.script):
+        raise TfslurmError(f"program {program.script!r} does not exist")
+    try:
+        if program.script is not None:
+            sys.argv = [program.script, *program.argv]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(program.script)))
+            runpy.run_path(program.script, run_name="__main__")
+        else:
+            sys.argv = [program.module or "", *program.argv]
+            sys.path.insert(0, os.getcwd())
+            try:
+                runpy.run_module(program.module or "", run_name="__main__", alter_sys=True)
+            except ImportError as exc:
+                if exc.name and (program.module or "").startswith(exc.name):
+                    raise TfslurmError(f"module {program.module!r} not found") from None
+                raise
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
+    from tfslurm.errors import TfslurmError
+    from tfslurm.runtime.roles import MAX_TF_CONFIG_IN_ENV
+
+    if len(os.environ.get("TF_CONFIG", "")) > MAX_TF_CONFIG_IN_ENV:
+        raise TfslurmError(
+            f"TF_CONFIG is {len(os.environ['TF_CONFIG'])} bytes, too large to pass to "
+            f"{argv[0]!r}; run a Python program in-process (tfslurm run -- python prog.py) "
+            "or read TFSLURM_DESCRIPTOR with tfslurm.SlurmClusterResolver"
+        )
+    try:
+        child = subprocess.Popen(argv)
+    except OSError as exc:
+        raise TfslurmError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+
+    def forward_signal(signum: int, frame: object) -> None:
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in forward:
+        signal.signal(signum, forward_signal)
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+            continue
+    return 128 - rc if rc < 0 else rc
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfslurm.errors import TfslurmError
+    from tfslurm.runtime import preemption
+    from tfslurm.runtime.api import prepare, ps_failure_exit
+    from tfslurm.runtime.peers import peer_timeout_from_env
+    from tfslurm.runtime.roles import resolve_role
+
+    argv = list(args.program)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    role = resolve_role(jobs=args.jobs)
+    timeout = peer_timeout_from_env(args.peer_timeout)
+    flag = preemption.install(args.preempt_signal)
+    if args.requeue_on_ps_failure:
+        os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
+    prepare(role)
+    me = role.address()
+    print(f"tfslurm run: {role.describe()} on {me.host}:{me.port}", file=sys.stderr, flush=True)
+    if role.is_server:
+        from tfslurm.runtime.servers import serve
+
+        serve(role, peer_timeout=timeout, ignore_signals=(flag.signum,))
+    if not argv:
+        raise TfslurmError(f"no program given for {role.job}:{role.index}: "
+                           "use tfslurm run -- python train.py")
+    program = parse_program(argv)
+    forward = (signal.SIGTERM, signal.SIGINT, flag.signum)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Fork before TensorFlow is imported (no threads yet): the child runs the program, this
+    # process watches peers and signals (TF blocks the GIL while waiting for peers).
+    child = os.fork()
+    if child == 0:
+        os.environ["TFSLURM_WATCHED"] = "1"
+        with ps_failure_exit(role, args.requeue_on_ps_failure or None):
+            if program is None:
+                return _run_child(argv, forward)
+            return _run_in_process(program)
+    from tfslurm.runtime.supervise import supervise
+
+    rc = supervise(child, role, timeout, forward)
+    print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
+          f"(t={time.time():.3f})", file=sys.stderr, flush=True)
+    return rc

@@ -1,0 +1,241 @@
+"""``tfslurm.run(main)``: run a training function as this task's role.
+
+* MWMS (no ``ps`` job): chief/workers create ``MultiWorkerMirroredStrategy`` and call
+  ``main(ctx)``; a peer that never comes up ends every waiting task with a clear error.
+* ParameterServerStrategy: ps and worker tasks run a standard TF server and exit 0 soon
+  after the chief finishes (``main`` is not called there); the chief creates the strategy
+  and calls ``main(ctx)`` (use ``ctx.coordinator`` to schedule steps). A parameter server
+  that fails raises ``ParameterServerFailure`` (CLI: exit 75, optionally ``scontrol requeue``).
+* evaluator: ``main(ctx)`` with TF's default strategy; ``ctx.wait_for_checkpoint`` follows
+  the chief's checkpoints and returns None once the chief has finished.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+from tfslurm.runtime import preemption as _preemption
+from tfslurm.runtime.checkpoints import Checkpoints
+from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
+from tfslurm.runtime.roles import Role, resolve_role
+
+T = TypeVar("T")
+
+# Exit status when a parameter server failed: the run must restart from its checkpoint.
+EXIT_PS_FAILED = 75
+
+
+class ParameterServerFailure(RuntimeError):
+    """A parameter server went away: training cannot go on without its variables."""
+
+
+def is_ps_failure(error: BaseException) -> bool:
+    """True for the errors ClusterCoordinator raises when a parameter server is gone."""
+    try:
+        from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
+
+        if hasattr(cc, "_is_ps_failure") and cc._is_ps_failure(error):
+            return True
+    except ImportError:  # pragma: no cover - TF layout changed
+        pass
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        name = type(error).__name__
+        if "/job:ps" in text and name in (
+            "UnavailableError", "AbortedError", "PSUnavailableError", "CancelledError"
+        ):
+            return True
+        error = getattr(error, "original_exception", None) or error.__cause__
+    return False
+
+
+def _add_no_proxy(role: Role) -> None:
+    """gRPC honours http(s)_proxy: keep the cluster's own hosts off any proxy."""
+    if not any(os.environ.get(v) for v in ("http_proxy", "https_proxy", "grpc_proxy",
+                                            "HTTP_PROXY", "HTTPS_PROXY")):
+        return
+    hosts = {a.host for a in role.addresses(("chief", "worker", "ps", "evaluator"))}
+    current = [h for h in os.environ.get("no_proxy", "").split(",") if h]
+    merged = current + sorted(h for h in hosts | {"127.0.0.1", "localhost"} if h not in current)
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(merged)
+
+
+def prepare(role: Role) -> None:
+    """Put this task's TF_CONFIG (and role) in ``os.environ``; keep gRPC off proxies."""
+    os.environ["TF_CONFIG"] = role.tf_config()
+    os.environ["TFSLURM_ROLE"] = f"{role.job}:{role.index}"
+    _add_no_proxy(role)
+
+
+@dataclass
+class RunContext:
+    """What ``main(ctx)`` gets: the role, the strategy and the preemption/checkpoint help."""
+
+    role: Role
+    strategy: Any
+    preemption: _preemption.Preemption
+    restart_count: int
+    peer_timeout: float
+    _coordinator: Any = field(default=None, repr=False)
+    _chief_watch: ChiefWatch | None = field(default=None, repr=False)
+
+    @property
+    def is_chief(self) -> bool:
+        return self.role.is_chief
+
+    @property
+    def preempted(self) -> bool:
+        """This process received the preemption signal."""
+        return self.preemption.requested
+
+    def should_stop(self) -> bool:
+        """True on every worker once any worker was signalled (call it at step boundaries;
+        under MWMS every worker must call it at the same steps: it is a collective)."""
+        return _preemption.agreed_stop(self.strategy, self.preemption.requested)
+
+    @property
+    def coordinator(self) -> Any:
+        """The ``ClusterCoordinator`` (ParameterServerStrategy chief only)."""
+        if self.role.strategy != "ps" or self.role.job != "chief":
+            raise RuntimeError("ctx.coordinator exists only on the chief under ps strategy")
+        if self._coordinator is None:
+            import tensorflow as tf
+
+            self._coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        return self._coordinator
+
+    def checkpoints(self, checkpoint: Any, directory: str, max_to_keep: int = 3) -> Checkpoints:
+        """A checkpoint manager that follows the chief/non-chief rule (see checkpoints.py)."""
+        return Checkpoints(checkpoint, directory, self.role, max_to_keep)
+
+    def chief_finished(self) -> bool:
+        """Evaluator: True once the chief's server was up and has gone away."""
+        if self._chief_watch is None:
+            self._chief_watch = ChiefWatch(self.role.chief).start()
+        return self._chief_watch.finished.is_set()
+
+    def wait_for_checkpoint(
+        self, directory: str, last: str | None = None, poll: float = 0.2
+    ) -> str | None:
+        """Evaluator: the next checkpoint after ``last``; None once the chief has finished
+        and no newer checkpoint appeared."""
+        import tensorflow as tf
+
+        while True:
+            done = self.chief_finished()
+            path = tf.train.latest_checkpoint(directory)
+            if path is not None and path != last:
+                return path
+            if done:
+                return None
+            time.sleep(poll)
+
+
+def make_strategy(role: Role) -> Any:
+    """The strategy for this role (TF_CONFIG must already be in os.environ)."""
+    import tensorflow as tf
+
+    if role.job == "evaluator":
+        return tf.distribute.get_strategy()
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if role.strategy == "ps":
+        return tf.distribute.experimental.ParameterServerStrategy(resolver)
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+
+def run(
+    main: Callable[[RunContext], T],
+    *,
+    jobs: str | None = None,
+    peer_timeout: float | None = None,
+    preemption_signal: str | int | None = None,
+    requeue_on_ps_failure: bool | None = None,
+) -> T:
+    """Run ``main(ctx)`` as this task's role; ps/worker servers under PSS never return.
+
+    ``jobs`` is a jobs spec (``"chief:1,ps:1,worker:*"``) used only when neither TF_CONFIG
+    nor TFSLURM_DESCRIPTOR is set; ``peer_timeout`` defaults to TFSLURM_PEER_TIMEOUT or
+    300 s; ``preemption_signal`` to TFSLURM_PREEMPT_SIGNAL or USR1. When a parameter
+    server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
+    job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
+    """
+    timeout = peer_timeout_from_env(peer_timeout)
+    role = resolve_role(jobs=jobs)
+    flag = _preemption.install(preemption_signal)
+    prepare(role)
+    if role.is_server:
+        from tfslurm.runtime.servers import serve
+
+        serve(role, peer_timeout=timeout, ignore_signals=(flag.signum,))
+    if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run's parent already watches
+        from tfslurm.runtime.supervise import start_watcher
+
+        start_watcher(role, timeout)
+    strategy = make_strategy(role)
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    ctx = RunContext(role, strategy, flag, restarts, timeout)
+    with ps_failure_exit(role, requeue_on_ps_failure):
+        return main(ctx)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class ps_failure_exit:
+    """Context manager: a parameter-server failure inside becomes one line on stderr,
+    an optional ``scontrol requeue`` of this job, and exit status 75."""
+
+    def __init__(self, role: Role, requeue: bool | None = None) -> None:
+        self.role = role
+        if requeue is None:
+            requeue = os.environ.get("TFSLURM_REQUEUE_ON_PS_FAILURE", "") in ("1", "yes", "true")
+        self.requeue = requeue
+
+    def __enter__(self) -> "ps_failure_exit":
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception) or self.role.strategy != "ps":
+            return False
+        if not (isinstance(exc, ParameterServerFailure) or is_ps_failure(exc)):
+            return False
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(
+            f"tfslurm run: error: {self.role.describe()}: a parameter server failed "
+            f"({type(exc).__name__}: {first[:200]}); training cannot continue without its "
+            "variables: restart the job from its last checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.requeue:
+            requeue_job("parameter server failure")
+        sys.stdout.flush()
+        os._exit(EXIT_PS_FAILED)
+
+
+def requeue_job(reason: str) -> bool:
+    """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1)."""
+    import subprocess
+
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") and (
+        f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    ) or os.environ.get("SLURM_JOB_ID")
+    if not job:
+        print("tfslurm run: not in a Slurm job, nothing to requeue", file=sys.stderr)
+        return False
+    print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"tfslurm run: error: scontrol requeue {job} failed: {exc}", file=sys.stderr)
+        return False
+    if done.returncode != 0:
+        print(f"tfslurm run: error: scontrol requeue {job} failed: {done.stderr.strip()}",
+              file=sys.stderr)
+        return False
+    return True

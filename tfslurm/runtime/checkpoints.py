@@ -1,0 +1,59 @@
+"""Checkpoints that work the same under MWMS, PSS and after a requeue.
+
+MWMS: every worker must take part in a save (saving can run collectives), but only the chief
+may write to the real directory; the others write to a private scratch directory that is
+deleted right after (TF's documented pattern). PSS: only the chief (coordinator) saves; the
+variables live on the parameter servers and are read through it. Restoring reads the chief's
+directory on every task, which must therefore be on a filesystem all nodes share.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from tfslurm.runtime.roles import Role
+
+
+@dataclass
+class Checkpoints:
+    """A ``tf.train.CheckpointManager`` plus the chief/non-chief directory rule."""
+
+    checkpoint: Any
+    directory: str
+    role: Role
+    max_to_keep: int = 3
+
+    def __post_init__(self) -> None:
+        import tensorflow as tf
+
+        self._tf = tf
+        self.write_dir = self.directory
+        if not self.role.is_chief:
+            self.write_dir = os.path.join(
+                self.directory, f".scratch-{self.role.job}-{self.role.index}"
+            )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.write_dir, max_to_keep=self.max_to_keep
+        )
+
+    @property
+    def latest(self) -> str | None:
+        """The newest checkpoint in the chief's directory, or None."""
+        return self._tf.train.latest_checkpoint(self.directory)
+
+    def restore(self) -> str | None:
+        """Restore the newest checkpoint if there is one; returns its path."""
+        path = self.latest
+        if path is not None:
+            self.checkpoint.restore(path).expect_partial()
+        return path
+
+    def save(self, step: int | None = None) -> str:
+        """Save (every MWMS worker must call this); returns the chief's checkpoint path."""
+        path = self.manager.save(checkpoint_number=step)
+        if self.write_dir != self.directory:
+            shutil.rmtree(self.write_dir, ignore_errors=True)
+        return path

@@ -1,0 +1,179 @@
+"""Watching other tasks' gRPC ports: missing peers, and the chief finishing.
+
+TensorFlow gives no error when a peer never starts: MultiWorkerMirroredStrategy and
+ParameterServerStrategy block for 150 s or more in silence. A TF server listens on its
+``host:port`` as soon as it exists, so a TCP connect tells whether a peer is up; that is all
+tfslurm needs to (a) fail with a clear message after a timeout and (b) let ps/worker servers
+notice that the chief has finished (its port was open and is now refused).
+
+Only the standard library; no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tfslurm.runtime.roles import Address
+
+DEFAULT_PEER_TIMEOUT = 300.0
+PROBE_INTERVAL = 0.25
+# Exit status of a task that gave up waiting for a peer.
+EXIT_PEER_TIMEOUT = 3
+
+
+def peer_timeout_from_env(value: float | None = None) -> float:
+    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT``, else 300 s."""
+    if value is not None:
+        return float(value)
+    raw = os.environ.get("TFSLURM_PEER_TIMEOUT", "")
+    if not raw:
+        return DEFAULT_PEER_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        from tfslurm.runtime.roles import RoleError
+
+        raise RoleError(f"TFSLURM_PEER_TIMEOUT={raw!r} is not a number of seconds") from None
+    return seconds
+
+
+def is_listening(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def is_refused(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True only for a definite "nobody listens here" (not for a timeout or DNS hiccup)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class PeerWatch:
+    """Fail with a clear message when peers do not come up in time.
+
+    The clock starts when ``own_port`` accepts connections (this task's TF server exists,
+    i.e. it is now waiting for the others), or at once when ``own_port`` is None. Every peer
+    seen listening once counts as up. ``on_timeout(missing)`` is called once if some peer is
+    still unseen after ``timeout`` seconds.
+    """
+
+    peers: Sequence[Address]
+    timeout: float
+    on_timeout: Callable[[list[Address], float], None]
+    own_port: int | None = None
+    interval: float = PROBE_INTERVAL
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self.all_seen = threading.Event()
+        self.missing: list[Address] = list(self.peers)
+
+    def start(self) -> "PeerWatch":
+        threading.Thread(target=self._loop, name="tfslurm-peer-watch", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        if self.own_port is not None:
+            while not is_listening("127.0.0.1", self.own_port, timeout=0.5):
+                if self._stop.wait(self.interval):
+                    return
+        started = time.monotonic()
+        while self.missing:
+            self.missing = [p for p in self.missing if not is_listening(p.host, p.port, 0.5)]
+            if not self.missing:
+                break
+            waited = time.monotonic() - started
+            if waited > self.timeout:
+                self.on_timeout(list(self.missing), waited)
+                return
+            if self._stop.wait(self.interval):
+                return
+        self.all_seen.set()
+
+
+def missing_peer_message(role_text: str, missing: list[Address], waited: float) -> str:
+    names = ", ".join(str(a) for a in missing[:8])
+    more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+    return (
+        f"tfslurm run: error: {role_text}: peer {names}{more} did not come up within "
+        f"{waited:.0f} s (TFSLURM_PEER_TIMEOUT / --peer-timeout); check that task's output "
+        "for why it did not start, or raise the timeout if startup is just slow"
+    )
+
+
+def exit_on_missing_peers(role_text: str) -> Callable[[list[Address], float], None]:
+    """An ``on_timeout`` that prints one line and ends the process at once (TF is blocked
+    inside C++, so raising in the main thread is impossible)."""
+
+    def handler(missing: list[Address], waited: float) -> None:
+        print(missing_peer_message(role_text, missing, waited), file=sys.stderr, flush=True)
+        os._exit(EXIT_PEER_TIMEOUT)
+
+    return handler
+
+
+@dataclass
+class ChiefWatch:
+    """Track the chief's port: *finished* means it was up and then refused ``refusals``
+    times in a row. A chief never seen within ``timeout`` is reported by ``on_timeout``."""
+
+    chief: Address
+    timeout: float | None = None
+    on_finished: Callable[[], None] | None = None
+    on_timeout: Callable[[list[Address], float], None] | None = None
+    refusals: int = 2
+    interval: float = PROBE_INTERVAL
+
+    def __post_init__(self) -> None:
+        self.seen = threading.Event()
+        self.finished = threading.Event()
+        self._stop = threading.Event()
+
+    def start(self) -> "ChiefWatch":
+        threading.Thread(target=self._loop, name="tfslurm-chief-watch", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        started = time.monotonic()
+        refused = 0
+        while not self._stop.is_set():
+            host, port = self.chief.host, self.chief.port
+            if not self.seen.is_set():
+                if is_listening(host, port, 0.5):
+                    self.seen.set()
+                elif self.timeout is not None and time.monotonic() - started > self.timeout:
+                    if self.on_timeout is not None:
+                        self.on_timeout([self.chief], time.monotonic() - started)
+                    return
+            elif is_refused(host, port, 0.5):
+                refused += 1
+                if refused >= self.refusals:
+                    self.finished.set()
+                    if self.on_finished is not None:
+                        self.on_finished()
+                    return
+            else:
+                refused = 0
+            self._stop.wait(self.interval)

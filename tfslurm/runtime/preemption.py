@@ -1,0 +1,122 @@
+"""Preemption: a signal before the time limit becomes a flag the training loop checks.
+
+Slurm sends the signal chosen with ``#SBATCH --signal=B:USR1@120`` (to the batch shell,
+which forwards it to the step) or ``--signal=USR1@120`` (to every task). The handler only
+sets a flag; the program checkpoints at its next step boundary and returns, and the batch
+script runs ``scontrol requeue``. On restart ``SLURM_RESTART_COUNT`` > 0 and the program
+restores its last checkpoint, so the step count continues.
+
+Under MultiWorkerMirroredStrategy every worker must stop at the *same* step (the steps are
+collectives), so ``agreed_stop`` all-reduces the flag: if any worker saw the signal, all stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfslurm.errors import TfslurmError
+
+DEFAULT_SIGNAL = "USR1"
+
+
+class PreemptionError(TfslurmError):
+    """A preemption signal name that is not a signal."""
+
+
+def signal_number(name: str | int | None) -> int:
+    """``USR1``, ``SIGUSR1``, ``10`` -> 10; None reads TFSLURM_PREEMPT_SIGNAL (default USR1)."""
+    if name is None:
+        name = os.environ.get("TFSLURM_PREEMPT_SIGNAL") or DEFAULT_SIGNAL
+    if isinstance(name, int) or str(name).isdigit():
+        number = int(name)
+        try:
+            signal.Signals(number)
+        except ValueError:
+            raise PreemptionError(f"preemption signal {name!r} is not a signal number") from None
+        return number
+    text = str(name).upper()
+    text = text if text.startswith("SIG") else "SIG" + text
+    try:
+        number = int(signal.Signals[text])
+    except KeyError:
+        raise PreemptionError(
+            f"preemption signal {name!r} is not a signal name (try USR1, USR2, TERM)"
+        ) from None
+    if number in (signal.SIGKILL, signal.SIGSTOP):
+        raise PreemptionError(f"preemption signal {name!r} cannot be caught")
+    return number
+
+
+@dataclass
+class Preemption:
+    """The preemption flag of this process. ``install()`` sets the signal handler."""
+
+    signum: int
+    _event: threading.Event = field(default_factory=threading.Event)
+    received_at: float | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def request(self) -> None:
+        """Set the flag by hand (what the signal handler does)."""
+        if self.received_at is None:
+            self.received_at = time.time()
+        self._event.set()
+
+    def install(self) -> "Preemption":
+        def handler(signum: int, frame: Any) -> None:
+            self.request()
+
+        signal.signal(self.signum, handler)
+        return self
+
+
+_current: Preemption | None = None
+
+
+def install(name: str | int | None = None) -> Preemption:
+    """Install (once per process) the handler for the preemption signal and return the flag.
+
+    A signal's handler is process state, so there is one flag per process.
+    """
+    global _current
+    signum = signal_number(name)
+    if _current is None or _current.signum != signum:
+        previous = _current
+        _current = Preemption(signum).install()
+        if previous is not None and previous.requested:
+            _current.request()
+    return _current
+
+
+def requested() -> bool:
+    """True once this process received the preemption signal (False if none installed)."""
+    return _current is not None and _current.requested
+
+
+def agreed_stop(strategy: Any, local_flag: bool) -> bool:
+    """True on every worker if any worker's flag is set (one small all-reduce under MWMS;
+    just the local flag for other strategies)."""
+    import tensorflow as tf
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return local_flag
+
+    agree = getattr(strategy, "_tfslurm_agree", None)
+    if agree is None:
+
+        @tf.function
+        def agree(value: Any) -> Any:  # traced once: eager collectives are slow and noisy
+            per_replica = strategy.run(tf.identity, args=(value,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        strategy._tfslurm_agree = agree
+    total = agree(tf.constant(1.0 if local_flag else 0.0))
+    return float(total.numpy()) > 0.0

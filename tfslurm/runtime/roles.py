@@ -1,0 +1,221 @@
+"""Which task am I? The role of this task in the TF cluster, from wherever it was given.
+
+Resolution order (first that is present wins):
+
+1. ``TF_CONFIG`` (set by the SPANK plugin, the TaskProlog hook, ``tfslurm env`` or the user);
+2. ``TFSLURM_DESCRIPTOR`` (the compact plan exported when TF_CONFIG was too large), with this
+   task's rank from ``SLURM_PROCID``;
+3. the plan computed from the Slurm step, with the jobs spec given as ``--jobs`` (or the
+   ``jobs`` argument) or else ``TFSLURM_TF_DIST`` (or else every task a worker).
+
+Only the standard library is imported here: the ps/worker/chief decision is made before
+TensorFlow is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from tfslurm.errors import TfslurmError
+
+# Linux refuses a single environment string of 131,072 bytes or more (MAX_ARG_STRLEN), so
+# a child process cannot be given a TF_CONFIG longer than this.
+MAX_TF_CONFIG_IN_ENV = 131_060
+
+TRAINING_JOBS = ("chief", "worker", "ps")
+KNOWN_JOBS = ("chief", "worker", "ps", "evaluator")
+
+
+class RoleError(TfslurmError):
+    """This task's role cannot be determined, or the cluster it names cannot be trained."""
+
+
+@dataclass(frozen=True)
+class Address:
+    """One task's ``host:port``."""
+
+    job: str
+    index: int
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, job: str, index: int, text: str) -> "Address":
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")
+        return cls(job, index, host, int(port))
+
+    def __str__(self) -> str:
+        return f"{self.job}:{self.index} at {self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Role:
+    """This task's job and index plus the whole cluster (job -> list of ``host:port``)."""
+
+    job: str
+    index: int
+    cluster: Mapping[str, tuple[str, ...]]
+    source: str
+    rpc_layer: str = "grpc"
+    plan_table: str | None = field(default=None, compare=False)
+
+    @property
+    def strategy(self) -> str:
+        """``"ps"`` (ParameterServerStrategy) when the cluster has parameter servers, else
+        ``"mwms"`` (MultiWorkerMirroredStrategy)."""
+        return "ps" if self.cluster.get("ps") else "mwms"
+
+    @property
+    def is_chief(self) -> bool:
+        """The task that writes checkpoints and summaries: chief 0, or worker 0 without one."""
+        if self.cluster.get("chief"):
+            return self.job == "chief"
+        return self.job == "worker" and self.index == 0
+
+    @property
+    def is_server(self) -> bool:
+        """ps and (under ParameterServerStrategy) worker tasks only run a TF server."""
+        return self.job == "ps" or (self.job == "worker" and self.strategy == "ps")
+
+    def address(self, job: str | None = None, index: int | None = None) -> Address:
+        job = self.job if job is None else job
+        index = self.index if index is None else index
+        return Address.parse(job, index, self.cluster[job][index])
+
+    def addresses(self, jobs: tuple[str, ...] = TRAINING_JOBS) -> list[Address]:
+        return [
+            Address.parse(job, i, text)
+            for job in jobs
+            for i, text in enumerate(self.cluster.get(job, ()))
+        ]
+
+    @property
+    def chief(self) -> Address:
+        """The coordinator (PSS) or the MWMS leader."""
+        if self.cluster.get("chief"):
+            return self.address("chief", 0)
+        return self.address("worker", 0)
+
+    def training_cluster(self) -> dict[str, list[str]]:
+        """The cluster without the evaluator: TF's convention is that training tasks do not
+        see the side-car evaluator (it runs no server and joins no collective)."""
+        return {j: list(v) for j, v in self.cluster.items() if j != "evaluator" and v}
+
+    def tf_config(self) -> str:
+        """The TF_CONFIG this task's TensorFlow should see (compact JSON)."""
+        cluster = dict(self.cluster) if self.job == "evaluator" else self.training_cluster()
+        value = {
+            "cluster": {j: list(v) for j, v in cluster.items()},
+            "task": {"type": self.job, "index": self.index},
+        }
+        return json.dumps(value, separators=(",", ":"))
+
+    def describe(self) -> str:
+        return f"{self.job}:{self.index} ({self.strategy}, from {self.source})"
+
+
+def _validate(job: str, index: int, cluster: dict[str, tuple[str, ...]], source: str) -> None:
+    for name in cluster:
+        if name not in KNOWN_JOBS:
+            raise RoleError(
+                f"{source}: job {name!r} is not one TF knows (chief, worker, ps, evaluator)"
+            )
+    if job not in cluster:
+        raise RoleError(f"{source}: task type {job!r} is not a job of the cluster {sorted(cluster)}")
+    if not 0 <= index < len(cluster[job]):
+        raise RoleError(
+            f"{source}: task index {index} is out of range for job {job!r} "
+            f"({len(cluster[job])} tasks)"
+        )
+    if len(cluster.get("chief", ())) > 1:
+        raise RoleError(f"{source}: TF allows at most one chief, got {len(cluster['chief'])}")
+    if len(cluster.get("evaluator", ())) > 1:
+        raise RoleError(f"{source}: TF allows at most one evaluator")
+    if cluster.get("ps"):
+        if not cluster.get("chief"):
+            raise RoleError(
+                f"{source}: ParameterServerStrategy needs a chief (the coordinator): "
+                "add chief:1 to the jobs spec, e.g. chief:1,ps:1,worker:*"
+            )
+        if not cluster.get("worker"):
+            raise RoleError(f"{source}: ParameterServerStrategy needs at least one worker")
+    elif not cluster.get("worker") and not cluster.get("chief"):
+        raise RoleError(f"{source}: the cluster has no chief and no worker to train")
+    for name, tasks in cluster.items():
+        for i, text in enumerate(tasks):
+            Address.parse(name, i, text)
+
+
+def role_from_tf_config(text: str) -> Role:
+    """Parse TF_CONFIG; any defect is a one-line ``RoleError`` naming TF_CONFIG."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RoleError(f"TF_CONFIG is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise RoleError("TF_CONFIG must be a JSON object with 'cluster' and 'task'")
+    cluster_raw, task = value.get("cluster"), value.get("task")
+    if not isinstance(cluster_raw, dict) or not cluster_raw:
+        raise RoleError("TF_CONFIG has no 'cluster' object (job -> list of host:port)")
+    if not isinstance(task, dict) or "type" not in task:
+        raise RoleError("TF_CONFIG has no 'task' object with 'type' and 'index'")
+    cluster: dict[str, tuple[str, ...]] = {}
+    for job, tasks in cluster_raw.items():
+        if isinstance(tasks, dict):  # TF also accepts {index: address}
+            try:
+                tasks = [tasks[k] for k in sorted(tasks, key=int)]
+            except (TypeError, ValueError):
+                raise RoleError(f"TF_CONFIG job {job!r} has non-integer task indices") from None
+        if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+            raise RoleError(f"TF_CONFIG job {job!r} must be a list of 'host:port' strings")
+        cluster[str(job)] = tuple(tasks)
+    try:
+        index = int(task.get("index", 0))
+    except (TypeError, ValueError):
+        raise RoleError(f"TF_CONFIG task index {task.get('index')!r} is not an integer") from None
+    job = str(task["type"])
+    _validate(job, index, cluster, "TF_CONFIG")
+    return Role(job, index, cluster, "TF_CONFIG", str(value.get("rpc_layer") or "grpc"))
+
+
+def _role_from_plan(plan, rank: int, source: str) -> Role:
+    try:
+        task = plan.task_of(rank)
+    except (IndexError, KeyError):
+        raise RoleError(f"{source}: rank {rank} is not in the plan") from None
+    cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
+    _validate(task.job, task.index, cluster, source)
+    table = plan.table() if hasattr(plan, "table") else None
+    return Role(task.job, task.index, cluster, source, plan_table=table)
+
+
+def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:
+    """This task's role: TF_CONFIG, else TFSLURM_DESCRIPTOR, else the step's plan."""
+    env = os.environ if env is None else env
+    text = env.get("TF_CONFIG", "")
+    if text.strip():
+        return role_from_tf_config(text)
+    from tfslurm.step import Step
+
+    descriptor = env.get("TFSLURM_DESCRIPTOR", "")
+    if descriptor.strip():
+        from tfslurm.plan import Plan
+
+        step = Step.from_environ(env)
+        procid = step.procid
+        if procid is None:
+            raise RoleError("TFSLURM_DESCRIPTOR is set but SLURM_PROCID is not: run under srun")
+        return _role_from_plan(Plan.from_descriptor(descriptor), procid, "TFSLURM_DESCRIPTOR")
+    from tfslurm.plan import plan_for
+
+    step = Step.from_environ(env)
+    spec = jobs or env.get("TFSLURM_TF_DIST") or None
+    step.require("procid", "nodelist", "tasks_per_node")
+    procid = int(step.procid)
+    source = f"plan of the step (jobs {spec})" if spec else "plan of the step (all workers)"
+    return _role_from_plan(plan_for(step, spec), procid, source)

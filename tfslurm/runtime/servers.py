@@ -1,0 +1,66 @@
+"""ps and worker tasks under ParameterServerStrategy: run a standard TF server, then stop.
+
+``tf.distribute.Server.join()`` blocks forever and a Python signal handler never runs while
+the main thread is inside it (measured, tensorflow-facts §2). So: SIGTERM/SIGINT are blocked
+before TF starts any thread, ``join()`` runs in a daemon thread, the main thread waits in
+``sigwait``, and a watcher ends the process with status 0 once the chief's port, which was
+open, is refused twice (the chief finished). ``os._exit`` skips the finaliser of a Server
+whose C++ join is still running. No launcher is needed: this works across nodes under srun.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import NoReturn
+
+from tfslurm.runtime.peers import ChiefWatch, exit_on_missing_peers
+from tfslurm.runtime.roles import Role
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _log(role: Role, text: str) -> None:
+    print(f"tfslurm run: {role.job}:{role.index}: {text}", file=sys.stderr, flush=True)
+
+
+def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = ()) -> NoReturn:
+    """Run this task's TF server until the chief finishes or SIGTERM/SIGINT; exit 0.
+
+    Exits 3 when the chief never comes up within ``peer_timeout`` seconds.
+    """
+    # Block before TensorFlow creates threads, so every thread inherits the mask and the
+    # signal stays pending for sigwait instead of killing the process by default action.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for signum in ignore_signals:  # e.g. the preemption signal: the chief checkpoints
+        signal.signal(signum, signal.SIG_IGN)
+    os.environ["TF_CONFIG"] = role.tf_config()
+    # No user code runs here: keep TF's start-up chatter (server defs, oneDNN) out of the log.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import threading
+
+    import tensorflow as tf
+
+    spec = tf.train.ClusterSpec(role.training_cluster())
+    server = tf.distribute.Server(
+        spec, job_name=role.job, task_index=role.index, protocol=role.rpc_layer, start=True
+    )
+    started = time.time()
+    _log(role, f"server up on port {role.address().port}; waiting for {role.chief}")
+    threading.Thread(target=server.join, name="tfslurm-server-join", daemon=True).start()
+
+    def finished() -> None:
+        _log(role, f"chief finished, exiting 0 (t={time.time():.3f}, up {time.time() - started:.1f} s)")
+        os._exit(0)
+
+    ChiefWatch(
+        role.chief,
+        timeout=peer_timeout,
+        on_finished=finished,
+        on_timeout=exit_on_missing_peers(role.describe()),
+    ).start()
+    received = signal.sigwait(STOP_SIGNALS)
+    _log(role, f"{signal.Signals(received).name} received, exiting 0 (t={time.time():.3f})")
+    os._exit(0)
