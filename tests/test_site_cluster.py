@@ -287,6 +287,15 @@ def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalClust
     assert json.loads(alone["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
 
 
+def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files) -> None:
+    done = site_cluster.run(
+        ["salloc", "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
+         "srun", *py(site_files["dump"])], timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    check_step(dumps(done.stdout), "chief:1,worker:*", 4, gpus=False)
+
+
 # --- bad specs fail at submit, and only the jobs that asked ----------------------------
 
 
