@@ -358,6 +358,7 @@ def test_cli_writes_the_wrapper(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"TaskProlog={target}" in done.stdout and f"--task-prolog={target}" in done.stdout
+    assert f"spank_tfslurm.so prolog={target}" in done.stdout
     assert target.read_text() == prolog.wrapper_script()
     shown = subprocess.run(
         [sys.executable, "-m", "tfslurm", "prolog", "--print-wrapper", "--python", "/opt/py/bin/python"],

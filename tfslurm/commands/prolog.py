@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if args.write_wrapper:
         path = prolog.write_wrapper(args.write_wrapper, args.python)
         print(f"wrote {path}")
-        print(f"slurm.conf (every node):  TaskProlog={path}")
-        print(f"or per job, no admin needed:  srun --task-prolog={path} ...")
+        print(f"set-up A, plugstack.conf:  optional <LIBDIR>/spank_tfslurm.so prolog={path}")
+        print(f"set-up B, slurm.conf on every node:  TaskProlog={path}")
+        print(f"per job, no admin needed:  srun --task-prolog={path} ...")
         return 0
     return prolog.main()
