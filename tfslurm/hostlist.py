@@ -266,8 +266,12 @@ def expand(expr: str) -> list[str]:
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
         if len(expr) > MAX_CHARS:
             raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
-        hosts = expr.replace("\t", ",").replace("\n", ",").replace(" ", ",").split(",")
-        if "" in hosts:
+        text = expr
+        for blank in "\t\n ":  # only copy the text when it has other separators
+            if blank in text:
+                text = text.replace(blank, ",")
+        hosts = text.split(",")
+        if ",," in text or text.startswith(",") or text.endswith(","):  # empty items
             hosts = [h for h in hosts if h]
         if len(hosts) > MAX_HOSTS:
             raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
