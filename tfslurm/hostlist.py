@@ -271,7 +271,7 @@ def expand(expr: str) -> list[str]:
             if blank in text:
                 text = text.replace(blank, ",")
         hosts = text.split(",")
-        if ",," in text or text.startswith(",") or text.endswith(","):  # empty items
+        if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
             hosts = [h for h in hosts if h]
         if len(hosts) > MAX_HOSTS:
             raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
