@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requeue-on-ps-failure", action="store_true",
                         help="when a parameter server fails, the chief runs "
                         "'scontrol requeue' on its job before exiting 75")
+    parser.add_argument("--show-plan", action="store_true",
+                        help="rank 0 prints the plan table (rank, job, host:port, GPUs) first")
     parser.add_argument("program", nargs=argparse.REMAINDER,
                         help="the program and its arguments, after --")
 
@@ -138,6 +140,22 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def _plan_table(role, jobs: str | None) -> str:
+    """The step's plan table; from the cluster itself when TF_CONFIG came from elsewhere."""
+    if role.plan_table:
+        return role.plan_table
+    try:
+        from tfslurm.plan import plan_from_environ
+
+        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        return plan_from_environ(env, jobs).table()
+    except Exception:  # TF_CONFIG without a Slurm step: show what TF_CONFIG says
+        rows = [f"{'job':<10} {'index':>5}  address"]
+        for job, addrs in role.cluster.items():
+            rows += [f"{job:<10} {i:>5}  {a}" for i, a in enumerate(addrs)]
+        return "\n".join(rows)
+
+
 def run(args: argparse.Namespace) -> int:
     from tfslurm.errors import TfslurmError
     from tfslurm.runtime import preemption
@@ -153,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     flag = preemption.install(args.preempt_signal)
     if args.requeue_on_ps_failure:
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
+    if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
+        print(_plan_table(role, args.jobs), flush=True)
     prepare(role)
     me = role.address()
     print(f"tfslurm run: {role.describe()} on {me.host}:{me.port}", file=sys.stderr, flush=True)

@@ -68,6 +68,7 @@ def _add_no_proxy(role: Role) -> None:
 
 def prepare(role: Role) -> None:
     """Put this task's TF_CONFIG (and role) in ``os.environ``; keep gRPC off proxies."""
+    os.environ.update(role.env)
     os.environ["TF_CONFIG"] = role.tf_config()
     os.environ["TFSLURM_ROLE"] = f"{role.job}:{role.index}"
     _add_no_proxy(role)
@@ -159,14 +160,14 @@ def run(
 ) -> T:
     """Run ``main(ctx)`` as this task's role; ps/worker servers under PSS never return.
 
-    ``jobs`` is a jobs spec (``"chief:1,ps:1,worker:*"``) used only when neither TF_CONFIG
-    nor TFSLURM_DESCRIPTOR is set; ``peer_timeout`` defaults to TFSLURM_PEER_TIMEOUT or
+    ``jobs`` is the program's default jobs spec (``"chief:1,ps:1,worker:*"``), used only
+    when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout`` defaults to TFSLURM_PEER_TIMEOUT or
     300 s; ``preemption_signal`` to TFSLURM_PREEMPT_SIGNAL or USR1. When a parameter
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
     job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
     """
     timeout = peer_timeout_from_env(peer_timeout)
-    role = resolve_role(jobs=jobs)
+    role = resolve_role(jobs=os.environ.get("TFSLURM_TF_DIST") or jobs)
     flag = _preemption.install(preemption_signal)
     prepare(role)
     if role.is_server:

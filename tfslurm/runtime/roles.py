@@ -63,6 +63,8 @@ class Role:
     source: str
     rpc_layer: str = "grpc"
     plan_table: str | None = field(default=None, compare=False)
+    # Variables to set before TF starts (this task's GPUs, when tfslurm made the plan).
+    env: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def strategy(self) -> str:
@@ -186,36 +188,30 @@ def role_from_tf_config(text: str) -> Role:
 def _role_from_plan(plan, rank: int, source: str) -> Role:
     try:
         task = plan.task_of(rank)
-    except (IndexError, KeyError):
+    except (IndexError, KeyError, ValueError):
         raise RoleError(f"{source}: rank {rank} is not in the plan") from None
     cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
     _validate(task.job, task.index, cluster, source)
-    table = plan.table() if hasattr(plan, "table") else None
-    return Role(task.job, task.index, cluster, source, plan_table=table)
+    gpus = getattr(plan, "gpus", None)
+    return Role(task.job, task.index, cluster, source, plan_table=plan.table(),
+                env=dict(gpus.env) if gpus is not None else {})
 
 
 def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:
-    """This task's role: TF_CONFIG, else TFSLURM_DESCRIPTOR, else the step's plan."""
+    """This task's role: TF_CONFIG, else TFSLURM_DESCRIPTOR, else the step's plan (which
+    also narrows this task's GPU variables: ``Role.env``)."""
     env = os.environ if env is None else env
     text = env.get("TF_CONFIG", "")
     if text.strip():
         return role_from_tf_config(text)
+    from tfslurm.plan import plan_from_environ
     from tfslurm.step import Step
 
-    descriptor = env.get("TFSLURM_DESCRIPTOR", "")
-    if descriptor.strip():
-        from tfslurm.plan import Plan
-
-        step = Step.from_environ(env)
-        procid = step.procid
-        if procid is None:
-            raise RoleError("TFSLURM_DESCRIPTOR is set but SLURM_PROCID is not: run under srun")
-        return _role_from_plan(Plan.from_descriptor(descriptor), procid, "TFSLURM_DESCRIPTOR")
-    from tfslurm.plan import plan_for
-
     step = Step.from_environ(env)
-    spec = jobs or env.get("TFSLURM_TF_DIST") or None
     step.require("procid", "nodelist", "tasks_per_node")
-    procid = int(step.procid)
-    source = f"plan of the step (jobs {spec})" if spec else "plan of the step (all workers)"
-    return _role_from_plan(plan_for(step, spec), procid, source)
+    procid = int(step.procid)  # type: ignore[arg-type]
+    if env.get("TFSLURM_DESCRIPTOR", "").strip():
+        return _role_from_plan(plan_from_environ(env), procid, "TFSLURM_DESCRIPTOR")
+    spec = jobs or env.get("TFSLURM_TF_DIST") or None
+    source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
+    return _role_from_plan(plan_from_environ(env, spec), procid, source)
