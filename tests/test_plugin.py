@@ -117,6 +117,9 @@ def test_parser_under_address_sanitizer(tmp_path: Path) -> None:
     if missing:
         pytest.skip(missing)
     done = make(tmp_path, "asan", FUZZ_ITERATIONS="100000")
+    if done.returncode != 0 and "LeakSanitizer has encountered a fatal error" in done.stderr:
+        # LSan cannot stop the world without ptrace (some containers); ASan itself still runs
+        done = make(tmp_path, "asan", FUZZ_ITERATIONS="100000", ASAN_RUN_OPTIONS="detect_leaks=0:abort_on_error=1")
     if done.returncode != 0 and "libasan" in done.stderr:
         pytest.skip("compiler has no AddressSanitizer runtime")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
