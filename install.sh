@@ -51,7 +51,8 @@ fi
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e '.[tf,test]' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import tfslurm, tensorflow' || { echo "install.sh: the Python install failed" >&2; exit 1; }
+.venv/bin/python -c 'import importlib.util as u, tfslurm; assert u.find_spec("tensorflow")' ||
+    { echo "install.sh: the Python install failed (see pip's messages above)" >&2; exit 1; }
 
 step "SPANK plugin (plugin/)"
 make -C plugin
