@@ -139,6 +139,10 @@ def main() -> int:
     )
     tenths = [",".join(f"n{i}" for i in range(k * 10_000, (k + 1) * 10_000)) for k in range(10)]
     matched_growth = t100 / (best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10)
+    compressed = ours.compress(shuffled_hosts)  # what Slurm writes for scattered hosts
+    row("expand compress(100k shuffled)", lambda: ours.expand(compressed),
+        lambda: ph_expand(compressed, allow_duplicates=True),
+        sc and (lambda: sc.run("hostnames", compressed)))  # fmt: skip
     for label, hosts in (("sorted", sorted_hosts), ("shuffled", shuffled_hosts)):
         text = ",".join(hosts)
         row(f"compress 100k {label}", lambda h=hosts: ours.compress(h),

@@ -83,9 +83,64 @@ def _fail(expr: str, what: str) -> HostlistError:
 _Range = tuple[int, int, int]
 
 
-def _parse_ranges(expr: str, body: str) -> list[_Range]:
+_LOW_OF, _HIGH_OF, _WIDTH_OF = (operator.itemgetter(i) for i in range(3))
+# N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk.
+_PLAIN_RANGES = re.compile(r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*")
+
+
+class _Group:
+    """One bracket group: the text of each range, the ranges that span several numbers,
+    its host count and its widest number.
+
+    Expanding mostly copies the texts (Slurm writes scattered hosts as long lists of
+    single numbers); the (low, high, width) tuples are built only for nth/index_of.
+    """
+
+    __slots__ = ("parts", "spans", "size", "widest", "_ranges")
+
+    def __init__(self, parts: list[str], spans: list[tuple[int, int, int, int]], ranges: list[_Range] | None = None) -> None:  # fmt: skip
+        self.parts = parts  # each range's text; for a span only its low number matters
+        self.spans = spans  # (index in parts, low, high, width) of every range low < high
+        self._ranges = ranges
+        self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
+        # parts hold the low numbers' texts, which give the widths
+        self.widest = max(max(map(len, parts)), *(len(str(high)) for _, _, high, _ in spans))
+
+    @property
+    def ranges(self) -> list[_Range]:
+        if self._ranges is None:  # plain groups only: every number has at most 19 digits
+            numbers = list(map(int, self.parts))
+            ranges = list(zip(numbers, numbers, map(len, self.parts)))
+            for index, low, high, width in self.spans:
+                ranges[index] = (low, high, width)
+            self._ranges = ranges
+        return self._ranges
+
+    def numbers(self) -> list[str]:
+        """Every number of the group as written, in order."""
+        if not self.spans:
+            return self.parts
+        return [f"{n:0{width}d}" for low, high, width in self.ranges for n in range(low, high + 1)]
+
+
+def _parse_ranges(expr: str, body: str) -> _Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
+    if _PLAIN_RANGES.fullmatch(body):
+        parts = body.split(",")
+        if "-" not in body:
+            return _Group(parts, [])
+        spans = []
+        for index in itertools.compress(range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))):
+            low_text, _, high_text = parts[index].partition("-")
+            low, high = int(low_text), int(high_text)
+            if not low <= high < low + MAX_RANGE_HOSTS:
+                break  # the slow path below names the problem
+            parts[index] = low_text
+            spans.append((index, low, high, len(low_text)))
+        else:
+            return _Group(parts, spans)
+    # Range by range, to name the bad one.
     ranges: list[_Range] = []
     for part in body.split(","):
         low_text, dash, high_text = part.partition("-")
@@ -102,7 +157,9 @@ def _parse_ranges(expr: str, body: str) -> list[_Range]:
                 expr, f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}"
             )
         ranges.append((low, high, len(low_text)))
-    return ranges
+    parts = [low_text for low_text in (p.partition("-")[0] for p in body.split(","))]
+    spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
+    return _Group(parts, spans, ranges)
 
 
 def _number(expr: str, digits: str) -> int:
@@ -114,8 +171,16 @@ def _number(expr: str, digits: str) -> int:
     return int(significant or "0")
 
 
+# Brackets that pair up without nesting, and the items between separators outside them.
+_BALANCED = re.compile(r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*")
+_ITEM = re.compile(r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+")
+
+
 def _split_items(expr: str) -> list[str]:
     """Split at separators outside brackets; reject unbalanced or nested brackets."""
+    if _BALANCED.fullmatch(expr):
+        return _ITEM.findall(expr)
+    # Walk the text to name the offending bracket.
     items: list[str] = []
     start = 0
     depth = 0
@@ -141,10 +206,10 @@ def _split_items(expr: str) -> list[str]:
     return items
 
 
-def _parse_item(expr: str, item: str) -> tuple[list[str], list[list[_Range]]]:
+def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
     """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists."""
     texts: list[str] = []
-    groups: list[list[_Range]] = []
+    groups: list[_Group] = []
     rest = item
     while True:
         head, bracket, tail = rest.partition("[")
@@ -155,21 +220,13 @@ def _parse_item(expr: str, item: str) -> tuple[list[str], list[list[_Range]]]:
         groups.append(_parse_ranges(expr, body))
 
 
-def _group_size(ranges: list[_Range]) -> int:
-    return sum(high - low + 1 for low, high, _ in ranges)
-
-
-def _group_numbers(ranges: list[_Range]) -> list[str]:
-    return [f"{n:0{width}d}" for low, high, width in ranges for n in range(low, high + 1)]
-
-
-def _item_plan(expr: str, item: str) -> tuple[list[str], list[list[_Range]], int, int]:
+def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]:
     """Parse one item and return (texts, groups, host count, total name length)."""
     texts, groups = _parse_item(expr, item)
     hosts = 1
     chars = sum(len(t) for t in texts)  # length of every name, without the numbers
-    for index, ranges in enumerate(groups):
-        size = _group_size(ranges)
+    for index, group in enumerate(groups):
+        size = group.size
         if index < len(groups) - 1 and size > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
@@ -180,11 +237,11 @@ def _item_plan(expr: str, item: str) -> tuple[list[str], list[list[_Range]], int
     if not groups:
         return texts, groups, 1, chars
     # Every host carries one number from each group; bound the longest possible name.
-    widest = sum(max(max(w, len(str(high))) for _, high, w in ranges) for ranges in groups)
+    widest = sum(group.widest for group in groups)
     return texts, groups, hosts, hosts * (chars + widest)
 
 
-def _prefixes(texts: list[str], groups: list[list[_Range]]) -> list[str]:
+def _prefixes(texts: list[str], groups: list[_Group]) -> list[str]:
     """Every host's text up to the last group, in Slurm's order.
 
     Slurm (``_push_range_list`` recursing on the prefix) makes the last group the
@@ -194,7 +251,7 @@ def _prefixes(texts: list[str], groups: list[list[_Range]]) -> list[str]:
     prefixes = [texts[0]]
     for index in range(len(groups) - 1):
         glue = texts[index + 1]
-        numbers = _group_numbers(groups[index])
+        numbers = groups[index].numbers()
         prefixes = [p + n + glue for n in numbers for p in prefixes]
     return prefixes
 
@@ -225,21 +282,25 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
     return head + "".join(blocks) + rest
 
 
-def _item_text(texts: list[str], groups: list[list[_Range]]) -> str:
+def _item_text(texts: list[str], groups: list[_Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
         return "," + texts[0]
     tail = texts[-1]
-    return "".join(
-        [
-            _range_text(prefix, tail, low, high, width)
-            for prefix in _prefixes(texts, groups)
-            for low, high, width in groups[-1]
-        ]
-    )
+    group = groups[-1]
+    numbers = list(group.parts) if group.spans else group.parts
+    out = []
+    for prefix in _prefixes(texts, groups):
+        # A span becomes all its numbers with the prefix and tail between them, so one
+        # join per prefix writes every host.
+        for index, low, high, width in group.spans:
+            span = _range_text(prefix, tail, low, high, width)
+            numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
+        out.append("," + prefix + (tail + "," + prefix).join(numbers) + tail)
+    return "".join(out)
 
 
-def _plan(expr: str) -> list[tuple[list[str], list[list[_Range]], int]]:
+def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     """Parse and size-check a whole expression without expanding it."""
     if not isinstance(expr, str):
         raise HostlistError(f"bad hostlist {expr!r}: expected a string, got {type(expr).__name__}")
@@ -356,18 +417,18 @@ def count(expr: str) -> int:
     return sum(size for _, _, size in _plan(expr))
 
 
-def _pick(expr: str, groups: list[list[_Range]], texts: list[str], index: int) -> str:
+def _pick(expr: str, groups: list[_Group], texts: list[str], index: int) -> str:
     """The host at ``index`` of one item, by Slurm's loop nesting (see _prefixes)."""
-    sizes = [_group_size(g) for g in groups]
+    sizes = [g.size for g in groups]
     index, last = divmod(index, sizes[-1])
     chosen = [0] * len(groups)
     chosen[-1] = last
     for g in range(len(groups) - 1):  # group 1 varies fastest after the last group
         index, chosen[g] = divmod(index, sizes[g])
     parts = [texts[0]]
-    for g, ranges in enumerate(groups):
+    for g, group in enumerate(groups):
         offset = chosen[g]
-        for low, high, width in ranges:
+        for low, high, width in group.ranges:
             if offset <= high - low:
                 parts.append(f"{low + offset:0{width}d}")
                 break
@@ -407,7 +468,7 @@ def index_of(expr: str, host: str) -> int:
     raise HostlistError(f"host {_show(host, 60)} is not in {_show(expr)}")
 
 
-def _index_in_item(texts: list[str], groups: list[list[_Range]], host: str) -> int | None:
+def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | None:
     if not groups:
         return 0 if host == texts[0] else None
     if len(groups) > 1:
@@ -421,7 +482,7 @@ def _index_in_item(texts: list[str], groups: list[list[_Range]], host: str) -> i
         return None
     value = int(digits)
     offset = 0
-    for low, high, width in groups[0]:
+    for low, high, width in groups[0].ranges:
         if low <= value <= high and f"{value:0{width}d}" == digits:
             return offset + value - low
         offset += high - low + 1
