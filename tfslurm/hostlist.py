@@ -104,7 +104,7 @@ class _Group:
         self._ranges = ranges
         self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
         # parts hold the low numbers' texts, which give the widths
-        self.widest = max(max(map(len, parts)), *(len(str(high)) for _, _, high, _ in spans))
+        self.widest = max([*map(len, parts), *(len(str(high)) for _, _, high, _ in spans)])
 
     @property
     def ranges(self) -> list[_Range]:
