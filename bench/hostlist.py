@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tfslurm import hostlist as ours
 
@@ -68,13 +68,27 @@ class Scontrol:
     def run(self, kind: str, text: str) -> str:
         if len(text) < ARG_LIMIT:
             done = subprocess.run(
-                [self.path, "show", kind, text], env=self.env, capture_output=True, text=True, check=True
+                [self.path, "show", kind, text],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             return done.stdout
         done = subprocess.run(
-            [self.path], input=f"show {kind} {text}\n", env=self.env, capture_output=True, text=True
+            [self.path],
+            input=f"show {kind} {text}\n",
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
-        return "\n".join(line for line in done.stdout.splitlines() if "scontrol: " not in line) + "\n"
+        return (
+            "\n".join(
+                line for line in done.stdout.splitlines() if "scontrol: " not in line
+            )
+            + "\n"
+        )
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -82,12 +96,21 @@ class Scontrol:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions per figure (best is kept)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--no-scontrol", action="store_true", help="skip the scontrol column")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="repetitions per figure (best is kept)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if a target is missed"
+    )
+    parser.add_argument(
+        "--no-scontrol", action="store_true", help="skip the scontrol column"
+    )
     args = parser.parse_args()
     if python_hostlist is None:
-        print("python-hostlist is not installed: pip install python-hostlist", file=sys.stderr)
+        print(
+            "python-hostlist is not installed: pip install python-hostlist",
+            file=sys.stderr,
+        )
         return 2
     scontrol = None if args.no_scontrol or not shutil.which("scontrol") else Scontrol()
 
@@ -99,16 +122,22 @@ def main() -> int:
     random.Random(42).shuffle(shuffled_hosts)
 
     # Same answers first, so the timings compare equal work.
-    assert ours.expand(ranged) == python_hostlist.expand_hostlist(ranged, allow_duplicates=True)
-    assert ours.expand(flat_10k) == python_hostlist.expand_hostlist(flat_10k, allow_duplicates=True)
-    assert ours.compress(shuffled_hosts, sort=True) == python_hostlist.collect_hostlist(shuffled_hosts)
+    assert ours.expand(ranged) == python_hostlist.expand_hostlist(
+        ranged, allow_duplicates=True
+    )
+    assert ours.expand(flat_10k) == python_hostlist.expand_hostlist(
+        flat_10k, allow_duplicates=True
+    )
+    assert ours.compress(shuffled_hosts, sort=True) == python_hostlist.collect_hostlist(
+        shuffled_hosts
+    )
     if scontrol:
         assert scontrol.run("hostnames", ranged).split() == ours.expand(ranged)
-        assert scontrol.run("hostlist", ",".join(shuffled_hosts[:5000])).strip() == ours.compress(
-            shuffled_hosts[:5000]
-        )
+        assert scontrol.run(
+            "hostlist", ",".join(shuffled_hosts[:5000])
+        ).strip() == ours.compress(shuffled_hosts[:5000])
 
-    rows: list[tuple[str, float, float | None, float | None]] = []
+    rows: list[tuple[str, float | None, float | None, float | None]] = []
     slow = max(1, args.repeat // 2)
 
     def row(name: str, mine: Callable[[], object], theirs: Callable[[], object] | None,
@@ -137,8 +166,13 @@ def main() -> int:
     split_growth = best_of(lambda: flat_100k.split(","), args.repeat) / best_of(
         lambda: flat_10k.split(","), args.repeat
     )
-    tenths = [",".join(f"n{i}" for i in range(k * 10_000, (k + 1) * 10_000)) for k in range(10)]
-    matched_growth = t100 / (best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10)
+    tenths = [
+        ",".join(f"n{i}" for i in range(k * 10_000, (k + 1) * 10_000))
+        for k in range(10)
+    ]
+    matched_growth = t100 / (
+        best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10
+    )
     compressed = ours.compress(shuffled_hosts)  # what Slurm writes for scattered hosts
     row("expand compress(100k shuffled)", lambda: ours.expand(compressed),
         lambda: ph_expand(compressed, allow_duplicates=True),
@@ -152,23 +186,27 @@ def main() -> int:
             lambda h=hosts: python_hostlist.collect_hostlist(h),
             sc and (lambda t=text: sc.run("hostlistsorted", t)))  # fmt: skip
     if sc:
-        rows.append(("scontrol start-up (show hostnames n1)", float("nan"), None,
+        rows.append(("scontrol start-up (show hostnames n1)", None, None,
                      best_of(lambda: sc.run("hostnames", "n1"), slow)))  # fmt: skip
 
-    def cell(seconds: float | None, mine: float) -> str:
+    def cell(seconds: float | None, mine: float | None) -> str:
         if seconds is None:
             return f"{'-':>22}"
-        if mine != mine:  # nan: no tfslurm figure in this row
+        if mine is None:  # no tfslurm figure in this row
             return f"{seconds * 1000:10.1f} ms{'':>10}"
         return f"{seconds * 1000:10.1f} ms ({seconds / mine:5.1f}x)"
 
     print(f"{'case':<42}{'tfslurm':>12}{'python-hostlist':>24}{'scontrol':>24}")
     for name, mine, theirs, slurm in rows:
-        mine_text = "-" if mine != mine else f"{mine * 1000:.1f} ms"
+        mine_text = "-" if mine is None else f"{mine * 1000:.1f} ms"
         print(f"{name:<42}{mine_text:>12}{cell(theirs, mine)}{cell(slurm, mine)}")
     print("(x = how many times longer than tfslurm)")
 
-    ratio = {name: (theirs / mine if theirs else 0.0) for name, mine, theirs, _ in rows if mine == mine}
+    ratio = {
+        name: (theirs / mine if theirs else 0.0)
+        for name, mine, theirs, _ in rows
+        if mine
+    }
     growth = t100 / t10
     checks = [
         ("expand ranged >= 3x python-hostlist", ratio["expand n[1-50000],n[50001-100000]"] >= 3),
@@ -176,8 +214,8 @@ def main() -> int:
         ("compress 100k shuffled >= 3x", ratio["compress 100k shuffled"] >= 3),
         ("compress 100k sorted, sort=True >= 3x", ratio["compress 100k sorted, sort=True"] >= 3),
         ("compress 100k shuffled, sort=True >= 3x", ratio["compress 100k shuffled, sort=True"] >= 3),
-        (f"100k bracket-free within 12x of 10k (is {growth:.1f}x; str.split alone grows "
-         f"{split_growth:.1f}x here; {matched_growth:.1f}x against ten 10k lists kept alive)",
+        ((f"100k bracket-free within 12x of 10k (is {growth:.1f}x; str.split alone grows "
+          f"{split_growth:.1f}x here; {matched_growth:.1f}x against ten 10k lists kept alive)"),
          growth <= 12),
     ]  # fmt: skip
     if sc10 and sc100:

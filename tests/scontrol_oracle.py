@@ -15,8 +15,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 _MARKER = "tfslurm-oracle-marker"
 #: Answer for input scontrol complains about (``scontrol: error: ...``) yet does not reject:
@@ -39,7 +39,9 @@ class Scontrol:
     """A real ``scontrol`` binary plus the throwaway config it needs."""
 
     executable: str
-    conf_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="tfslurm-oracle-"))
+    conf_dir: str = field(
+        default_factory=lambda: tempfile.mkdtemp(prefix="tfslurm-oracle-")
+    )
     queries: int = 0  # how many expressions/host lists were asked, for the test report
 
     def __post_init__(self) -> None:
@@ -51,7 +53,7 @@ class Scontrol:
         self.env.update(LC_ALL="C", TERM="dumb", COLUMNS="1000000", INPUTRC="/dev/null")
 
     @classmethod
-    def find(cls) -> "Scontrol | None":
+    def find(cls) -> Scontrol | None:
         path = shutil.which("scontrol")
         return cls(path) if path else None
 
@@ -60,7 +62,12 @@ class Scontrol:
 
     def version(self) -> str:
         done = subprocess.run(
-            [self.executable, "--version"], env=self.env, capture_output=True, text=True, timeout=30
+            [self.executable, "--version"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         return done.stdout.strip()
 
@@ -70,7 +77,9 @@ class Scontrol:
         """``scontrol show hostnames`` of each expression; None where Slurm rejects it."""
         return self._ask("hostnames", exprs)
 
-    def hostlist(self, host_lists: Sequence[Sequence[str]], sort: bool = False) -> list[str | None]:
+    def hostlist(
+        self, host_lists: Sequence[Sequence[str]], sort: bool = False
+    ) -> list[str | None]:
         """``scontrol show hostlist[sorted]`` of each comma-joined host list."""
         kind = "hostlistsorted" if sort else "hostlist"
         answers = self._ask(kind, [",".join(hosts) for hosts in host_lists])
@@ -98,6 +107,7 @@ class Scontrol:
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,  # scontrol's exit status says nothing useful here; stderr does
         )
         if "Invalid hostlist" in done.stderr or "too many arguments" in done.stderr:
             return None
@@ -124,6 +134,7 @@ class Scontrol:
             stderr=subprocess.STDOUT,
             text=True,
             timeout=300,
+            check=False,
         )
         blocks: list[list[str]] = [[]]
         for line in done.stdout.splitlines():
@@ -142,7 +153,10 @@ class Scontrol:
         for block in blocks[:-1]:
             if any(line.startswith("Invalid hostlist") for line in block):
                 answers.append(None)
-            elif any(line.startswith("scontrol: error: _parse_single_range") for line in block):
+            elif any(
+                line.startswith("scontrol: error: _parse_single_range")
+                for line in block
+            ):
                 answers.append(PARTIAL)  # type: ignore[arg-type]
             elif any(line.startswith("scontrol:") for line in block):
                 raise RuntimeError(f"unexpected scontrol output {block!r}")

@@ -51,12 +51,24 @@ EXPAND_CASES = {
     "rack[1-2]-n[01-02]": ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"],
     "n[1-2][3-4]": ["n13", "n14", "n23", "n24"],
     # Slurm's order for 3+ groups: second-to-last group outermost, last innermost.
-    "x[1-2]y[1-2]z[1-2]": ["x1y1z1", "x1y1z2", "x2y1z1", "x2y1z2", "x1y2z1", "x1y2z2", "x2y2z1", "x2y2z2"],
+    "x[1-2]y[1-2]z[1-2]": [
+        "x1y1z1",
+        "x1y1z2",
+        "x2y1z1",
+        "x2y1z2",
+        "x1y2z1",
+        "x1y2z2",
+        "x2y2z1",
+        "x2y2z2",
+    ],
     # Slurm >= 23.11: a shared suffix after the last bracket.
     "node[1-2]-ib": ["node1-ib", "node2-ib"],
     "gpu[01-02]-ib,cpu7": ["gpu01-ib", "gpu02-ib", "cpu7"],
     "a[1-2]b[3]c": ["a1b3c", "a2b3c"],
-    "n[00000000000000000000001-2]": ["n00000000000000000000001", "n00000000000000000000002"],
+    "n[00000000000000000000001-2]": [
+        "n00000000000000000000001",
+        "n00000000000000000000002",
+    ],
     "n[18446744073709551615]": ["n18446744073709551615"],
 }
 
@@ -71,7 +83,11 @@ def test_four_groups_follow_slurm_nesting() -> None:
     hosts = expand("w[1-2]x[1-2]y[1-2]z[1-2]")
     # loops from outer to inner: y, x, w, z (observed with scontrol 22.05.8)
     expected = [
-        f"w{w}x{x}y{y}z{z}" for y in (1, 2) for x in (1, 2) for w in (1, 2) for z in (1, 2)
+        f"w{w}x{x}y{y}z{z}"
+        for y in (1, 2)
+        for x in (1, 2)
+        for w in (1, 2)
+        for z in (1, 2)
     ]
     assert hosts == expected
 
@@ -124,7 +140,11 @@ def test_hostlist_error_is_the_shared_class() -> None:
 def test_huge_ranges_fail_before_allocating() -> None:
     tracemalloc.start()
     try:
-        for expr in ("n[1-99999999999]", "a[0-65535]b[0-65535]c[0-65535]", "x" * 1000 + "[1-60000]," * 50):
+        for expr in (
+            "n[1-99999999999]",
+            "a[0-65535]b[0-65535]c[0-65535]",
+            "x" * 1000 + "[1-60000]," * 50,
+        ):
             with pytest.raises(HostlistError):
                 expand(expr)
         _, peak = tracemalloc.get_traced_memory()
@@ -170,7 +190,20 @@ def test_expand_counts(expr: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "expr", ["2(x0)", "2(x)", "a", "1,,2", "(x2)", "2(x3", "2x3", "-1", "2(x3)(x2)", "1(x99999999)", "١"]
+    "expr",
+    [
+        "2(x0)",
+        "2(x)",
+        "a",
+        "1,,2",
+        "(x2)",
+        "2(x3",
+        "2x3",
+        "-1",
+        "2(x3)(x2)",
+        "1(x99999999)",
+        "١",
+    ],
 )
 def test_expand_counts_rejects(expr: str) -> None:
     with pytest.raises(HostlistError) as info:
@@ -188,9 +221,11 @@ def test_compress_counts_format() -> None:
             compress_counts(bad)  # type: ignore[arg-type]
 
 
-@given(st.lists(st.integers(0, 70000), max_size=60).flatmap(
-    lambda xs: st.just(xs) | st.lists(st.sampled_from(xs or [1]), max_size=60)
-))
+@given(
+    st.lists(st.integers(0, 70000), max_size=60).flatmap(
+        lambda xs: st.just(xs) | st.lists(st.sampled_from(xs or [1]), max_size=60)
+    )
+)
 def test_counts_round_trip(counts: list[int]) -> None:
     text = compress_counts(counts)
     assert expand_counts(text) == counts
@@ -240,7 +275,9 @@ def test_compress_empty() -> None:
     assert compress([], sort=True) == ""
 
 
-@pytest.mark.parametrize("bad", [["n1", ""], ["a b"], ["n[1]"], ["a,b"], ["x\ty"], ["n]"], [None], "n1,n2"])
+@pytest.mark.parametrize(
+    "bad", [["n1", ""], ["a b"], ["n[1]"], ["a,b"], ["x\ty"], ["n]"], [None], "n1,n2"]
+)
 def test_compress_rejects_names_that_would_not_read_back(bad) -> None:
     with pytest.raises(HostlistError):
         compress(bad)
@@ -273,8 +310,9 @@ def test_nth_and_index_of_without_expanding() -> None:
 _name_chars = st.sampled_from("abn-_.x0123456789")
 _digits = st.text(st.sampled_from("0123456789"), min_size=1, max_size=4)
 hosts_strategy = st.lists(
-    st.builds(lambda a, b: a + b, st.text(_name_chars, max_size=5), _digits | st.just(""))
-    .filter(bool),
+    st.builds(
+        lambda a, b: a + b, st.text(_name_chars, max_size=5), _digits | st.just("")
+    ).filter(bool),
     max_size=40,
 )
 
@@ -318,7 +356,9 @@ def expressions(draw) -> str:
                 if draw(st.booleans()):
                     part += f"-{draw(st.integers(low, low + 5))}"
                 ranges.append(part)
-            text += "[" + ",".join(ranges) + "]" + draw(st.text(_name_chars, max_size=2))
+            text += (
+                "[" + ",".join(ranges) + "]" + draw(st.text(_name_chars, max_size=2))
+            )
         items.append(text)
     return draw(st.sampled_from([",", " ", ",,", "\t"])).join(items)
 
@@ -329,7 +369,9 @@ def test_count_nth_index_of_agree_with_expand(expr: str, data) -> None:
     hosts = expand(expr)
     assert count(expr) == len(hosts)
     if hosts:
-        for i in data.draw(st.lists(st.integers(-len(hosts), len(hosts) - 1), max_size=20)):
+        for i in data.draw(
+            st.lists(st.integers(-len(hosts), len(hosts) - 1), max_size=20)
+        ):
             assert nth(expr, i) == hosts[i]
             assert index_of(expr, hosts[i]) == hosts.index(hosts[i])
     assert expand(compress(hosts)) == hosts
@@ -338,7 +380,13 @@ def test_count_nth_index_of_agree_with_expand(expr: str, data) -> None:
 @settings(max_examples=1000)
 @given(st.text(st.sampled_from("n01-9[],x \t+(") | st.characters(), max_size=40))
 def test_arbitrary_text_gives_hosts_or_hostlist_error(text: str) -> None:
-    for function in (expand, count, expand_counts, lambda t: nth(t, 0), lambda t: index_of(t, "n1")):
+    for function in (
+        expand,
+        count,
+        expand_counts,
+        lambda t: nth(t, 0),
+        lambda t: index_of(t, "n1"),
+    ):
         try:
             function(text)
         except HostlistError as exc:
@@ -351,7 +399,9 @@ def test_import_is_light() -> None:
         "print(time.perf_counter() - t); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'hostlist')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     _seconds, modules = out.stdout.splitlines()
     assert modules == "[]"
 
@@ -362,3 +412,12 @@ def test_column_path_equals_host_by_host_path(hosts: list[str], sort: bool) -> N
     """compress() takes a C-level column path for most lists; it must equal the
     host-by-host transcription of Slurm's algorithm on every input."""
     assert compress(hosts, sort=sort) == hostlist._compress_by_host(hosts, sort)
+
+
+def test_compress_keeps_numbers_over_64_bits_as_names() -> None:
+    # Slurm mangles such numbers; tfslurm keeps the host intact (docs/hostlist.md).
+    huge = "n" + "1" * 5000
+    padded = ["n" + "0" * 5000 + "1", "n" + "0" * 5000 + "2"]
+    assert compress([huge]) == huge
+    assert expand(compress(padded)) == padded
+    assert compress([huge, "n1"], sort=True) == f"n1,{huge}"

@@ -34,16 +34,16 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from tfslurm.errors import HostlistError
 
 __all__ = [
-    "HostlistError",
     "MAX_CHARS",
     "MAX_HOSTS",
     "MAX_RANGE_HOSTS",
+    "HostlistError",
     "compress",
     "compress_counts",
     "count",
@@ -85,7 +85,9 @@ _Range = tuple[int, int, int]
 
 _LOW_OF, _HIGH_OF, _WIDTH_OF = (operator.itemgetter(i) for i in range(3))
 # N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk.
-_PLAIN_RANGES = re.compile(r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*")
+_PLAIN_RANGES = re.compile(
+    r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*"
+)
 
 
 class _Group:
@@ -96,19 +98,25 @@ class _Group:
     single numbers); the (low, high, width) tuples are built only for nth/index_of.
     """
 
-    __slots__ = ("parts", "spans", "size", "widest", "_ranges")
+    __slots__ = ("_ranges", "parts", "size", "spans", "widest")
 
     def __init__(self, parts: list[str], spans: list[tuple[int, int, int, int]], ranges: list[_Range] | None = None) -> None:  # fmt: skip
         self.parts = parts  # each range's text; for a span only its low number matters
-        self.spans = spans  # (index in parts, low, high, width) of every range low < high
+        self.spans = (
+            spans  # (index in parts, low, high, width) of every range low < high
+        )
         self._ranges = ranges
         self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
         # parts hold the low numbers' texts, which give the widths
-        self.widest = max([*map(len, parts), *(len(str(high)) for _, _, high, _ in spans)])
+        self.widest = max(
+            [*map(len, parts), *(len(str(high)) for _, _, high, _ in spans)]
+        )
 
     @property
     def ranges(self) -> list[_Range]:
-        if self._ranges is None:  # plain groups only: every number has at most 19 digits
+        if (
+            self._ranges is None
+        ):  # plain groups only: every number has at most 19 digits
             numbers = list(map(int, self.parts))
             ranges = list(zip(numbers, numbers, map(len, self.parts)))
             for index, low, high, width in self.spans:
@@ -120,7 +128,11 @@ class _Group:
         """Every number of the group as written, in order."""
         if not self.spans:
             return self.parts
-        return [f"{n:0{width}d}" for low, high, width in self.ranges for n in range(low, high + 1)]
+        return [
+            f"{n:0{width}d}"
+            for low, high, width in self.ranges
+            for n in range(low, high + 1)
+        ]
 
 
 def _parse_ranges(expr: str, body: str) -> _Group:
@@ -131,7 +143,9 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         if "-" not in body:
             return _Group(parts, [])
         spans = []
-        for index in itertools.compress(range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))):
+        for index in itertools.compress(
+            range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))
+        ):
             low_text, _, high_text = parts[index].partition("-")
             low, high = int(low_text), int(high_text)
             if not low <= high < low + MAX_RANGE_HOSTS:
@@ -145,20 +159,29 @@ def _parse_ranges(expr: str, body: str) -> _Group:
     for part in body.split(","):
         low_text, dash, high_text = part.partition("-")
         if not low_text or not set(low_text) <= _DIGITS:
-            raise _fail(expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only")
+            raise _fail(
+                expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
+            )
         if dash and (not high_text or not set(high_text) <= _DIGITS):
-            raise _fail(expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only")
+            raise _fail(
+                expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
+            )
         low = _number(expr, low_text)
         high = _number(expr, high_text) if dash else low
         if high < low:
             raise _fail(expr, f"reversed range {part!r} in '[{body}]'")
         if high - low + 1 > MAX_RANGE_HOSTS:
             raise _fail(
-                expr, f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}"
+                expr,
+                f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
     parts = [low_text for low_text in (p.partition("-")[0] for p in body.split(","))]
-    spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
+    spans = [
+        (i, low, high, width)
+        for i, (low, high, width) in enumerate(ranges)
+        if high > low
+    ]
     return _Group(parts, spans, ranges)
 
 
@@ -167,7 +190,9 @@ def _number(expr: str, digits: str) -> int:
     # on the length of digit strings.
     significant = digits.lstrip("0")
     if len(significant) > 20 or (significant and int(significant) > _ULONG_MAX):
-        raise _fail(expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit")
+        raise _fail(
+            expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit"
+        )
     return int(significant or "0")
 
 
@@ -277,8 +302,14 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
         template.replace("\x00", str(block).rjust(pad, "0") if block else "0" * pad)
         for block in range(first, stop)
     ]
-    head = _range_text(prefix, tail, low, first * 100 - 1, width) if low < first * 100 else ""
-    rest = _range_text(prefix, tail, stop * 100, high, width) if high >= stop * 100 else ""
+    head = (
+        _range_text(prefix, tail, low, first * 100 - 1, width)
+        if low < first * 100
+        else ""
+    )
+    rest = (
+        _range_text(prefix, tail, stop * 100, high, width) if high >= stop * 100 else ""
+    )
     return head + "".join(blocks) + rest
 
 
@@ -303,7 +334,9 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
 def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     """Parse and size-check a whole expression without expanding it."""
     if not isinstance(expr, str):
-        raise HostlistError(f"bad hostlist {expr!r}: expected a string, got {type(expr).__name__}")
+        raise HostlistError(
+            f"bad hostlist {expr!r}: expected a string, got {type(expr).__name__}"
+        )
     plans = []
     hosts = 0
     chars = 0
@@ -312,9 +345,13 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
         hosts += item_hosts
         chars += item_chars
         if hosts > MAX_HOSTS:
-            raise _fail(expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)")
+            raise _fail(
+                expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)"
+            )
         if chars > MAX_CHARS:
-            raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
+            raise _fail(
+                expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)"
+            )
         plans.append((texts, groups, item_hosts))
     return plans
 
@@ -349,7 +386,9 @@ def expand_counts(expr: str) -> list[int]:
     ignored; empty items are errors (Slurm never writes them).
     """
     if not isinstance(expr, str):
-        raise HostlistError(f"bad count list {expr!r}: expected a string, got {type(expr).__name__}")
+        raise HostlistError(
+            f"bad count list {expr!r}: expected a string, got {type(expr).__name__}"
+        )
     if not expr.strip():
         return []
     parsed: list[tuple[int, int]] = []
@@ -368,10 +407,14 @@ def expand_counts(expr: str) -> list[int]:
         ):
             raise _count_fail(expr, item)
         if len(value_text.lstrip("0")) > 20 or len(repeat_text.lstrip("0")) > 20:
-            raise HostlistError(f"bad count list {_show(expr)}: number too large in {item!r}")
+            raise HostlistError(
+                f"bad count list {_show(expr)}: number too large in {item!r}"
+            )
         repeat = int(repeat_text)
         if repeat < 1:
-            raise HostlistError(f"bad count list {_show(expr)}: repeat count of {item!r} must be >= 1")
+            raise HostlistError(
+                f"bad count list {_show(expr)}: repeat count of {item!r} must be >= 1"
+            )
         total += repeat
         if total > MAX_HOSTS:
             raise HostlistError(
@@ -400,7 +443,9 @@ def compress_counts(counts: Iterable[int]) -> str:
     run = 0
     for value in counts:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise HostlistError(f"bad count {value!r}: counts must be non-negative integers")
+            raise HostlistError(
+                f"bad count {value!r}: counts must be non-negative integers"
+            )
         if value == previous:
             run += 1
             continue
@@ -442,10 +487,14 @@ def nth(expr: str, index: int) -> str:
     plans = _plan(expr)
     total = sum(size for _, _, size in plans)
     if not isinstance(index, int) or isinstance(index, bool):
-        raise HostlistError(f"bad host index {index!r} for {_show(expr)}: not an integer")
+        raise HostlistError(
+            f"bad host index {index!r} for {_show(expr)}: not an integer"
+        )
     position = index + total if index < 0 else index
     if not 0 <= position < total:
-        raise HostlistError(f"host index {index} is out of range for {_show(expr)} ({total} hosts)")
+        raise HostlistError(
+            f"host index {index} is out of range for {_show(expr)} ({total} hosts)"
+        )
     for texts, groups, size in plans:
         if position < size:
             return texts[0] if not groups else _pick(expr, groups, texts, position)
@@ -475,7 +524,11 @@ def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | N
         hosts = _item_text(texts, groups)[1:].split(",")
         return hosts.index(host) if host in hosts else None
     head, tail = texts
-    if len(host) <= len(head) + len(tail) or not host.startswith(head) or not host.endswith(tail):
+    if (
+        len(host) <= len(head) + len(tail)
+        or not host.startswith(head)
+        or not host.endswith(tail)
+    ):
         return None
     digits = host[len(head) : len(host) - len(tail)]
     if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 20:
@@ -546,7 +599,9 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
         or joined.count("\n") != len(hosts) - 1
         or "" in hosts
     ):
-        bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS + "\x00"))
+        bad = next(
+            h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS + "\x00")
+        )
         raise HostlistError(
             f"bad host name {bad!r}: names must be non-empty, without blanks, ',', '[' or ']'"
         )
@@ -565,19 +620,25 @@ def _runs(hosts: list[str]) -> tuple[list[list], bool]:
     for host in hosts:
         prefix = host.rstrip("0123456789")
         cut = len(prefix)
-        if cut == len(host) or (len(host) - cut > 20 and int(host[cut:]) > _ULONG_MAX):
+        digits = host[cut:]
+        significant = digits.lstrip("0") if len(digits) > 19 else digits
+        if not digits or len(significant) > 20 or int(significant or "0") > _ULONG_MAX:
             # No numeric tail; numbers over 64 bits, which Slurm mangles, stay in the name.
             last = [host, -1, -1, 0]
             append(last)
             continue
-        digits = host[cut:]
-        number = int(digits)
-        if last[_HI] + 1 == number and last[_PREFIX] == prefix and last[_LO] >= 0:
-            if last[_WIDTH] == len(digits) or _width_equiv(
-                last, [prefix, number, number, len(digits)]
-            ):
-                last[_HI] = number
-                continue
+        number = int(significant or "0")
+        if (
+            last[_HI] + 1 == number
+            and last[_PREFIX] == prefix
+            and last[_LO] >= 0
+            and (
+                last[_WIDTH] == len(digits)
+                or _width_equiv(last, [prefix, number, number, len(digits)])
+            )
+        ):
+            last[_HI] = number
+            continue
         last = [prefix, number, number, len(digits)]
         append(last)
         if digits[0] == "0" and len(digits) > 1:
@@ -717,6 +778,7 @@ def _ranged_string(runs: list[list]) -> str:
 # tests/test_hostlist.py checks both paths against each other, and the differential
 # tests check them against scontrol.
 
+
 @dataclass
 class _Columns:
     """Runs as columns. ``widths`` and ``unpadded`` are None when no number is zero-padded
@@ -729,16 +791,22 @@ class _Columns:
     unpadded: list[bool] | None
     one_prefix: bool  # every run has prefixes[0]
 
-    def take(self, rows: Iterable[int]) -> "_Columns":
+    def take(self, rows: Iterable[int]) -> _Columns:
+        """The columns of these rows (in this order)."""
         rows = list(rows)
-        pick = lambda column: None if column is None else list(map(column.__getitem__, rows))  # noqa: E731
-        lows = pick(self.lows)
+        lows = list(map(self.lows.__getitem__, rows))
         return _Columns(
-            [self.prefixes[0]] * len(rows) if self.one_prefix else pick(self.prefixes),
+            [self.prefixes[0]] * len(rows)
+            if self.one_prefix
+            else list(map(self.prefixes.__getitem__, rows)),
             lows,
-            lows if self.highs is self.lows else pick(self.highs),
-            pick(self.widths),
-            pick(self.unpadded),
+            lows
+            if self.highs is self.lows
+            else list(map(self.highs.__getitem__, rows)),
+            None if self.widths is None else list(map(self.widths.__getitem__, rows)),
+            None
+            if self.unpadded is None
+            else list(map(self.unpadded.__getitem__, rows)),
             self.one_prefix,
         )
 
@@ -779,11 +847,16 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         widths = list(map(operator.sub, map(len, hosts), cuts))
         if not all(widths) or max(widths) > 20:
             return None
-        numbers = list(map(int, map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None)))))
+        tails: Iterable[str] = map(
+            operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))
+        )
+        numbers = list(map(int, tails))
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
     # the run writes that number).
-    joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
+    joins = map(
+        operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:]
+    )
     if common is None:
         joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
     unpadded: list[bool] | None = None
@@ -798,7 +871,12 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         )  # fmt: skip
     starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
     columns = _Columns(
-        prefixes, numbers, numbers, widths if unpadded is not None else None, unpadded, common is not None
+        prefixes,
+        numbers,
+        numbers,
+        widths if unpadded is not None else None,
+        unpadded,
+        common is not None,
     )
     if len(starts) == count_hosts - 1:  # no host joined another: every run is one host
         return columns
@@ -810,7 +888,11 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
 
 
 def _columns_sort(columns: _Columns) -> _Columns:
-    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
+    if (
+        columns.one_prefix
+        and columns.unpadded is None
+        and columns.highs is columns.lows
+    ):
         lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
         return _Columns(columns.prefixes, lows, lows, None, None, True)
     order = list(range(len(columns.lows)))
@@ -829,12 +911,18 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
     if columns.one_prefix:
         if any(map(operator.gt, highs, lows[1:])):
             return None
-        joins = map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:])
+        joins = map(
+            operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:]
+        )
     else:
         same = list(map(operator.eq, prefixes, prefixes[1:]))
         if any(map(operator.and_, same, map(operator.gt, highs, lows[1:]))):
             return None
-        joins = map(operator.and_, same, map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:]))
+        joins = map(
+            operator.and_,
+            same,
+            map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:]),
+        )
     widths, unpadded = columns.widths, columns.unpadded
     if widths is not None and unpadded is not None:
         compatible = map(
@@ -856,7 +944,12 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
 
 
 def _columns_string(columns: _Columns) -> str:
-    prefixes, lows, highs, widths = columns.prefixes, columns.lows, columns.highs, columns.widths
+    prefixes, lows, highs, widths = (
+        columns.prefixes,
+        columns.lows,
+        columns.highs,
+        columns.widths,
+    )
     total = len(lows)
     if widths is None:
         numbers = list(map(str, lows))
@@ -869,9 +962,15 @@ def _columns_string(columns: _Columns) -> str:
     if columns.one_prefix:
         bounds = [0, total]
     else:
-        bounds = [0, *itertools.compress(range(1, total), map(operator.ne, prefixes, prefixes[1:])), total]
+        bounds = [
+            0,
+            *itertools.compress(
+                range(1, total), map(operator.ne, prefixes, prefixes[1:])
+            ),
+            total,
+        ]
     parts = []
-    for start, stop in zip(bounds, bounds[1:]):
+    for start, stop in itertools.pairwise(bounds):
         if stop - start == 1 and lows[start] == highs[start]:
             parts.append(prefixes[start] + numbers[start])
         else:
@@ -883,7 +982,9 @@ def _columns_to_runs(columns: _Columns) -> list[list]:
     widths = columns.widths
     if widths is None:
         widths = list(map(len, map(str, columns.lows)))
-    return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths)]
+    return [
+        list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths)
+    ]
 
 
 def _compress_by_host(hosts: list[str], sort: bool) -> str:
