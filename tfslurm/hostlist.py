@@ -35,7 +35,6 @@ import itertools
 import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tfslurm.errors import HostlistError
 
@@ -85,9 +84,7 @@ _Range = tuple[int, int, int]
 
 _LOW_OF, _HIGH_OF, _WIDTH_OF = (operator.itemgetter(i) for i in range(3))
 # N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk.
-_PLAIN_RANGES = re.compile(
-    r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*"
-)
+_PLAIN_RANGES = r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*"
 
 
 class _Group:
@@ -138,7 +135,7 @@ class _Group:
 def _parse_ranges(expr: str, body: str) -> _Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
-    if _PLAIN_RANGES.fullmatch(body):
+    if re.fullmatch(_PLAIN_RANGES, body):
         parts = body.split(",")
         if "-" not in body:
             return _Group(parts, [])
@@ -197,14 +194,14 @@ def _number(expr: str, digits: str) -> int:
 
 
 # Brackets that pair up without nesting, and the items between separators outside them.
-_BALANCED = re.compile(r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*")
-_ITEM = re.compile(r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+")
+_BALANCED = r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*"
+_ITEM = r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+"
 
 
 def _split_items(expr: str) -> list[str]:
     """Split at separators outside brackets; reject unbalanced or nested brackets."""
-    if _BALANCED.fullmatch(expr):
-        return _ITEM.findall(expr)
+    if re.fullmatch(_BALANCED, expr):
+        return re.findall(_ITEM, expr)
     # Walk the text to name the offending bracket.
     items: list[str] = []
     start = 0
@@ -779,17 +776,27 @@ def _ranged_string(runs: list[list]) -> str:
 # tests check them against scontrol.
 
 
-@dataclass
 class _Columns:
-    """Runs as columns. ``widths`` and ``unpadded`` are None when no number is zero-padded
-    (``plain``): widths then never change how a number is written or what joins."""
+    """Runs as columns. ``widths`` and ``unpadded`` are None when no number is zero-padded:
+    widths then never change how a number is written or what joins."""
 
-    prefixes: list[str]
-    lows: list[int]
-    highs: list[int]  # the very same list as lows while every run is a single host
-    widths: list[int] | None
-    unpadded: list[bool] | None
-    one_prefix: bool  # every run has prefixes[0]
+    __slots__ = ("highs", "lows", "one_prefix", "prefixes", "unpadded", "widths")
+
+    def __init__(
+        self,
+        prefixes: list[str],
+        lows: list[int],
+        highs: list[int],  # the very same list as lows while every run is a single host
+        widths: list[int] | None,
+        unpadded: list[bool] | None,
+        one_prefix: bool,  # every run has prefixes[0]
+    ) -> None:
+        self.prefixes = prefixes
+        self.lows = lows
+        self.highs = highs
+        self.widths = widths
+        self.unpadded = unpadded
+        self.one_prefix = one_prefix
 
     def take(self, rows: Iterable[int]) -> _Columns:
         """The columns of these rows (in this order)."""
@@ -826,7 +833,7 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
 
 # A numeric tail with a leading zero: a '0' after a non-digit (or at the start of a
 # name) followed by more digits up to the end of the name.
-_PADDED_TAIL = re.compile(r"(?:^|[^0-9])0[0-9]+$", re.MULTILINE)
+_PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
 
 
 def _columns(hosts: list[str], joined: str) -> _Columns | None:
@@ -860,7 +867,7 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
     if common is None:
         joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
     unpadded: list[bool] | None = None
-    if _PADDED_TAIL.search(joined):
+    if re.search(_PADDED_TAIL, joined):
         unpadded = list(map(operator.eq, map(len, map(str, numbers)), widths))
         joins = map(
             operator.and_,
