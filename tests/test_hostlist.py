@@ -421,3 +421,14 @@ def test_compress_keeps_numbers_over_64_bits_as_names() -> None:
     assert compress([huge]) == huge
     assert expand(compress(padded)) == padded
     assert compress([huge, "n1"], sort=True) == f"n1,{huge}"
+
+
+def test_long_digit_strings_never_reach_int_limits() -> None:
+    # Python refuses int() of digit strings over 4300 characters; leading zeros count.
+    zeros = "0" * 5000
+    assert expand_counts(zeros + "3(x" + zeros + "2)") == [3, 3]
+    assert expand(f"n[{zeros}1]") == [f"n{zeros}1"]
+    assert index_of(f"n[{zeros}1-{zeros}3]", f"n{zeros}2") == 1
+    for host in (f"n{zeros}2", "n" + "7" * 5000):
+        with pytest.raises(HostlistError, match="is not in"):
+            index_of("n[1-3]", host)

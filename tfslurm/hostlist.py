@@ -97,11 +97,16 @@ class _Group:
 
     __slots__ = ("_ranges", "parts", "size", "spans", "widest")
 
-    def __init__(self, parts: list[str], spans: list[tuple[int, int, int, int]], ranges: list[_Range] | None = None) -> None:  # fmt: skip
-        self.parts = parts  # each range's text; for a span only its low number matters
-        self.spans = (
-            spans  # (index in parts, low, high, width) of every range low < high
-        )
+    def __init__(
+        self,
+        parts: list[str],  # each range's text; a span's part is its low number's text
+        spans: list[
+            tuple[int, int, int, int]
+        ],  # (index, low, high, width) if low < high
+        ranges: list[_Range] | None = None,
+    ) -> None:
+        self.parts = parts
+        self.spans = spans
         self._ranges = ranges
         self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
         # parts hold the low numbers' texts, which give the widths
@@ -111,9 +116,7 @@ class _Group:
 
     @property
     def ranges(self) -> list[_Range]:
-        if (
-            self._ranges is None
-        ):  # plain groups only: every number has at most 19 digits
+        if self._ranges is None:  # only plain groups: numbers of at most 19 digits
             numbers = list(map(int, self.parts))
             ranges = list(zip(numbers, numbers, map(len, self.parts)))
             for index, low, high, width in self.spans:
@@ -173,7 +176,7 @@ def _parse_ranges(expr: str, body: str) -> _Group:
                 f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
-    parts = [low_text for low_text in (p.partition("-")[0] for p in body.split(","))]
+    parts = [part.partition("-")[0] for part in body.split(",")]
     spans = [
         (i, low, high, width)
         for i, (low, high, width) in enumerate(ranges)
@@ -407,7 +410,7 @@ def expand_counts(expr: str) -> list[int]:
             raise HostlistError(
                 f"bad count list {_show(expr)}: number too large in {item!r}"
             )
-        repeat = int(repeat_text)
+        repeat = int(repeat_text.lstrip("0") or "0")  # no int() of huge digit strings
         if repeat < 1:
             raise HostlistError(
                 f"bad count list {_show(expr)}: repeat count of {item!r} must be >= 1"
@@ -417,7 +420,7 @@ def expand_counts(expr: str) -> list[int]:
             raise HostlistError(
                 f"bad count list {_show(expr)}: expands to more than {MAX_HOSTS} entries"
             )
-        parsed.append((int(value_text), repeat))
+        parsed.append((int(value_text.lstrip("0") or "0"), repeat))
     out: list[int] = []
     for value, repeat in parsed:
         out.extend([value] * repeat)
@@ -459,7 +462,7 @@ def count(expr: str) -> int:
     return sum(size for _, _, size in _plan(expr))
 
 
-def _pick(expr: str, groups: list[_Group], texts: list[str], index: int) -> str:
+def _pick(groups: list[_Group], texts: list[str], index: int) -> str:
     """The host at ``index`` of one item, by Slurm's loop nesting (see _prefixes)."""
     sizes = [g.size for g in groups]
     index, last = divmod(index, sizes[-1])
@@ -494,7 +497,7 @@ def nth(expr: str, index: int) -> str:
         )
     for texts, groups, size in plans:
         if position < size:
-            return texts[0] if not groups else _pick(expr, groups, texts, position)
+            return texts[0] if not groups else _pick(groups, texts, position)
         position -= size
     raise AssertionError("unreachable: position was checked against the total")
 
@@ -530,7 +533,7 @@ def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | N
     digits = host[len(head) : len(host) - len(tail)]
     if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 20:
         return None
-    value = int(digits)
+    value = int(digits.lstrip("0") or "0")
     offset = 0
     for low, high, width in groups[0].ranges:
         if low <= value <= high and f"{value:0{width}d}" == digits:
