@@ -4,7 +4,8 @@
   ``main(ctx)``; a peer that never comes up ends every waiting task with a clear error.
 * ParameterServerStrategy: ps and worker tasks run a standard TF server and exit 0 soon
   after the chief finishes (``main`` is not called there); the chief creates the strategy
-  and calls ``main(ctx)`` (use ``ctx.coordinator`` to schedule steps). A parameter server
+  and calls ``main(ctx)`` (use ``ctx.coordinator`` to schedule steps), then the process
+  ends with main's int result as status (TF's coordinator threads would keep it alive). A parameter server
   that fails raises ``ParameterServerFailure`` (CLI: exit 75, optionally ``scontrol requeue``).
 * evaluator: ``main(ctx)`` with TF's default strategy; ``ctx.wait_for_checkpoint`` follows
   the chief's checkpoints and returns None once the chief has finished.
@@ -182,8 +183,27 @@ def run(
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     ctx = RunContext(role, strategy, flag, restarts, timeout)
     with ps_failure_exit(role, requeue_on_ps_failure):
-        return main(ctx)
-    raise AssertionError("unreachable")  # pragma: no cover
+        result = main(ctx)
+    if role.strategy == "ps" and role.job == "chief":
+        exit_now(result)
+    return result
+
+
+def exit_now(result: Any) -> None:
+    """End a PSS chief at once when its program is done: ClusterCoordinator's threads keep
+    the interpreter from exiting (measured: forever once a worker has died). atexit
+    handlers still run (for at most 5 s); the exit status is ``result`` if it is an int."""
+    import atexit
+    import threading
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    done = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
+    done.start()
+    done.join(5.0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(result if isinstance(result, int) and 0 <= result < 256 else 0)
 
 
 class ps_failure_exit:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tfslurm.errors import TfslurmError
@@ -54,21 +53,24 @@ def signal_number(name: str | int | None) -> int:
 
 @dataclass
 class Preemption:
-    """The preemption flag of this process. ``install()`` sets the signal handler."""
+    """The preemption flag of this process. ``install()`` sets the signal handler.
+
+    A plain attribute, no lock: the handler can run again while it is already running
+    (the signal arrives twice, from srun and from tfslurm run's parent), and a handler
+    that takes a lock would then deadlock on it.
+    """
 
     signum: int
-    _event: threading.Event = field(default_factory=threading.Event)
     received_at: float | None = None
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        return self.received_at is not None
 
     def request(self) -> None:
         """Set the flag by hand (what the signal handler does)."""
         if self.received_at is None:
             self.received_at = time.time()
-        self._event.set()
 
     def install(self) -> "Preemption":
         def handler(signum: int, frame: Any) -> None:
