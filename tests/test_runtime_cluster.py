@@ -16,6 +16,7 @@ TF's import takes seconds per process on 2 cores, so every test is a single shor
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -28,9 +29,12 @@ import pytest
 
 from tfslurm.runtime.templates import template_path
 
-pytest.importorskip("tensorflow")
-
-pytestmark = [pytest.mark.cluster, pytest.mark.tf]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                       reason="tensorflow is not installed"),
+]
 
 
 def tfslurm_command() -> str:

@@ -1,0 +1,119 @@
+"""``tfslurm demo`` for real: a throwaway cluster, the MWMS template, streamed progress."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TFSLURM = [sys.executable, "-m", "tfslurm"]
+
+
+def _need_tensorflow() -> None:
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed")
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.cluster
+@pytest.mark.tf
+def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
+    slurm_cluster_factory()  # skips (or fails in CI) where no cluster can run
+    _need_tensorflow()
+    started = time.monotonic()
+    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, timeout=300,
+                          env=_clean_env())
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"\| 0: RANK +JOB +TASK +HOST:PORT +GPUS", out)
+    assert re.search(r"\| 0: +0 +worker +0 +node1:\d+ +0,1 \*", out)
+    assert re.search(r"\| 0: +1 +worker +1 +node2:\d+", out)
+    assert "step 200/200" in out and "step 100/200" in out
+    assert re.search(r"COMPLETED .*final weights identical on all 2 workers", out)
+    state = re.search(r"\(state (\S+)\)", out).group(1)
+    assert not _processes_mentioning(state), "demo left cluster processes behind"
+    assert elapsed < 120, elapsed
+    print(f"\ntfslurm demo end to end: {elapsed:.1f} s")
+
+
+@pytest.mark.cluster
+@pytest.mark.tf
+def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
+    slurm_cluster_factory()
+    _need_tensorflow()
+    proc = subprocess.Popen([*TFSLURM, "demo", "--steps", "100000"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_clean_env())
+    lines = []
+    state = None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            found = re.search(r"\(state (\S+)\)", line)
+            state = state or (found.group(1) if found else None)
+            if "training 100000 steps" in line:
+                break
+        assert state, "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "interrupted; the cluster was stopped" in rest
+    assert not _processes_mentioning(state)
+
+
+def test_demo_without_cluster_support_is_one_clear_line():
+    env = _clean_env()
+    env["TFSLURM_NO_CLUSTER"] = "1"
+    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("tfslurm demo: error: cannot start a local Slurm cluster:")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root to switch to an unprivileged user")
+def test_demo_as_non_root_says_so():
+    env = _clean_env()
+    env["HOME"] = "/tmp"
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           *TFSLURM, "demo"], capture_output=True, text=True, timeout=60,
+                          env=env, cwd="/tmp")
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n",
+                        done.stderr), done.stderr
+
+
+def test_demo_rejects_bad_options():
+    done = subprocess.run([*TFSLURM, "demo", "--nodes", "0"], capture_output=True, text=True,
+                          timeout=60, env=_clean_env())
+    assert done.returncode == 2
+    assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"

@@ -1,0 +1,39 @@
+"""``tfslurm demo``: train with TF across a throwaway local Slurm cluster (root).
+
+Exit status: 0 when the training finished with identical weights on every worker, 1 when
+it did not, 2 when the demo cannot run here (not root, Slurm or TensorFlow missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train with TF across a throwaway local Slurm cluster (root)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=2, help="Slurm nodes = TF workers (default 2)")
+    parser.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    parser.add_argument("--gpus-per-node", type=int, default=2,
+                        help="fake GPUs per node, shown in the plan (default 2; 0 = none)")
+    parser.add_argument("--timeout", type=float, default=180,
+                        help="give up on the job after this many seconds (default 180)")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the job's log directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfslurm.demo import DemoError, DemoOptions, run_demo
+    from tfslurm.errors import TfslurmError
+
+    if not 1 <= args.nodes <= 16:
+        raise TfslurmError(f"--nodes {args.nodes}: choose 1 to 16")
+    if not 1 <= args.steps <= 100_000:
+        raise TfslurmError(f"--steps {args.steps}: choose 1 to 100000")
+    if not 0 <= args.gpus_per_node <= 8:
+        raise TfslurmError(f"--gpus-per-node {args.gpus_per_node}: choose 0 to 8")
+    options = DemoOptions(nodes=args.nodes, steps=args.steps, gpus_per_node=args.gpus_per_node,
+                          timeout=args.timeout, keep_logs=args.keep_logs)
+    try:
+        return run_demo(options)
+    except DemoError:
+        raise
