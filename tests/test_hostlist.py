@@ -259,6 +259,11 @@ COMPRESS_CASES = [
     ("n5,n1,n2,n3,n4,n5", "n[5,1-5]", "n[1-5,5]"),
     ("n1,n01,n001,n2,n02", "n[1,01,001,2,02]", "n[1-2,01-02,001]"),
     ("n5,n1-2,n0,n", "n5,n1-2,n0,n", "n,n[0,5],n1-2"),
+    # prefixes sort in strnatcmp's natural order; non-ASCII bytes count as negative chars
+    ("r2n1,r10n1,r1n1,r02n1", "r2n1,r10n1,r1n1,r02n1", "r02n1,r1n1,r2n1,r10n1"),
+    ("1_0,100_0,0_0", "1_0,100_0,0_0", "0_0,1_0,100_0"),
+    ("x9y1,x10y1,x09y1,x010y1", "x9y1,x10y1,x09y1,x010y1", "x010y1,x09y1,x9y1,x10y1"),
+    ("a\u00e91,a1,a", "a\u00e91,a1,a", "a\u00e91,a,a1"),
 ]
 
 

@@ -119,6 +119,9 @@ COMPRESS_EDGES = [
     "n5,n1,n2,n3,n4,n5", "n1,n01,n001,n2,n02", "n5,n1-2,n0,n", "n,n,m", "n0,n1,n0,n0",
     "n1,n2,n1,n1,n1", "n0,n0,n1,n1,n2,n2", "x1,x01,x2,x02,x3", "n8,n9,n10,n11,n08,n09",
     "n98,n99,n100,n099,n0100", "n2147483647,n0,n1", "n18446744073709551615,n18446744073709551614",
+    # prefixes compare in natural order (strnatcmp), bytes as signed chars
+    "a1b1,a10b1,a2b1,ab1,a01b1,a-1,a1,a001b1", "1_0,100_0,0_0", "n0a1,n00a1,n1a1,n01a1,na1",
+    "x9y1,x10y1,x09y1,x010y1", "a\u00e91,a1,a", "a_1,a1,a-1,A1,a.1,a~1", "r2n1,r10n1,r1n1,r02n1",
 ]  # fmt: skip
 
 
@@ -233,7 +236,10 @@ def host_lists(draw) -> list[str]:
     hosts: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
         prefix = draw(
-            st.sampled_from(["n", "node", "a1b", "", "r1-n", "x-", "n0", "gpu-"])
+            st.sampled_from(
+                ["n", "node", "a1b", "", "r1-n", "x-", "n0", "gpu-", "r10n", "r2n"]
+            )
+            | st.text(st.sampled_from("ab0129-_.A"), max_size=4)  # natural prefix order
         )
         start = draw(
             st.sampled_from([0, 1, 7, 8, 9, 95, 98, 99, 100, 998, 1000])

@@ -550,10 +550,10 @@ def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | N
 # Slurm's width reconciliation (``_width_equiv``) changes widths as it compares.
 
 _PREFIX, _LO, _HI, _WIDTH = 0, 1, 2, 3
-_PREFIX_AND_LOW = operator.itemgetter(_PREFIX, _LO)
 _LOW = operator.itemgetter(_LO)
 _HIGH = operator.itemgetter(_HI)
-_BAD_HOST_CHARS = ",\t\n []"
+# Separators, brackets, and the other blanks Slurm's prefix comparison would skip.
+_BAD_HOST_CHARS = ",[] \t\n\v\f\r\x00"
 
 
 def _digits_of(number: int) -> int:
@@ -595,28 +595,22 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
         bad = next((h for h in hosts if not isinstance(h, str)), None)
         raise HostlistError(f"bad host {bad!r}: host names must be strings") from None
     if hosts and (
-        any(c in joined for c in ",\t []\x00")
+        any(c in joined for c in _BAD_HOST_CHARS if c != "\n")  # newlines: counted
         or joined.count("\n") != len(hosts) - 1
         or "" in hosts
     ):
-        bad = next(
-            h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS + "\x00")
-        )
+        bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
         raise HostlistError(
             f"bad host name {bad!r}: names must be non-empty, without blanks, ',', '[' or ']'"
         )
     return hosts, joined
 
 
-def _runs(hosts: list[str]) -> tuple[list[list], bool]:
-    """Slurm's hostlist_push_host for each host: join onto the last run when consecutive.
-
-    Also says whether any run's number is zero-padded (which needs the slower sort key).
-    """
+def _runs(hosts: list[str]) -> list[list]:
+    """Slurm's hostlist_push_host for each host: join onto the last run when consecutive."""
     runs: list[list] = []
     append = runs.append
     last: list = ["", -2, -2, 0]  # sentinel: hi + 1 never equals a number
-    padded = False
     for host in hosts:
         prefix = host.rstrip("0123456789")
         cut = len(prefix)
@@ -641,12 +635,35 @@ def _runs(hosts: list[str]) -> tuple[list[list], bool]:
             continue
         last = [prefix, number, number, len(digits)]
         append(last)
-        if digits[0] == "0" and len(digits) > 1:
-            padded = True
-    return runs, padded
+    return runs
 
 
-def _sort_key(run: list) -> tuple:
+def _natural_key(name: str) -> tuple:
+    """Slurm's strnatcmp (Martin Pool's natural order) as a key, for names without blanks.
+
+    strnatcmp walks both names byte by byte as C ``char`` (signed: UTF-8 bytes of
+    non-ASCII letters sort before everything, even before the end of a name); where both
+    have digits it compares the two digit runs: as text if either starts with '0', else
+    by length then text (by value). Runs at the same place are either identical or decide
+    the comparison, so comparing token by token is the same order.
+    """
+    key: list[tuple] = []
+    for token in re.findall(rb"[0-9]+|[^0-9]", name.encode("utf-8", "surrogatepass")):
+        first = token[0]
+        if 48 <= first <= 57:
+            key.append((48, 0, token) if first == 48 else (48, 1, len(token), token))
+        else:
+            key.append((first - 256 if first >= 128 else first,))
+    key.append((0,))  # the terminating NUL, compared like a byte
+    return tuple(key)
+
+
+def _prefix_ranks(prefixes: Iterable[str]) -> dict[str, int]:
+    """Each distinct prefix's position in Slurm's (natural) prefix order."""
+    return {p: rank for rank, p in enumerate(sorted(set(prefixes), key=_natural_key))}
+
+
+def _sort_key(run: list, ranks: dict[str, int]) -> tuple:
     """hostrange_cmp as a key: prefix, single hosts first, then by width class and number.
 
     Slurm compares runs of one prefix by low number when their widths are compatible and
@@ -654,12 +671,13 @@ def _sort_key(run: list) -> tuple:
     total order below: a run whose low number is shorter than its width (zero-padded)
     ranks by (width, padded first, number); an unpadded one by (its digit count, number).
     """
+    rank = ranks[run[_PREFIX]]
     if run[_LO] < 0:
-        return (run[_PREFIX], 0)
+        return (rank, 0)
     digits = _digits_of(run[_LO])
     if digits < run[_WIDTH]:
-        return (run[_PREFIX], 1, run[_WIDTH], 0, run[_LO])
-    return (run[_PREFIX], 1, digits, 1, run[_LO])
+        return (rank, 1, run[_WIDTH], 0, run[_LO])
+    return (rank, 1, digits, 1, run[_LO])
 
 
 def _coalesce(runs: list[list]) -> list[list]:
@@ -911,7 +929,8 @@ def _columns_sort(columns: _Columns) -> _Columns:
         order.sort(key=columns.unpadded.__getitem__)
         order.sort(key=columns.widths.__getitem__)
     if not columns.one_prefix:
-        order.sort(key=columns.prefixes.__getitem__)
+        ranks = list(map(_prefix_ranks(columns.prefixes).__getitem__, columns.prefixes))
+        order.sort(key=ranks.__getitem__)
     return columns.take(order)
 
 
@@ -999,11 +1018,10 @@ def _columns_to_runs(columns: _Columns) -> list[list]:
 
 def _compress_by_host(hosts: list[str], sort: bool) -> str:
     """compress() host by host, following Slurm's code step by step (the reference)."""
-    runs, padded = _runs(hosts)
+    runs = _runs(hosts)
     if sort and len(runs) > 1:
-        # Without zero-padded numbers _sort_key orders like (prefix, low number), with
-        # single hosts (low -1) first: the same order from a key computed in C.
-        runs.sort(key=_sort_key if padded else _PREFIX_AND_LOW)
+        ranks = _prefix_ranks(run[_PREFIX] for run in runs)
+        runs.sort(key=lambda run: _sort_key(run, ranks))
         runs = _collapse(_coalesce(runs))
     return _ranged_string(runs)
 
