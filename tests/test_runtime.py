@@ -1,0 +1,296 @@
+"""The runtime without Slurm: role resolution, program parsing, signals, port watching,
+and (with tensorflow-cpu) the ps/worker server lifecycle and the missing-peer error."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tfslurm.commands.run import PythonProgram, parse_program
+from tfslurm.runtime import preemption
+from tfslurm.runtime.peers import ChiefWatch, PeerWatch, is_listening, is_refused
+from tfslurm.runtime.roles import Address, RoleError, resolve_role, role_from_tf_config
+from tfslurm.runtime.supervise import watch_spec
+from tfslurm.runtime.templates import TEMPLATES, template_path
+
+HAVE_TF = importlib.util.find_spec("tensorflow") is not None
+
+
+def tf_config(cluster: dict, job: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
+
+
+PS_CLUSTER = {"chief": ["c:1"], "ps": ["p:2"], "worker": ["w:3", "w:4"], "evaluator": ["e:5"]}
+
+
+# ---------------------------------------------------------------- roles
+def test_tf_config_roles_and_strategy():
+    chief = role_from_tf_config(tf_config(PS_CLUSTER, "chief", 0))
+    assert chief.strategy == "ps" and chief.is_chief and not chief.is_server
+    worker = role_from_tf_config(tf_config(PS_CLUSTER, "worker", 1))
+    assert worker.is_server and worker.address() == Address("worker", 1, "w", 4)
+    assert role_from_tf_config(tf_config(PS_CLUSTER, "ps", 0)).is_server
+    mwms = role_from_tf_config(tf_config({"worker": ["a:1", "b:2"]}, "worker", 0))
+    assert mwms.strategy == "mwms" and mwms.is_chief and not mwms.is_server
+    assert mwms.chief == Address("worker", 0, "a", 1)
+
+
+def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them():
+    worker = role_from_tf_config(tf_config(PS_CLUSTER, "worker", 0))
+    assert "evaluator" not in json.loads(worker.tf_config())["cluster"]
+    evaluator = role_from_tf_config(tf_config(PS_CLUSTER, "evaluator", 0))
+    seen = json.loads(evaluator.tf_config())
+    assert seen["cluster"] == PS_CLUSTER and seen["task"] == {"type": "evaluator", "index": 0}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("{", "TF_CONFIG is not valid JSON"),
+    ("[]", "must be a JSON object"),
+    ('{"task": {"type": "worker"}}', "has no 'cluster'"),
+    ('{"cluster": {"worker": ["a:1"]}}', "has no 'task'"),
+    (tf_config({"worker": ["a:1"]}, "ps", 0), "task type 'ps' is not a job"),
+    (tf_config({"worker": ["a:1"]}, "worker", 1), "task index 1 is out of range"),
+    (tf_config({"worker": ["a"]}, "worker", 0), "'a' of worker:0 is not host:port"),
+    (tf_config({"worker": ["a:99999"]}, "worker", 0), "is not host:port"),
+    (tf_config({"ps": ["a:1"], "worker": ["b:2"]}, "ps", 0), "needs a chief"),
+    (tf_config({"chief": ["a:1"], "ps": ["b:2"]}, "ps", 0), "at least one worker"),
+    (tf_config({"master": ["a:1"]}, "master", 0), "job 'master' is not one TF knows"),
+    (tf_config({"chief": ["a:1", "b:2"]}, "chief", 0), "at most one chief"),
+])
+def test_bad_tf_config_is_one_line(text, fragment):
+    with pytest.raises(RoleError) as info:
+        role_from_tf_config(text)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    workers=st.integers(1, 6),
+    ps=st.integers(0, 3),
+    evaluator=st.booleans(),
+    data=st.data(),
+)
+def test_tf_config_round_trip(workers, ps, evaluator, data):
+    cluster = {"chief": ["h0:10"]} if ps else {}
+    cluster["worker"] = [f"w{i}:{2000 + i}" for i in range(workers)]
+    if ps:
+        cluster["ps"] = [f"p{i}:{3000 + i}" for i in range(ps)]
+    if evaluator:
+        cluster["evaluator"] = ["ev:4000"]
+    job = data.draw(st.sampled_from(sorted(cluster)))
+    index = data.draw(st.integers(0, len(cluster[job]) - 1))
+    role = role_from_tf_config(tf_config(cluster, job, index))
+    again = role_from_tf_config(role.tf_config())
+    assert (again.job, again.index) == (job, index)
+    expected = {j: tuple(v) for j, v in cluster.items() if job == "evaluator" or j != "evaluator"}
+    assert dict(again.cluster) == expected
+    peers, own = watch_spec(role)
+    assert role.address() not in peers
+    if job in ("evaluator", "ps") or (job == "worker" and ps):
+        assert peers == []  # servers and the evaluator wait for nobody
+    elif ps:
+        assert {p.job for p in peers} == {"ps", "worker"} and own is None
+    else:
+        assert {p.job for p in peers} <= {"worker"} and own == role.address().port
+
+
+def test_resolve_prefers_tf_config_and_needs_a_step_otherwise():
+    env = {"TF_CONFIG": tf_config({"worker": ["a:1"]}, "worker", 0), "TFSLURM_TF_DIST": "ps:1"}
+    assert resolve_role(env).source == "TF_CONFIG"
+    with pytest.raises(Exception) as info:
+        resolve_role({"PATH": "/bin"})
+    assert "SLURM" in str(info.value)
+
+
+def test_resolve_from_a_step_plan():
+    env = {
+        "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "0", "SLURMD_NODENAME": "n1", "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4",
+        "SLURM_STEP_NUM_NODES": "2", "SLURM_GTIDS": "0,1", "TFSLURM_PORT_BASE": "30000",
+    }
+    role = resolve_role(env, jobs="chief:1,ps:1,worker:*")
+    assert (role.job, role.index, role.strategy) == ("ps", 0, "ps")
+    assert role.cluster["chief"] == ("n1:30000",) and len(role.cluster["worker"]) == 2
+    assert role.plan_table and "RANK" in role.plan_table
+
+
+# ---------------------------------------------------------------- programs and signals
+@pytest.mark.parametrize("argv, expected", [
+    (["python", "train.py", "-x"], PythonProgram("train.py", None, ["-x"])),
+    (["python3.11", "-u", "train.py"], PythonProgram("train.py", None, [])),
+    (["python", "-m", "pkg.mod", "a"], PythonProgram(None, "pkg.mod", ["a"])),
+    (["train.py", "b"], PythonProgram("train.py", None, ["b"])),
+    ([sys.executable, "t.py"], PythonProgram("t.py", None, [])),
+    (["python", "-c", "print(1)"], None),
+    (["python"], None),
+    (["./train.sh"], None),
+    ([], None),
+])
+def test_parse_program(argv, expected):
+    assert parse_program(argv) == expected
+
+
+def test_signal_names():
+    assert preemption.signal_number("USR1") == signal.SIGUSR1
+    assert preemption.signal_number("sigusr2") == signal.SIGUSR2
+    assert preemption.signal_number(str(int(signal.SIGTERM))) == signal.SIGTERM
+    for bad in ("NOPE", "KILL", "99999"):
+        with pytest.raises(preemption.PreemptionError):
+            preemption.signal_number(bad)
+
+
+def test_preemption_flag_survives_a_signal_storm():
+    flag = preemption.Preemption(signal.SIGUSR2).install()
+    try:
+        for _ in range(200):  # a re-entrant handler must not deadlock
+            os.kill(os.getpid(), signal.SIGUSR2)
+        assert flag.requested and flag.received_at is not None
+    finally:
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+
+
+# ---------------------------------------------------------------- port watching
+def _listener() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_probe_listening_and_refused():
+    s = _listener()
+    port = s.getsockname()[1]
+    assert is_listening("127.0.0.1", port) and not is_refused("127.0.0.1", port)
+    s.close()
+    assert is_refused("127.0.0.1", port) and not is_listening("127.0.0.1", port)
+
+
+def test_peer_watch_reports_only_missing_peers():
+    up = _listener()
+    down = _listener()
+    down_port = down.getsockname()[1]
+    down.close()
+    reported = []
+    peers = [Address("worker", 1, "127.0.0.1", up.getsockname()[1]),
+             Address("worker", 2, "127.0.0.1", down_port)]
+    watch = PeerWatch(peers, 0.5, lambda missing, waited: reported.append(missing), interval=0.05)
+    watch.start()
+    deadline = time.monotonic() + 5
+    while not reported and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reported == [[peers[1]]]
+    up.close()
+
+
+def test_peer_watch_clock_starts_with_own_server():
+    own = _listener()
+    own_port = own.getsockname()[1]
+    own.close()  # our own server is not up yet: no timeout however long we wait
+    reported = []
+    watch = PeerWatch([Address("worker", 1, "127.0.0.1", own_port)], 0.1,
+                      lambda m, w: reported.append(m), own_port=own_port, interval=0.05).start()
+    time.sleep(0.5)
+    assert not reported
+    watch.stop()
+
+
+def test_chief_watch_finishes_after_up_then_refused():
+    chief = _listener()
+    finished = []
+    watch = ChiefWatch(Address("chief", 0, "127.0.0.1", chief.getsockname()[1]),
+                       on_finished=lambda: finished.append(time.monotonic()), interval=0.05).start()
+    assert watch.seen.wait(2)
+    closed = time.monotonic()
+    chief.close()
+    assert watch.finished.wait(2) and finished[0] - closed < 1.0
+
+
+def test_templates_are_found_and_every_line_is_commented():
+    for name in TEMPLATES:
+        path = template_path(name)
+        with open(path) as f:
+            lines = f.read().splitlines()
+        assert lines[0] == "#!/bin/bash"
+        subprocess.run(["bash", "-n", path], check=True)
+        for number, line in enumerate(lines[1:], 2):
+            code = line.strip()
+            if not code or code.startswith("#"):
+                continue
+            # a code line carries its own comment, or the comment block right above it
+            assert "#" in line or lines[number - 2].lstrip().startswith("#"), f"{name}:{number}: {line}"
+
+
+# ---------------------------------------------------------------- with TensorFlow
+def _free_ports(n: int) -> list[int]:
+    socks = [_listener() for _ in range(n)]
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "TF_CONFIG": config, "TF_CPP_MIN_LOG_LEVEL": "2",
+           "TF_ENABLE_ONEDNN_OPTS": "0", "no_proxy": "*"}
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM")}
+    return subprocess.Popen([sys.executable, "-m", "tfslurm", "run", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
+def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
+    chief_port, ps_port, w_port = _free_ports(3)
+    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "ps": [f"127.0.0.1:{ps_port}"],
+               "worker": [f"127.0.0.1:{w_port}"]}
+    chief = socket.socket()  # stands in for the chief's server
+    chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    chief.bind(("127.0.0.1", chief_port))
+    chief.listen()
+    ps = _tfslurm_run(tf_config(cluster, "ps", 0))
+    worker = _tfslurm_run(tf_config(cluster, "worker", 0))
+    try:
+        deadline = time.monotonic() + 90
+        while not (is_listening("127.0.0.1", ps_port) and is_listening("127.0.0.1", w_port)):
+            assert time.monotonic() < deadline, "servers did not start"
+            assert ps.poll() is None and worker.poll() is None, ps.communicate()
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGTERM)  # stop by signal: status 0, at once
+        assert worker.wait(10) == 0
+        time.sleep(0.5)  # the ps has seen the chief up
+        closed = time.monotonic()
+        chief.close()  # the chief finished
+        assert ps.wait(10) == 0
+        assert time.monotonic() - closed < 2.0
+        assert "chief finished, exiting 0" in ps.communicate()[1]
+    finally:
+        for p in (ps, worker):
+            if p.poll() is None:
+                p.kill()
+        chief.close()
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
+def test_missing_ps_is_a_clear_error_on_the_chief():
+    chief_port, ps_port, w_port = _free_ports(3)
+    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "ps": [f"127.0.0.1:{ps_port}"],
+               "worker": [f"127.0.0.1:{w_port}"]}
+    started = time.monotonic()
+    chief = _tfslurm_run(tf_config(cluster, "chief", 0), "--peer-timeout", "2", "--",
+                         "python", "-m", "tfslurm.examples.ps", "--steps", "3")
+    _, err = chief.communicate(timeout=90)
+    assert chief.returncode == 3, err
+    assert f"peer ps:0 at 127.0.0.1:{ps_port}, worker:0 at 127.0.0.1:{w_port} did not come up within" in err
+    assert time.monotonic() - started < 60
