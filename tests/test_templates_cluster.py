@@ -1,0 +1,78 @@
+"""The sbatch templates run for real (tensorflow-cpu) on the local Slurm cluster.
+
+* ``ps-evaluator.sbatch`` without the plugin (``tfslurm run`` plans from the step):
+  chief + ps + evaluator + 2 workers; every scheduled step runs, the ps and the workers exit
+  0 within 2 s of the chief, the evaluator follows the checkpoints and ends after the chief.
+* ``mwms.sbatch`` submitted with ``sbatch --tf-dist=worker:*`` through the SPANK plugin:
+  the tasks start with the plugin's TF_CONFIG and train in sync.
+(``mwms.sbatch`` and ``ps.sbatch`` without the plugin: tests/test_runtime_cluster.py.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+
+import pytest
+
+from test_runtime_cluster import finish_times, submit
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                       reason="tensorflow is not installed"),
+]
+
+
+def test_ps_evaluator_template(slurm_cluster, tmp_path):
+    started = time.monotonic()
+    job, log = submit(slurm_cluster, tmp_path, "ps-evaluator.sbatch",
+                      "python", "-m", "tfslurm.examples.ps", "--steps", "60",
+                      "--log-every", "20", "--checkpoint-every", "20", "--step-delay", "0.02")
+    assert slurm_cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(r"0: +0 +chief +0 .*\n.*0: +1 +ps +0 .*\n.*0: +2 +evaluator +0 .*\n"
+                     r".*0: +3 +worker +0 .*\n.*0: +4 +worker +1 ", text), text[:3000]
+    done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
+    assert done and done.groups() == ("60", "60"), text[-3000:]
+    times = finish_times(text)
+    assert {"chief:0", "ps:0", "worker:0", "worker:1"} <= set(times), text[-3000:]
+    for role in ("ps:0", "worker:0", "worker:1"):
+        assert 0 <= times[role] - times["chief:0"] < 2.0, (role, times)
+    evaluated = re.findall(r"\[evaluator:0\] evaluated \S+ \(step (\d+)\)", text)
+    assert evaluated and int(evaluated[-1]) == 60, text[-3000:]
+    assert "[evaluator:0] chief finished; evaluated" in text
+    print(f"\nps-evaluator.sbatch (5 TF processes) end to end: {time.monotonic() - started:.1f} s; "
+          f"servers exited {max(times[r] - times['chief:0'] for r in ('ps:0', 'worker:0', 'worker:1')):.2f} s "
+          "after the chief")
+
+
+@pytest.fixture(scope="module")
+def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
+    from test_plugin import build_plugin, build_tools_missing
+
+    from tfslurm import prolog
+
+    missing = build_tools_missing()
+    if missing:
+        pytest.skip(f"cannot build the plugin: {missing}")
+    work = tmp_path_factory.mktemp("tplugin")
+    work.chmod(0o755)
+    plugin = build_plugin(work / "build")
+    wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog")
+    return slurm_cluster_factory(plugstack_lines=[f"optional {plugin} prolog={wrapper}"])
+
+
+def test_mwms_template_with_the_plugin(plugin_cluster, tmp_path):
+    started = time.monotonic()
+    job, log = submit(plugin_cluster, tmp_path, "mwms.sbatch",
+                      "python", "-m", "tfslurm.examples.mwms", "--steps", "60",
+                      options=("--tf-dist=worker:*",))
+    assert plugin_cluster.wait_job(job, timeout=120) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert len(re.findall(r"tfslurm run: worker:\d \(mwms, from TF_CONFIG\)", text)) == 2, text[:3000]
+    finals = re.findall(r"\[worker:\d\] final step 60 weights (\w+)", text)
+    assert len(finals) == 2 and finals[0] == finals[1], text[-3000:]
+    print(f"\nmwms.sbatch --tf-dist through the plugin end to end: {time.monotonic() - started:.1f} s")
