@@ -233,16 +233,8 @@ def _split_items(expr: str) -> list[str]:
 
 def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
     """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists."""
-    texts: list[str] = []
-    groups: list[_Group] = []
-    rest = item
-    while True:
-        head, bracket, tail = rest.partition("[")
-        texts.append(head)
-        if not bracket:
-            return texts, groups
-        body, _, rest = tail.partition("]")  # _split_items guarantees the ']'
-        groups.append(_parse_ranges(expr, body))
+    pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
+    return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
 
 
 def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]:
@@ -271,14 +263,14 @@ def _prefixes(texts: list[str], groups: list[_Group]) -> list[str]:
 
     Slurm (``_push_range_list`` recursing on the prefix) makes the last group the
     innermost loop, the second-to-last the outermost, then the third-to-last, ..., the
-    first group; so each earlier group is folded in here as a new *outer* loop.
+    first group: itertools.product over the earlier groups in reverse order. Each prefix
+    is written in one formatting call, so many groups cost no more than their text.
     """
-    prefixes = [texts[0]]
-    for index in range(len(groups) - 1):
-        glue = texts[index + 1]
-        numbers = groups[index].numbers()
-        prefixes = [p + n + glue for n in numbers for p in prefixes]
-    return prefixes
+    if len(groups) == 1:
+        return [texts[0]]
+    template = "%s".join(text.replace("%", "%%") for text in texts[:-1])
+    numbers = [group.numbers() for group in reversed(groups[:-1])]
+    return [template % combo[::-1] for combo in itertools.product(*numbers)]
 
 
 def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
