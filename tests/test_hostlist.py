@@ -281,11 +281,40 @@ def test_compress_empty() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [["n1", ""], ["a b"], ["n[1]"], ["a,b"], ["x\ty"], ["n]"], [None], "n1,n2"]
+    "bad",
+    [
+        ["n1", ""],
+        ["a b"],
+        ["n[1]"],
+        ["a,b"],
+        ["x\ty"],
+        ["n]"],
+        ["a\rb"],
+        ["a\vb"],
+        ["a\x00"],
+        [None],
+        [3],
+        "n1,n2",
+    ],
 )
 def test_compress_rejects_names_that_would_not_read_back(bad) -> None:
     with pytest.raises(HostlistError):
         compress(bad)
+    with pytest.raises(HostlistError):
+        compress(bad, sort=True)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.text(max_size=8), max_size=8), st.booleans())
+def test_compress_of_arbitrary_text_gives_a_string_or_hostlist_error(
+    hosts: list[str], sort: bool
+) -> None:
+    try:
+        text = compress(hosts, sort=sort)
+    except HostlistError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert collections.Counter(expand(text)) == collections.Counter(hosts)
 
 
 # ---- count / nth / index_of ------------------------------------------------------------
