@@ -192,7 +192,8 @@ def test_ps_failure_requeues_and_resumes(slurm_cluster, tmp_path):
     assert re.search(r"tfslurm run: error: chief:0 .*a parameter server failed .*restart the job", text)
     assert "requeueing job" in text
     resumed = re.search(r"restart 1: resumed from \S+ at step (\d+)", text)
-    assert resumed and int(resumed.group(1)) >= 30, text[-3000:]
+    # the ps died after step 30 was logged: the last checkpoint is step 20 or 30
+    assert resumed and int(resumed.group(1)) in (20, 30, 40), text[-3000:]
     done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
     assert done and int(done.group(2)) >= 100, text[-3000:]
     assert int(done.group(1)) == 100 - int(resumed.group(1))
