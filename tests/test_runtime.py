@@ -294,3 +294,82 @@ def test_missing_ps_is_a_clear_error_on_the_chief():
     assert chief.returncode == 3, err
     assert f"peer ps:0 at 127.0.0.1:{ps_port}, worker:0 at 127.0.0.1:{w_port} did not come up within" in err
     assert time.monotonic() - started < 60
+
+
+# ---------------------------------------------------------------- tfslurm run without TF
+SINGLE = tf_config({"worker": ["127.0.0.1:1"]}, "worker", 0)
+
+
+def test_python_program_runs_in_process_with_args_and_status(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "import tfslurm.runtime.preemption as p\n"
+        "print(json.loads(os.environ['TF_CONFIG'])['task'], sys.argv[1:], os.environ['TFSLURM_ROLE'],\n"
+        "      p._current is not None and p._current.signum)\n"
+        "sys.exit(7)\n"
+    )
+    proc = _tfslurm_run(SINGLE, "--", "python", str(script), "a", "--b")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 7, err
+    assert out.strip() == f"{{'type': 'worker', 'index': 0}} ['a', '--b'] worker:0 {int(signal.SIGUSR1)}"
+    assert "tfslurm run: worker:0: program finished, exit 7" in err
+
+
+def test_other_commands_run_as_a_child_with_tf_config():
+    proc = _tfslurm_run(SINGLE, "--", "sh", "-c", 'echo "$TF_CONFIG"; exit 5')
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5, err
+    assert json.loads(out)["task"] == {"type": "worker", "index": 0}
+
+
+def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
+    proc = _tfslurm_run(SINGLE)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and err.strip().endswith(
+        "tfslurm run: error: no program given for worker:0: use tfslurm run -- python train.py")
+    proc = _tfslurm_run("{nope", "--", "true")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert err.strip().splitlines() == ["tfslurm run: error: TF_CONFIG is not valid JSON: "
+                                        "Expecting property name enclosed in double quotes at position 1"]
+    proc = _tfslurm_run(SINGLE, "--", "python", str(tmp_path / "absent.py"))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "absent.py' does not exist" in err
+
+
+def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
+    """MWMS swallows SIGTERM; tfslurm run's parent SIGKILLs the program 5 s after it."""
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('ignored', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = _tfslurm_run(SINGLE, "--", "python", str(script))
+    assert proc.stdout.readline().strip() == "ready"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest, err = proc.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert "ignored" in rest
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    assert 4.5 < took < 8, took
+
+
+def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(tmp_path):
+    script = tmp_path / "flag.py"
+    script.write_text(
+        "import time, tfslurm.runtime as r\n"
+        "print('ready', flush=True)\n"
+        "end = time.time() + 20\n"
+        "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
+        "print('preempted' if r.requested() else 'timeout', flush=True)\n"
+    )
+    proc = _tfslurm_run(SINGLE, "--preempt-signal", "USR2", "--", "python", str(script))
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGUSR2)  # to the parent: it passes the signal on
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip() == "preempted"

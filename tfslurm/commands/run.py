@@ -189,8 +189,12 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     # Fork before TensorFlow is imported (no threads yet): the child runs the program, this
     # process watches peers and signals (TF blocks the GIL while waiting for peers).
+    # Signals stay blocked across the fork until the parent's forwarding handlers are in
+    # place: a SIGTERM in that window would otherwise kill the parent and orphan the child.
+    signal.pthread_sigmask(signal.SIG_BLOCK, forward)
     child = os.fork()
     if child == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
         os.environ["TFSLURM_WATCHED"] = "1"
         with ps_failure_exit(role, args.requeue_on_ps_failure or None):
             if program is None:

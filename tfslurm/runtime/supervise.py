@@ -74,6 +74,7 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int]) ->
 
     for signum in forward:
         signal.signal(signum, on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # blocked by the caller over fork
     threading.Thread(target=kill_later, daemon=True).start()
 
     peers, own = watch_spec(role)
