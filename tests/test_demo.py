@@ -46,7 +46,7 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
     slurm_cluster_factory()  # skips (or fails in CI) where no cluster can run
     _need_tensorflow()
     started = time.monotonic()
-    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=300,
                           env=_clean_env())
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -92,7 +92,7 @@ def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
 def test_demo_without_cluster_support_is_one_clear_line():
     env = _clean_env()
     env["TFSLURM_NO_CLUSTER"] = "1"
-    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, timeout=60, env=env)
+    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60, env=env)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -105,7 +105,7 @@ def test_demo_as_non_root_says_so():
     env = _clean_env()
     env["HOME"] = "/tmp"
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           *TFSLURM, "demo"], capture_output=True, text=True, timeout=60,
+                           *TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60,
                           env=env, cwd="/tmp")
     assert done.returncode == 2, done.stderr
     assert re.fullmatch(r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n",
@@ -113,7 +113,7 @@ def test_demo_as_non_root_says_so():
 
 
 def test_demo_rejects_bad_options():
-    done = subprocess.run([*TFSLURM, "demo", "--nodes", "0"], capture_output=True, text=True,
+    done = subprocess.run([*TFSLURM, "demo", "--nodes", "0"], capture_output=True, text=True, check=False,
                           timeout=60, env=_clean_env())
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"

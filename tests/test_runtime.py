@@ -331,8 +331,10 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
     proc = _tfslurm_run("{nope", "--", "true")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
-    assert err.strip().splitlines() == ["tfslurm run: error: TF_CONFIG is not valid JSON: "
-                                        "Expecting property name enclosed in double quotes at position 1"]
+    assert err.strip().splitlines() == [(
+        "tfslurm run: error: TF_CONFIG is not valid JSON: "
+        "Expecting property name enclosed in double quotes at position 1"
+    )]
     proc = _tfslurm_run(SINGLE, "--", "python", str(tmp_path / "absent.py"))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "absent.py' does not exist" in err

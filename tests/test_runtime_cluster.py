@@ -71,7 +71,7 @@ def wait_for(path: Path, pattern: str, timeout: float = 90) -> re.Match[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = path.read_text() if path.exists() else ""
-        found = re.search(pattern, text, re.M)
+        found = re.search(pattern, text, re.MULTILINE)
         if found:
             return found
         time.sleep(0.1)

@@ -15,7 +15,6 @@ import re
 import time
 
 import pytest
-
 from test_runtime_cluster import finish_times, submit
 
 pytestmark = [

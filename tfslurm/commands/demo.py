@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.demo import DemoError, DemoOptions, run_demo
+    from tfslurm.demo import DemoOptions, run_demo
     from tfslurm.errors import TfslurmError
 
     if not 1 <= args.nodes <= 16:
@@ -33,7 +33,4 @@ def run(args: argparse.Namespace) -> int:
         raise TfslurmError(f"--gpus-per-node {args.gpus_per_node}: choose 0 to 8")
     options = DemoOptions(nodes=args.nodes, steps=args.steps, gpus_per_node=args.gpus_per_node,
                           timeout=args.timeout, keep_logs=args.keep_logs)
-    try:
-        return run_demo(options)
-    except DemoError:
-        raise
+    return run_demo(options)

@@ -149,7 +149,7 @@ def _plan_table(role, jobs: str | None) -> str:
 
         env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
         return plan_from_environ(env, jobs).table()
-    except Exception:  # TF_CONFIG without a Slurm step: show what TF_CONFIG says
+    except ValueError:  # TF_CONFIG without a Slurm step: show what TF_CONFIG says
         rows = [f"{'job':<10} {'index':>5}  address"]
         for job, addrs in role.cluster.items():
             rows += [f"{job:<10} {i:>5}  {a}" for i, a in enumerate(addrs)]

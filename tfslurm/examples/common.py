@@ -6,7 +6,8 @@ import argparse
 import hashlib
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # TF reads these when it is imported: keep its start-up log short on CPU-only machines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

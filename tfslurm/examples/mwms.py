@@ -10,7 +10,7 @@ workers stayed in sync.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from tfslurm.examples import common
 

@@ -15,7 +15,7 @@ Run: ``srun tfslurm run --jobs chief:1,ps:1,worker:* -- python -m tfslurm.exampl
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from tfslurm.examples import common
 

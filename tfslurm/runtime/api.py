@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime.checkpoints import Checkpoints
@@ -44,15 +46,15 @@ def is_ps_failure(error: BaseException) -> bool:
     except ImportError:  # pragma: no cover - TF layout changed
         pass
     seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        text = str(error)
-        name = type(error).__name__
-        if "/job:ps" in text and name in (
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        name = type(current).__name__
+        if "/job:ps" in str(current) and name in (
             "UnavailableError", "AbortedError", "PSUnavailableError", "CancelledError"
         ):
             return True
-        error = getattr(error, "original_exception", None) or error.__cause__
+        current = getattr(current, "original_exception", None) or current.__cause__
     return False
 
 
@@ -206,33 +208,28 @@ def exit_now(result: Any) -> None:
     os._exit(result if isinstance(result, int) and 0 <= result < 256 else 0)
 
 
-class ps_failure_exit:
-    """Context manager: a parameter-server failure inside becomes one line on stderr,
-    an optional ``scontrol requeue`` of this job, and exit status 75."""
-
-    def __init__(self, role: Role, requeue: bool | None = None) -> None:
-        self.role = role
-        if requeue is None:
-            requeue = os.environ.get("TFSLURM_REQUEUE_ON_PS_FAILURE", "") in ("1", "yes", "true")
-        self.requeue = requeue
-
-    def __enter__(self) -> "ps_failure_exit":
-        return self
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, Exception) or self.role.strategy != "ps":
-            return False
-        if not (isinstance(exc, ParameterServerFailure) or is_ps_failure(exc)):
-            return False
+@contextlib.contextmanager
+def ps_failure_exit(role: Role, requeue: bool | None = None) -> Iterator[None]:
+    """A parameter-server failure inside becomes one line on stderr, an optional
+    ``scontrol requeue`` of this job, and exit status 75."""
+    if requeue is None:
+        requeue = os.environ.get("TFSLURM_REQUEUE_ON_PS_FAILURE", "") in ("1", "yes", "true")
+    try:
+        yield
+    except Exception as exc:
+        if role.strategy != "ps" or not (
+            isinstance(exc, ParameterServerFailure) or is_ps_failure(exc)
+        ):
+            raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(
-            f"tfslurm run: error: {self.role.describe()}: a parameter server failed "
+            f"tfslurm run: error: {role.describe()}: a parameter server failed "
             f"({type(exc).__name__}: {first[:200]}); training cannot continue without its "
             "variables: restart the job from its last checkpoint",
             file=sys.stderr,
             flush=True,
         )
-        if self.requeue:
+        if requeue:
             requeue_job("parameter server failure")
         sys.stdout.flush()
         os._exit(EXIT_PS_FAILED)
@@ -250,7 +247,7 @@ def requeue_job(reason: str) -> bool:
         return False
     print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
     try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False,
                               timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"tfslurm run: error: scontrol requeue {job} failed: {exc}", file=sys.stderr)

@@ -16,8 +16,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from tfslurm.runtime.roles import Address
 
@@ -84,7 +84,7 @@ class PeerWatch:
         self.all_seen = threading.Event()
         self.missing: list[Address] = list(self.peers)
 
-    def start(self) -> "PeerWatch":
+    def start(self) -> PeerWatch:
         threading.Thread(target=self._loop, name="tfslurm-peer-watch", daemon=True).start()
         return self
 
@@ -148,7 +148,7 @@ class ChiefWatch:
         self.finished = threading.Event()
         self._stop = threading.Event()
 
-    def start(self) -> "ChiefWatch":
+    def start(self) -> ChiefWatch:
         threading.Thread(target=self._loop, name="tfslurm-chief-watch", daemon=True).start()
         return self
 

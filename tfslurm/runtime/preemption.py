@@ -72,7 +72,7 @@ class Preemption:
         if self.received_at is None:
             self.received_at = time.time()
 
-    def install(self) -> "Preemption":
+    def install(self) -> Preemption:
         def handler(signum: int, frame: Any) -> None:
             self.request()
 
@@ -111,14 +111,14 @@ def agreed_stop(strategy: Any, local_flag: bool) -> bool:
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return local_flag
 
-    agree = getattr(strategy, "_tfslurm_agree", None)
+    agree: Any = getattr(strategy, "_tfslurm_agree", None)
     if agree is None:
 
-        @tf.function
-        def agree(value: Any) -> Any:  # traced once: eager collectives are slow and noisy
+        def flag_sum(value: Any) -> Any:
             per_replica = strategy.run(tf.identity, args=(value,))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
+        agree = tf.function(flag_sum)  # traced once: eager collectives are slow and noisy
         strategy._tfslurm_agree = agree
     total = agree(tf.constant(1.0 if local_flag else 0.0))
     return float(total.numpy()) > 0.0

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from tfslurm.errors import TfslurmError
 
@@ -43,7 +43,7 @@ class Address:
     port: int
 
     @classmethod
-    def parse(cls, job: str, index: int, text: str) -> "Address":
+    def parse(cls, job: str, index: int, text: str) -> Address:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_message
 from tfslurm.runtime.roles import Address, Role

@@ -17,7 +17,7 @@ def template_path(name: str) -> str:
     try:
         packaged = resources.files("tfslurm").joinpath("data", "sbatch_templates", name)
         if packaged.is_file():
-            return os.fspath(packaged)
+            return str(packaged)
     except (ModuleNotFoundError, NotADirectoryError, TypeError):  # pragma: no cover
         pass
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
