@@ -375,3 +375,15 @@ def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(t
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert out.strip() == "preempted"
+
+
+def test_evaluator_chief_watch_ends_when_the_chief_never_shows_up():
+    from tfslurm.runtime.api import watch_chief
+
+    port = _free_ports(1)[0]
+    role = role_from_tf_config(tf_config(
+        {"chief": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
+         "evaluator": ["127.0.0.1:3"]}, "evaluator", 0))
+    watch = watch_chief(role, timeout=0.3)
+    assert watch.finished.wait(5)
+    assert not watch.seen.is_set()

@@ -119,9 +119,10 @@ class RunContext:
         return Checkpoints(checkpoint, directory, self.role, max_to_keep)
 
     def chief_finished(self) -> bool:
-        """Evaluator: True once the chief's server was up and has gone away."""
+        """Evaluator: True once the chief's server was up and has gone away, or was never
+        seen within the peer timeout (so an evaluator that started late still ends)."""
         if self._chief_watch is None:
-            self._chief_watch = ChiefWatch(self.role.chief).start()
+            self._chief_watch = watch_chief(self.role, self.peer_timeout)
         return self._chief_watch.finished.is_set()
 
     def wait_for_checkpoint(
@@ -139,6 +140,19 @@ class RunContext:
             if done:
                 return None
             time.sleep(poll)
+
+
+def watch_chief(role: Role, timeout: float) -> ChiefWatch:
+    """A started ChiefWatch whose ``finished`` is also set when the chief never shows up."""
+    watch: ChiefWatch
+
+    def never_seen(missing: list, waited: float) -> None:
+        print(f"tfslurm run: {role.job}:{role.index}: {role.chief} was not seen within "
+              f"{waited:.0f} s; treating the training as finished", file=sys.stderr, flush=True)
+        watch.finished.set()
+
+    watch = ChiefWatch(role.chief, timeout=timeout, on_timeout=never_seen)
+    return watch.start()
 
 
 def make_strategy(role: Role) -> Any:
@@ -184,6 +198,8 @@ def run(
     strategy = make_strategy(role)
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     ctx = RunContext(role, strategy, flag, restarts, timeout)
+    if role.job == "evaluator":  # watch from the start: the chief may finish early
+        ctx._chief_watch = watch_chief(role, timeout)
     with ps_failure_exit(role, requeue_on_ps_failure):
         result = main(ctx)
     if role.strategy == "ps" and role.job == "chief":
