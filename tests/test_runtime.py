@@ -112,17 +112,33 @@ def test_resolve_prefers_tf_config_and_needs_a_step_otherwise():
     assert "SLURM" in str(info.value)
 
 
-def test_resolve_from_a_step_plan():
-    env = {
-        "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
+STEP_ENV = {
+    "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
         "SLURM_NODEID": "0", "SLURMD_NODENAME": "n1", "SLURM_STEP_NODELIST": "n[1-2]",
         "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4",
         "SLURM_STEP_NUM_NODES": "2", "SLURM_GTIDS": "0,1", "TFSLURM_PORT_BASE": "30000",
-    }
+}
+
+
+def test_resolve_from_a_step_plan():
+    env = dict(STEP_ENV)
     role = resolve_role(env, jobs="chief:1,ps:1,worker:*")
     assert (role.job, role.index, role.strategy) == ("ps", 0, "ps")
     assert role.cluster["chief"] == ("n1:30000",) and len(role.cluster["worker"]) == 2
     assert role.plan_table and "RANK" in role.plan_table
+
+
+def test_resolve_from_the_descriptor_matches_the_plan():
+    from tfslurm.plan import plan_from_environ
+
+    env = {**STEP_ENV, "TFSLURM_TF_DIST": "chief:1,ps:1,worker:*"}
+    planned = resolve_role(env)
+    descriptor = plan_from_environ(env).descriptor()
+    env = {**STEP_ENV, "TFSLURM_DESCRIPTOR": descriptor, "TFSLURM_TF_DIST": "worker:*"}
+    role = resolve_role(env, jobs="worker:*")  # the descriptor wins over any jobs spec
+    assert role.source == "TFSLURM_DESCRIPTOR"
+    assert (role.job, role.index, dict(role.cluster)) == (
+        planned.job, planned.index, dict(planned.cluster))
 
 
 # ---------------------------------------------------------------- programs and signals
@@ -387,3 +403,15 @@ def test_evaluator_chief_watch_ends_when_the_chief_never_shows_up():
     watch = watch_chief(role, timeout=0.3)
     assert watch.finished.wait(5)
     assert not watch.seen.is_set()
+
+
+def test_server_without_tensorflow_is_one_line(tmp_path):
+    (tmp_path / "tensorflow").mkdir()  # a package that fails to import shadows the real one
+    (tmp_path / "tensorflow" / "__init__.py").write_text("raise ImportError('no TF here')\n")
+    cluster = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:3"]}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "TF_CONFIG": tf_config(cluster, "ps", 0)}
+    done = subprocess.run([sys.executable, "-m", "tfslurm", "run"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "tfslurm run: error: TensorFlow cannot be imported by")

@@ -157,7 +157,9 @@ def watch_chief(role: Role, timeout: float) -> ChiefWatch:
 
 def make_strategy(role: Role) -> Any:
     """The strategy for this role (TF_CONFIG must already be in os.environ)."""
-    import tensorflow as tf
+    from tfslurm.runtime.tfimport import tensorflow
+
+    tf = tensorflow()
 
     if role.job == "evaluator":
         return tf.distribute.get_strategy()

@@ -41,7 +41,9 @@ def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import threading
 
-    import tensorflow as tf
+    from tfslurm.runtime.tfimport import tensorflow
+
+    tf = tensorflow()
 
     spec = tf.train.ClusterSpec(role.training_cluster())
     server = tf.distribute.Server(
