@@ -114,9 +114,9 @@ def test_resolve_prefers_tf_config_and_needs_a_step_otherwise():
 
 STEP_ENV = {
     "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
-        "SLURM_NODEID": "0", "SLURMD_NODENAME": "n1", "SLURM_STEP_NODELIST": "n[1-2]",
-        "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4",
-        "SLURM_STEP_NUM_NODES": "2", "SLURM_GTIDS": "0,1", "TFSLURM_PORT_BASE": "30000",
+    "SLURM_NODEID": "0", "SLURMD_NODENAME": "n1", "SLURM_STEP_NODELIST": "n[1-2]",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_NUM_NODES": "2", "SLURM_GTIDS": "0,1", "TFSLURM_PORT_BASE": "30000",
 }
 
 
