@@ -4,7 +4,8 @@
 node, ``MpiParams=ports=20000-20100``, no TaskProlog, empty plugstack.
 ``slurm_cluster_factory(**options)``: a cached running cluster per distinct set of
 ``ClusterConfig`` options (``gpus=0``, ``node_prefix="tf-gpu", node_digits=3``,
-``task_prolog=...``, ``plugstack_lines=[...]``, ``num_nodes=N``, ``cpus=N``...).
+``task_prolog=...``, ``plugstack_lines=[...]``, ``num_nodes=N``, ``cpus=N``,
+``resv_ports=None`` (no MpiParams)...).
 
 Without root or Slurm the cluster tests skip with the reason; with ``CI=true`` they fail
 instead, so a CI run can never pass by skipping the tests that matter.

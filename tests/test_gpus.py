@@ -438,6 +438,24 @@ def test_narrowed_list_is_kept_and_marked_per_task() -> None:
     assert full.devices == ("1",) and not full.per_task
 
 
+def test_local_id_comes_from_the_layout_and_is_never_guessed() -> None:
+    from tfslurm.layout import Layout
+
+    env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_GTIDS": "1,2",
+           "CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_STEP_GPUS": "0,1,2,3", "SLURM_GPUS_ON_NODE": "4"}
+    layout = Layout(("a", "b"), (0, 1, 1), (0, 0, 1), "test")
+    # no SLURM_LOCALID: the layout says rank 2 is local task 1 of 2 on node b
+    assert assign_gpus(Step.from_environ(env), layout).devices == ("2", "3")
+    # the layout decides even against SLURM_LOCALID (the caller's layout sets the split)
+    assert assign_gpus(Step.from_environ(dict(env, SLURM_LOCALID="0")), layout).devices == ("2", "3")
+    # no layout and no local id while two tasks share the node: an error, not task 0's share
+    with pytest.raises(GpuError, match="SLURM_LOCALID is not set and 2 tasks share this node"):
+        assign_gpus(Step.from_environ(env))
+    # a node's only task needs no local id
+    alone = assign_gpus(Step.from_environ(dict(env, SLURM_GTIDS="2")))
+    assert alone.devices == ("0", "1", "2", "3")
+
+
 def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> None:
     # Where Slurm manages no GPUs there is no SLURM_STEP_GPUS to compare with: the marker decides.
     env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "CUDA_VISIBLE_DEVICES": "0,1"}

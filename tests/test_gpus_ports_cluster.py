@@ -320,16 +320,36 @@ def test_two_concurrent_jobs_without_reservation_use_derived_ports_that_do_not_c
     check_concurrent(results, "d")
 
 
-@pytest.mark.parametrize("resv", [[], ["--resv-ports"]], ids=["reserved", "derived"])
-def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path_factory: Any, resv: list[str]) -> None:
-    workdir = tmp_path_factory.mktemp("concurrent")
+def run_concurrent_steps(cluster: Any, workdir: Any, resv: list[str]) -> list[dict[str, Any]]:
+    """Two steps of one batch job on the same two nodes, each 2 tasks per node, at once."""
     argv = " ".join(f"'{a}'" for a in task_argv(hold=4.0))
     srun = " ".join(["srun", "--overlap", "-N2", "--ntasks-per-node=2", *resv])
     script = f"#!/bin/bash\n{srun} {argv} &\n{srun} {argv} &\nwait\n"
-    job = slurm_cluster.sbatch(script, "-N2", "--ntasks-per-node=2", "-o", str(workdir / "out.txt"), cwd=str(workdir))
-    state = slurm_cluster.wait_job(job, timeout=120)
+    job = cluster.sbatch(script, "-N2", "--ntasks-per-node=2", "-o", str(workdir / "out.txt"), cwd=str(workdir))
+    state = cluster.wait_job(job, timeout=120)
     text = (workdir / "out.txt").read_text()
     assert state == "COMPLETED", text[-1500:]
     results = parse_results(text)
     assert {r["step"] for r in results} == {0, 1}
+    return results
+
+
+@pytest.mark.parametrize("resv", [[], ["--resv-ports"]], ids=["reserved", "derived"])
+def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path_factory: Any, resv: list[str]) -> None:
+    results = run_concurrent_steps(slurm_cluster, tmp_path_factory.mktemp("concurrent"), resv)
     check_concurrent(results, "d" if resv else "r")
+
+
+def test_cluster_without_mpiparams_derives_ports_that_bind_and_never_collide(
+    slurm_cluster_factory: Any, tmp_path_factory: Any
+) -> None:
+    # A site that never configured MpiParams=ports: no step has SLURM_STEP_RESV_PORTS.
+    cluster = slurm_cluster_factory(resv_ports=None, num_nodes=2, gpus=0)
+    config = cluster.run(["scontrol", "show", "config"], timeout=30).stdout
+    assert re.search(r"^MpiParams\s*=\s*\(null\)", config, re.MULTILINE), config
+    one = run_concurrent(cluster, [])  # two jobs at once
+    assert not any("SLURM_STEP_RESV_PORTS" in r["slurm"] for r in one)
+    check_concurrent(one, "d")
+    two = run_concurrent_steps(cluster, tmp_path_factory.mktemp("no-mpiparams"), [])  # two steps of a job
+    assert not any("SLURM_STEP_RESV_PORTS" in r["slurm"] for r in two)
+    check_concurrent(two, "d")

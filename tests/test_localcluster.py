@@ -66,6 +66,7 @@ def test_node_names_plain_and_padded() -> None:
         ({"plugstack_lines": "required /x.so"}, "plugstack_lines"),
         ({"plugstack_lines": ["a\nb"]}, "plugstack_lines"),
         ({"resv_ports": "200-100"}, "resv_ports='200-100'"),
+        ({"resv_ports": ""}, "resv_ports=''"),
         ({"subnet": "192.168.1"}, "subnet='192.168.1'"),
         ({"state_dir": "/"}, "state_dir='/'"),
         ({"bogus": 1}, "bogus"),
@@ -107,6 +108,11 @@ def test_gpu_less_and_hookless_config_has_no_gres_and_empty_plugstack() -> None:
         gres_conf(ClusterConfig(gpus=2), Layout("/s")).splitlines()[1]
         == "NodeName=node1 Name=gpu File=/s/dev/nvidia[0-1]"
     )
+
+
+def test_resv_ports_none_leaves_out_mpiparams() -> None:
+    assert "MpiParams" not in conf_values(render(ClusterConfig(resv_ports=None)))
+    assert ClusterConfig(resv_ports=None).cache_key() != ClusterConfig().cache_key()
 
 
 def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:

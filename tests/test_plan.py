@@ -22,8 +22,8 @@ from tfslurm.errors import (
     TfslurmError,
 )
 from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
+from tfslurm.gpus import ASSIGNED_VARIABLE as ASSIGNED_GPUS_VARIABLE
 from tfslurm.plan import (
-    ASSIGNED_GPUS_VARIABLE,
     DESCRIPTOR_VARIABLE,
     TF_CONFIG_MAX_BYTES,
     Plan,
@@ -247,6 +247,29 @@ def test_assigned_gpus_are_not_split_twice() -> None:
     env[ASSIGNED_GPUS_VARIABLE] = exported[ASSIGNED_GPUS_VARIABLE].replace("4242.3.", "4242.4.")
     env["CUDA_VISIBLE_DEVICES"] = "0,1"
     assert plan_for(Step.from_environ(env)).own.gpus == ("1",)
+
+
+def test_a_list_narrowed_before_the_plan_is_not_split_for_other_ranks() -> None:
+    # The user (or an earlier tool) narrowed the node's 2 GPUs to "1" for this task: the plan
+    # keeps it, and must not split "1" again to predict rank 0's devices on the same node.
+    env = task_env(CUDA_VISIBLE_DEVICES="1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    plan = plan_for(Step.from_environ(env))
+    assert plan.own.gpus == ("1",)
+    assert plan.gpus_of(0) is None and plan.gpus is not None and not plan.gpus.split
+    # The same after tfslurm's own assignment: the exported list is this task's own.
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    first = plan_for(Step.from_environ(env))
+    assert first.gpus_of(0) == ("0",)  # the node's list, split: rank 0's share is known
+    env.update({k: v for k, v in first.task_env().items() if k != "TF_CONFIG"})
+    again = plan_for(Step.from_environ(env))
+    assert again.own.gpus == ("1",) and again.gpus_of(0) is None
+
+
+def test_a_missing_slurm_localid_comes_from_the_layout() -> None:
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
+    del env["SLURM_LOCALID"]
+    plan = plan_for(Step.from_environ(env))
+    assert plan.own.gpus == ("1",) and plan.gpus_of(0) == ("0",)
 
 
 # -- descriptor ------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ __all__ = [
     "GpuError",
     "assign_gpus",
     "assign_gpus_from_env",
+    "assigned_earlier",
     "bound_per_task",
     "count_visible_gpus",
     "parse_devices",
@@ -227,15 +228,28 @@ def assign_gpus(
 ) -> GpuAssignment:
     """This task's GPUs, from ``step.env`` (see the module docstring for the rules).
 
-    ``local_tasks`` (tasks of this step on this node) defaults to the layout's count for
-    this rank's node, else the length of ``SLURM_GTIDS``; the local id is ``SLURM_LOCALID``.
-    ``gpus_per_node`` (TF's argument) caps a per-node list at its first N devices.
+    With a ``layout``, this rank's local id and its node's task count come from it (so a
+    caller's own layout, e.g. the compat resolver's ``tasks_per_node``, decides the split
+    consistently); without one, ``SLURM_LOCALID`` and the length of ``SLURM_GTIDS``.
+    ``local_tasks`` overrides the count. A node shared by several tasks with no local id
+    known is a GpuError rather than a guess. ``gpus_per_node`` (TF's argument) caps a
+    per-node list at its first N devices.
     """
-    local_id = step.localid if step.localid is not None else 0
-    if local_tasks is None and layout is not None and step.procid is not None and 0 <= step.procid < layout.num_tasks:
-        local_tasks = layout.tasks_on(layout.rank_node[step.procid])
+    local_id = step.localid
+    rank = step.procid
+    if layout is not None and rank is not None and 0 <= rank < layout.num_tasks:
+        local_id = layout.rank_local[rank]
+        if local_tasks is None:
+            local_tasks = layout.tasks_on(layout.rank_node[rank])
     if local_tasks is None and step.gtids:
         local_tasks = len(step.gtids)
+    if local_id is None:
+        if local_tasks is not None and local_tasks > 1:
+            raise GpuError(
+                f"SLURM_LOCALID is not set and {local_tasks} tasks share this node: "
+                "cannot tell which of the node's GPUs are this task's"
+            )
+        local_id = 0
     return assign_gpus_from_env(
         step.env,
         local_id=local_id,
@@ -431,6 +445,13 @@ def _assigned_before(env: Mapping[str, str], variable: str) -> str | None:
     if not marker or where != _task_key(env) or name != variable or env.get(variable) != value:
         return None  # none, from another step (nested srun), or changed since: assign afresh
     return f"assigned to this task earlier by tfslurm ({ASSIGNED_VARIABLE})"
+
+
+def assigned_earlier(env: Mapping[str, str]) -> bool:
+    """Whether tfslurm already chose this task's devices (``ASSIGNED_VARIABLE`` names this
+    task and the primary visible-device variable still holds what it chose)."""
+    variable = next((name for name in VISIBLE_DEVICE_VARIABLES if name in env), None)
+    return variable is not None and _assigned_before(env, variable) is not None
 
 
 def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[str, ...]) -> str | None:

@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at 
     from tfslurm.step import Step
 
 __all__ = [
-    "ASSIGNED_GPUS_VARIABLE",
     "DESCRIPTOR_VARIABLE",
     "HOST_TEMPLATE_VARIABLE",
     "JOBS_VARIABLE",
@@ -67,10 +66,6 @@ TF_CONFIG_MAX_BYTES = 131_060
 DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
 JOBS_VARIABLE = "TFSLURM_TF_DIST"
 HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
-#: Set next to the GPU variables tfslurm writes: ``JOB.STEP.RANK:VARIABLE=value``. A later
-#: plan in the same task (the resolver after the TaskProlog) then keeps the devices as they
-#: are instead of splitting the node's list again.
-ASSIGNED_GPUS_VARIABLE = "TFSLURM_ASSIGNED_GPUS"
 _NODE = "{node}"
 
 
@@ -490,65 +485,29 @@ def gpu_plan_for(
 ) -> GpuPlan:
     """This task's GPUs (``assign_gpus``) and what they tell about the other ranks' GPUs.
 
-    A task whose devices tfslurm already chose (``TFSLURM_ASSIGNED_GPUS`` names this step
-    and still matches the variable) keeps them as they are: splitting an already split list
-    again would drift. ``uniform`` says the node device list holds for every node (TF's
-    ``gpus_per_node``); ``assignment`` is a ready ``assign_gpus`` result for this step.
+    Another rank's devices follow from splitting the node's list only when that list is the
+    node's: not when Slurm bound devices per task or the list was narrowed earlier (by a
+    TaskProlog, an earlier resolver or the user; ``GpuAssignment.per_task``), since splitting
+    this task's own list would hand other ranks devices they do not have. ``uniform`` says
+    the node device list holds for every node (TF's ``gpus_per_node``); ``assignment`` is a
+    ready ``assign_gpus`` result for this step.
     """
-    from tfslurm.gpus import assign_gpus, parse_devices
+    from tfslurm.gpus import assign_gpus
 
-    mine = already_assigned(step)
-    if mine is not None:
-        variable, value = mine
-        return GpuPlan(
-            own=parse_devices(variable, value),
-            variable=variable,
-            source=f"assigned to this task earlier by tfslurm ({ASSIGNED_GPUS_VARIABLE})",
-            env={variable: value, ASSIGNED_GPUS_VARIABLE: step.env[ASSIGNED_GPUS_VARIABLE]},
-        )
     rank = step.procid
     assert rank is not None
-    if step.localid is None:  # e.g. TF's unit-test environments: the layout knows it
-        step = dataclasses.replace(step, localid=layout.rank_local[rank])
     if assignment is None:
         assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
-    node_devices = tuple(assignment.node_devices)
+    node_devices = assignment.node_devices
     if gpus_per_node is not None:
         node_devices = node_devices[:gpus_per_node]
-    split = bool(node_devices) and not per_task_binding(step.env)
-    env = dict(assignment.env())
-    if env.get(assignment.variable) is not None:
-        env[ASSIGNED_GPUS_VARIABLE] = _assigned_marker(step, assignment.variable, env[assignment.variable])
     return GpuPlan(
-        own=tuple(assignment.devices),
+        own=assignment.devices,
         variable=assignment.variable,
         source=assignment.source,
         node_devices=node_devices,
         nodes=None if uniform else frozenset([layout.rank_node[rank]]),
         gpus_per_task=gpus_per_task,
-        split=split,
-        env=env,
+        split=bool(node_devices) and not assignment.per_task,
+        env=assignment.env(),
     )
-
-
-def per_task_binding(env: Mapping[str, str]) -> bool:
-    """Whether Slurm bound GPUs per task (``--gpus-per-task``, ``--gpu-bind=map_gpu:...``)."""
-    from tfslurm.gpus import bound_per_task
-
-    return bound_per_task(env)
-
-
-def _assigned_marker(step: Step, variable: str, value: str) -> str:
-    return f"{step.job_id}.{step.step_id}.{step.procid}:{variable}={value}"
-
-
-def already_assigned(step: Step) -> tuple[str, str] | None:
-    """``(variable, value)`` when tfslurm already chose this task's GPUs (see gpu_plan_for)."""
-    marker = step.env.get(ASSIGNED_GPUS_VARIABLE)
-    if not marker:
-        return None
-    where, _, setting = marker.partition(":")
-    variable, _, value = setting.partition("=")
-    if where != f"{step.job_id}.{step.step_id}.{step.procid}" or step.env.get(variable) != value:
-        return None  # from another step (nested srun) or changed since: assign afresh
-    return variable, value

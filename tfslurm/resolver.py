@@ -251,11 +251,11 @@ def _tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm.gpus import SLURM_GPU_VARIABLES, assign_gpus
-    from tfslurm.plan import already_assigned, gpu_plan_for, per_task_binding
+    from tfslurm.gpus import SLURM_GPU_VARIABLES, assign_gpus, assigned_earlier
+    from tfslurm.plan import gpu_plan_for
     from tfslurm.step import Step
 
-    if already_assigned(step) is not None:  # a TaskProlog or an earlier resolver chose them
+    if assigned_earlier(step.env):  # a TaskProlog or an earlier resolver chose them
         return gpu_plan_for(step, layout)
     max_tasks = max(layout.tasks_on(i) for i in range(len(layout.nodes)))
     if gpus_per_node is not None and gpus_per_task is not None and max_tasks * gpus_per_task > gpus_per_node:
@@ -268,12 +268,10 @@ def _tf_gpu_plan(
         patched = dict(environ)
         patched["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(gpus_per_node or 0)))
         step = Step.from_environ(patched)
-    if step.localid is None and step.procid is not None:
-        step = dataclasses.replace(step, localid=layout.rank_local[step.procid])
-    if gpus_per_task is None and not per_task_binding(step.env):
+    if gpus_per_task is None:
         probe = assign_gpus(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node)
         visible = probe.node_devices[:gpus_per_node] if gpus_per_node is not None else probe.node_devices
-        if visible:
+        if visible and not probe.per_task:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks
     return gpu_plan_for(
         step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform

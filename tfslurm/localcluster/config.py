@@ -39,7 +39,7 @@ class ClusterConfig:
     task_prolog: str | None = None  # absolute path of a TaskProlog executable
     plugstack_lines: tuple[str, ...] = ()  # lines of our own plugstack.conf
     extra_conf_lines: tuple[str, ...] = ()  # appended verbatim to slurm.conf
-    resv_ports: str = "20000-20100"  # MpiParams=ports= (srun --resv-ports)
+    resv_ports: str | None = "20000-20100"  # MpiParams=ports= (srun --resv-ports); None = no MpiParams
     state_dir: str | None = None
     ctld_port: int | None = None
     subnet: str | None = None  # first three octets, e.g. "10.213.140"
@@ -82,7 +82,7 @@ class ClusterConfig:
                 if not isinstance(line, str) or "\n" in line:
                     raise ClusterConfigError(f"{name}: {line!r} is not a single line of text")
         m = _PORT_RANGE.match(str(self.resv_ports))
-        if not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535:
+        if self.resv_ports is not None and (not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535):
             raise ClusterConfigError(f"resv_ports={self.resv_ports!r}: expected LOW-HIGH within 1024-65535")
         if self.ctld_port is not None and not (
             isinstance(self.ctld_port, int) and 1024 <= self.ctld_port <= 65534

@@ -90,7 +90,6 @@ def slurm_conf(
         "SlurmdParameters=config_overrides",
         "SwitchType=switch/none",
         "MpiDefault=none",
-        f"MpiParams=ports={config.resv_ports}",
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/none",
@@ -106,6 +105,8 @@ def slurm_conf(
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=1",
     ]
+    if config.resv_ports is not None:  # None: a site without reserved ports (derived ones)
+        lines.append(f"MpiParams=ports={config.resv_ports}")
     if config.task_prolog:
         lines.append(f"TaskProlog={config.task_prolog}")
     if config.gpus:

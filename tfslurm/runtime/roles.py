@@ -214,4 +214,6 @@ def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) 
         return _role_from_plan(plan_from_environ(env), procid, "TFSLURM_DESCRIPTOR")
     spec = jobs or env.get("TFSLURM_TF_DIST") or None
     source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
+    # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
+    # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
     return _role_from_plan(plan_from_environ(env, spec), procid, source)
