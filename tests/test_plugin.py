@@ -29,6 +29,7 @@ EXPORTED = {
     "plugin_version",
     "spank_plugin_version",
     "slurm_spank_init",
+    "slurm_spank_user_init",
     "slurm_spank_task_init",
 }
 

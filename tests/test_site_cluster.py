@@ -103,7 +103,20 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog")
     (work / "dump.py").write_text(EMIT + DUMP)
     (work / "envdump.py").write_text(EMIT + ENV_DUMP)
-    return {"work": work, "plugin": plugin, "wrapper": wrapper, "dump": work / "dump.py", "envdump": work / "envdump.py"}
+    # prolog= points at this: it logs every run of the hook, then runs the real wrapper;
+    # TEST_HOOK_PER_TASK makes the per-node run fail, so every task runs the hook itself.
+    log = work / "hook.log"
+    log.touch(mode=0o666)
+    logged = work / "logged-hook"
+    logged.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "${{SLURMD_NODENAME:-?}} ${{SLURM_PROCID:-?}} $*" >> {log}
+        if [ "$1" = --node ] && [ -n "${{TEST_HOOK_PER_TASK:-}}" ]; then exit 3; fi
+        exec {wrapper} "$@"
+        """))  # fmt: skip
+    logged.chmod(0o755)
+    return {"work": work, "plugin": plugin, "wrapper": wrapper, "dump": work / "dump.py",
+            "envdump": work / "envdump.py", "logged_hook": logged, "hook_log": log}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +130,23 @@ def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files:
 
 @pytest.fixture(scope="module")
 def hook_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
-    """No TaskProlog at all: the plugin runs the hook itself (prolog=) for --tf-dist tasks."""
+    """No TaskProlog at all: the plugin runs the hook itself (prolog=) for --tf-dist tasks
+    (through a script that logs each run, see site_files)."""
     return slurm_cluster_factory(
-        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['wrapper']}"],
+        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['logged_hook']}"],
     )
+
+
+def hook_runs(site_files, clear: bool = False) -> list[tuple[str, int | None, bool]]:
+    """(node, SLURM_PROCID, whether it was the per-node run) of each hook run logged so far."""
+    log = site_files["hook_log"]
+    runs = []
+    for line in log.read_text().splitlines():
+        node, procid, *args = line.split()
+        runs.append((node, None if procid == "?" else int(procid), args == ["--node"]))
+    if clear:
+        log.write_text("")
+    return runs
 
 
 def py(script: Path, *args: str) -> list[str]:
@@ -389,6 +415,8 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 
 
 def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files) -> None:
+    """... and runs the hook once per node, in the node's first task (local id 0)."""
+    hook_runs(site_files, clear=True)
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect"), timeout=120,
@@ -397,24 +425,95 @@ def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, s
     rows = dumps(done.stdout)
     check_step(rows, "ps:1,worker:3", 4)
     assert all(len(r["reached"]) == 3 for r in rows)
+    first_on_node = {}
+    for row in rows:
+        if row["SLURM_LOCALID"] == "0":
+            first_on_node[row["SLURMD_NODENAME"]] = int(row["SLURM_PROCID"])
+    assert sorted(hook_runs(site_files)) == sorted((n, p, True) for n, p in first_on_node.items())
 
 
-def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: LocalCluster) -> None:
+def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: LocalCluster, site_files) -> None:
+    hook_runs(site_files, clear=True)
     done = hook_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
     printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
     assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
     assert "the hook" in done.stderr and "exit status 2" in done.stderr
     assert not unhealthy_nodes(hook_cluster)
+    assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node
+
+
+# Shapes for the per-node run. In the last, tasks on a node differ in more than their ids
+# (GPUs bound per task): all but the node's first must fall back to their own hook run.
+NODE_SHAPES = {
+    "block": ["-N2", "-n5", "--gres=gpu:3"],
+    "cyclic": ["-N2", "-n5", "-m", "cyclic", "--gres=gpu:3"],
+    "plane": ["-N2", "-n6", "-m", "plane=2"],
+    "nodelist": ["-w", "node[1,3-4]", "-N3", "-n7"],
+    "het": ["-N1", "-n2", ":", "-N2", "-n3"],
+    "gpus-per-task": ["-N2", "-n4", "--gpus-per-task=1"],
+}
+
+
+def normalized(env: dict[str, str]) -> dict[str, str]:
+    """A task's environment without what differs between two jobs of the same shape."""
+    out = comparable(env)
+    out.pop("TEST_HOOK_PER_TASK", None)
+    for key in list(out):
+        if "JOB_ID" in key or "JOBID" in key:
+            out[key] = "<job>"
+    if "TFSLURM_ASSIGNED_GPUS" in out:  # JOB.STEP.RANK:VARIABLE=value
+        out["TFSLURM_ASSIGNED_GPUS"] = out["TFSLURM_ASSIGNED_GPUS"].split(".", 1)[1]
+    return out
+
+
+@pytest.mark.parametrize("shape", list(NODE_SHAPES))
+def test_plugin_prolog_mode_per_node_run_equals_the_per_task_hook(
+    hook_cluster: LocalCluster, site_files, tmp_path: Path, shape: str
+) -> None:
+    """Every task ends up with exactly the environment the hook run in that task gives."""
+    tmp_path.chmod(0o755)
+    envs, runs = {}, {}
+    for mode in ("per-node", "per-task"):
+        out = out_dir(tmp_path, mode)
+        extra = {"TFSLURM_PORT_BASE": "23000"}  # ports must not depend on the job
+        if mode == "per-task":
+            extra["TEST_HOOK_PER_TASK"] = "1"
+        hook_runs(site_files, clear=True)
+        done = hook_cluster.srun(
+            "--tf-dist=chief:1,worker:*", *NODE_SHAPES[shape], *py(site_files["envdump"], "--out", str(out)),
+            timeout=120, env_extra=extra,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        envs[mode] = [normalized(e) for e in read_dumps(out)]
+        runs[mode] = hook_runs(site_files)
+    node_env, task_env = envs["per-node"], envs["per-task"]
+    assert len(node_env) == len(task_env) > 0
+    for rank, (a, b) in enumerate(zip(node_env, task_env)):
+        assert a["TF_CONFIG"] and a.get("TFSLURM_TF_DIST") == "chief:1,worker:*"
+        assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
+        assert a == b, f"rank {rank}: values differ: " + str({k: (a[k], b[k]) for k in a if a[k] != b[k]})
+    tasks = len(node_env)
+    firsts = {(e["SLURMD_NODENAME"], int(e["SLURM_PROCID"])) for e in node_env if e["SLURM_LOCALID"] == "0"}
+    # forced per task: the per-node run fails at once, then every task runs the hook
+    assert sorted(p for _, p, once in runs["per-task"] if not once) == list(range(tasks))
+    if shape == "gpus-per-task":  # tasks differ in their GPUs: all but each node's first fall back
+        assert {(n, p) for n, p, once in runs["per-node"] if once} == firsts
+        assert len([r for r in runs["per-node"] if not r[2]]) == tasks - len(firsts)
+    else:  # one run per node, in its first task, and no other (het: SLURM_GTIDS are step-wide)
+        assert sorted((n, p) for n, p, once in runs["per-node"]) == sorted(firsts)
+        assert all(once for _, _, once in runs["per-node"])
 
 
 def test_plugin_prolog_mode_leaves_other_jobs_untouched(
     hook_cluster: LocalCluster, slurm_cluster: LocalCluster, site_files, tmp_path: Path
 ) -> None:
     tmp_path.chmod(0o755)
+    hook_runs(site_files, clear=True)
     plain, hooked = step_envs(slurm_cluster, site_files, tmp_path), step_envs(hook_cluster, site_files, tmp_path)
     assert plain == hooked
     assert batch_env(slurm_cluster, site_files, tmp_path) == batch_env(hook_cluster, site_files, tmp_path)
+    assert hook_runs(site_files) == []  # the hook never ran
 
 
 # --- TF_CONFIG too large for the environment ----------------------------------------------

@@ -10,21 +10,26 @@ The hook acts only when ``TFSLURM_TF_DIST`` is set (by the SPANK plugin's ``--tf
 by the user). The shell wrapper written by :func:`write_wrapper` checks that without starting
 Python, so jobs that do not use tfslurm pay one ``/bin/sh`` start-up per task.
 
+With ``--node`` (the SPANK plugin's ``prolog=`` mode) it prints the lines of every task
+of the step on this node in one go (:func:`node_output`), so Python starts once per node
+and step instead of once per task.
+
 Only the standard library is imported, and only what the plan needs: this module runs in
-every task of every tf-dist job at a site.
+every task of every tf-dist job at a site (no ``re``, no ``typing`` at run time).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
-from typing import TYPE_CHECKING, Mapping, TextIO
 
 from tfslurm.errors import TfslurmError
 
-if TYPE_CHECKING:  # pathlib, json and shlex are only needed to write the wrapper
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
+    from collections.abc import Mapping
     from pathlib import Path
+    from typing import TextIO
 
 __all__ = [
     "MARKER",
@@ -32,6 +37,7 @@ __all__ = [
     "SLURM_ENV_STRLEN_MAX",
     "format_lines",
     "main",
+    "node_output",
     "prolog_lines",
     "task_changes",
     "wrapper_script",
@@ -47,8 +53,16 @@ SLURM_ENV_STRLEN_MAX = 131_072
 #: hook removes it so a job sees the environment it would see without the hook.
 SCRIPT_CONTEXT = "SLURM_SCRIPT_CONTEXT"
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: First line of the ``--node`` output (the plugin's parser in plugin/src/node.c checks it).
+NODE_HEADER = "tfslurm-node 1"
+#: Most local tasks ``--node`` answers for (a node runs far fewer).
+NODE_TASKS_MAX = 4096
 _WRAPPER_TEMPLATE = "taskprolog.sh.in"
+
+
+def _valid_name(name: str) -> bool:
+    """``[A-Za-z_][A-Za-z0-9_]*``, without importing ``re``."""
+    return name.isascii() and name.isidentifier()
 
 
 class PrologError(TfslurmError):
@@ -91,7 +105,7 @@ def format_lines(changes: Mapping[str, str | None]) -> list[str]:
     """
     lines = []
     for name, value in changes.items():
-        if not _NAME.match(name):
+        if not _valid_name(name):
             raise PrologError(f"cannot export {name!r}: not a valid variable name")
         if value is None:
             lines.append(f"unset {name}")
@@ -120,14 +134,28 @@ def prolog_lines(env: Mapping[str, str] | None = None) -> list[str]:
     return format_lines(task_changes(os.environ if env is None else env))
 
 
-def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+def main(
+    env: Mapping[str, str] | None = None, out: TextIO | None = None, argv: list[str] | None = None
+) -> int:
     """Run the hook: print the lines; on error print a ``print`` line and return non-zero.
 
     A non-zero exit makes Slurm cancel the task, which is right only when the task asked for
     a TF cluster (``TFSLURM_TF_DIST`` set): without the marker this returns 0 whatever happens.
+    ``argv`` ``["--node"]``: print :func:`node_output` instead (exit 3, no output, if it
+    cannot: the plugin then runs the hook in every task).
     """
     env = os.environ if env is None else env
     out = sys.stdout if out is None else out
+    if argv:
+        if argv != ["--node"]:
+            print(f"tfslurm prolog: unknown arguments {argv!r} (only --node)", file=sys.stderr)
+            return 2
+        try:
+            text = node_output(env)
+        except Exception:  # the plugin falls back to one run per task, which reports it
+            return 3
+        _write(out, text)
+        return 0
     asked = bool(env.get(MARKER, "").strip())
     try:
         lines = prolog_lines(env)
@@ -137,6 +165,35 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         return _fail(out, env, asked, f"internal error: {type(exc).__name__}: {exc}", 1)
     _write(out, "".join(line + "\n" for line in lines))
     return 0
+
+
+def node_output(env: Mapping[str, str]) -> str:
+    """What the hook prints for every task of this step on this node (``--node``).
+
+    ``env`` is the environment of the node's first task. The tasks on a node differ only
+    in SLURM_PROCID (the ``SLURM_GTIDS`` entry), SLURM_LOCALID and SLURM_TASK_PID, which
+    nothing here reads; each block names the values it assumed (``input`` lines) and the
+    plugin uses a block only for a task whose whole environment is ``env`` with those.
+    Format: ``NODE_HEADER``, then per task ``task LOCALID STATUS``, its ``input`` lines
+    and exactly the lines :func:`main` prints for it, then ``end``.
+    """
+    from io import StringIO
+
+    raw = env.get("SLURM_GTIDS", "")
+    gtids = raw.split(",")
+    if not all(g.isascii() and g.isdigit() for g in gtids) or len(gtids) > NODE_TASKS_MAX:
+        raise PrologError(f"SLURM_GTIDS={_clip(raw)!r} is not a list of at most {NODE_TASKS_MAX} task ids")
+    parts = [NODE_HEADER + "\n"]
+    for local, gtid in enumerate(int(g) for g in gtids):
+        task_env = dict(env)
+        task_env["SLURM_PROCID"] = str(gtid)
+        task_env["SLURM_LOCALID"] = str(local)
+        lines = StringIO()
+        status = main(task_env, lines)
+        parts.append(f"task {local} {status}\ninput SLURM_PROCID={gtid}\ninput SLURM_LOCALID={local}\n")
+        parts.append(lines.getvalue())
+    parts.append("end\n")
+    return "".join(parts)
 
 
 def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:
@@ -189,7 +246,7 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
             raise PrologError(f"{what} path {path!r} is not absolute")
     code = (
         f"import sys; sys.path.insert(0, {json.dumps(parent)}); "
-        "from tfslurm.prolog import main; sys.exit(main())"
+        "from tfslurm.prolog import main; sys.exit(main(argv=sys.argv[1:]))"
     )
     from tfslurm import __version__
 

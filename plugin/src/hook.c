@@ -122,6 +122,12 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_len,
 		 int *status, char *err, size_t errlen)
 {
+	return tfd_hook_run_arg(path, NULL, env, out, out_len, status, err, errlen);
+}
+
+int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char **out,
+		     size_t *out_len, int *status, char *err, size_t errlen)
+{
 	int fds[2];
 	pid_t pid;
 	char *buf;
@@ -142,7 +148,7 @@ int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_le
 		return -1;
 	}
 	if (pid == 0) {
-		char *argv[2];
+		char *argv[3];
 		int devnull = open("/dev/null", O_RDONLY);
 
 		if (devnull >= 0) {
@@ -153,7 +159,8 @@ int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_le
 		close(fds[0]);
 		close(fds[1]);
 		argv[0] = (char *) path;
-		argv[1] = NULL;
+		argv[1] = (char *) arg; /* NULL: no argument */
+		argv[2] = NULL;
 		execve(path, argv, env);
 		fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(errno));
 		_exit(127);

@@ -47,4 +47,8 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_len,
 		 int *status, char *err, size_t errlen);
 
+/* The same, with one argument `arg` (NULL: none). */
+int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char **out,
+		     size_t *out_len, int *status, char *err, size_t errlen);
+
 #endif

@@ -25,6 +25,7 @@ TFD_EXPORT int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 #endif
 
 TFD_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av);
+TFD_EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av);
 TFD_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av);
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -39,6 +40,14 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	default:
 		return 0; /* slurmd and job_script contexts: nothing to do */
 	}
+}
+
+/* slurmstepd, once per step and node, before the tasks are forked */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return tfd_remote_user_init(sp, ac, av);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)

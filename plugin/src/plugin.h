@@ -33,6 +33,7 @@ int tfd_allocator_init(spank_t sp, int ac, char **av);
 
 /* remote.c */
 int tfd_remote_init(spank_t sp, int ac, char **av);
+int tfd_remote_user_init(spank_t sp, int ac, char **av);
 int tfd_remote_task_init(spank_t sp, int ac, char **av);
 
 #endif
