@@ -24,6 +24,7 @@ from tfslurm import prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan
+from tfslurm.step import GPU_VARIABLES
 
 PACKAGE_PARENT = str(Path(prolog.__file__).resolve().parent.parent)
 
@@ -388,3 +389,116 @@ def test_hook_imports_no_tensorflow() -> None:
     )
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "no TF", done.stderr
+
+
+# --- --node: every task of a node in one run (the plugin's prolog= mode) ----------------
+
+
+def node_blocks(text: str) -> dict[int, tuple[int, dict[str, str], str]]:
+    """Parse ``--node`` output as plugin/src/node.c does: the header line, then per task
+    (status, input values, the task's own lines); ``end`` closes it."""
+    lines = text.split("\n")
+    assert lines[0] == prolog.NODE_HEADER and lines[-2:] == ["end", ""]
+    blocks: dict[int, tuple[int, dict[str, str], str]] = {}
+    current = None
+    for line in lines[1:-2]:
+        if line.startswith("task "):
+            _, local, status = line.split(" ")
+            current = int(local)
+            assert current not in blocks
+            blocks[current] = (int(status), {}, "")
+        elif line.startswith("input "):
+            name, _, value = line[6:].partition("=")
+            blocks[current][1][name] = value
+        else:
+            status, inputs, own = blocks[current]
+            blocks[current] = (status, inputs, own + line + "\n")
+    return blocks
+
+
+# Per-task variables the blocks do not predict: the pid (never read by the hook), and FOO,
+# TF_DIST, TF_DIST_RANK, which the recording cluster's own TaskProlog and test plugin set
+# per task (the plugin would see those differ and run the hook in the task; the hook
+# reads only SLURM*, TFSLURM* and GPU variables, so the blocks hold for them anyway).
+NOT_PREDICTED = {"SLURM_TASK_PID", "FOO", "TF_DIST", "TF_DIST_RANK"}
+
+
+@pytest.mark.parametrize("case", STEP_CASES, ids=[c[0] for c in STEP_CASES])
+def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> None:
+    """For every node of every recorded step, --node run in the node's first task holds a
+    block per local task; the block's input values make the first task's environment into
+    that task's, and its lines and status are exactly what the hook prints in that task."""
+    _, _, tasks = case
+    spec = spec_for(len(tasks))
+    per_node: dict[tuple[str, str], list[observed.Task]] = {}
+    for task in tasks:
+        per_node.setdefault((task.env["SLURMD_NODENAME"], task.env["SLURM_GTIDS"]), []).append(task)
+    for (node, _), on_node in per_node.items():
+        on_node.sort(key=lambda t: int(t.env["SLURM_LOCALID"]))
+        first = dict(on_node[0].env, **{prolog.MARKER: spec})
+        assert first["SLURM_LOCALID"] == "0"
+        rc = io.StringIO()
+        assert prolog.main(first, rc, ["--node"]) == 0
+        blocks = node_blocks(rc.getvalue())
+        assert sorted(blocks) == list(range(len(on_node))), node
+        for task in on_node:
+            status, inputs, own = blocks[int(task.env["SLURM_LOCALID"])]
+            actual = dict(task.env, **{prolog.MARKER: spec})
+            assert inputs == {"SLURM_PROCID": actual["SLURM_PROCID"], "SLURM_LOCALID": actual["SLURM_LOCALID"]}
+            predicted = dict(first, **inputs)
+            differ = {k for k in set(predicted) | set(actual) if predicted.get(k) != actual.get(k)}
+            if differ - NOT_PREDICTED:
+                # GPUs bound per task: the plugin sees the difference and runs the hook in the task
+                assert differ - NOT_PREDICTED <= set(GPU_VARIABLES) | {"SLURM_STEP_GPUS"}, differ
+                continue
+            assert (status, own) == run_main(actual), (node, task.procid)
+
+
+def test_node_output_does_not_depend_on_the_task_pid() -> None:
+    """The pid is the one per-task variable the plugin does not compare: nothing reads it."""
+    env = fixture_env(**{prolog.MARKER: "chief:1,worker:*"})
+    outputs = set()
+    for pid in ("1", "987654", "not-a-pid", ""):
+        out = io.StringIO()
+        assert prolog.main(dict(env, SLURM_TASK_PID=pid), out, ["--node"]) == 0
+        outputs.add(out.getvalue())
+        outputs.add(run_main(dict(env, SLURM_TASK_PID=pid)))
+    assert len(outputs) == 2
+
+
+@pytest.mark.parametrize("gtids", ["", "0,,1", "0,x", "-1", "0," * 5000 + "0", "\u0661"])
+def test_node_mode_gives_up_silently_on_odd_task_ids(gtids: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 3 and no output: the plugin then runs the hook in every task, which reports."""
+    out = io.StringIO()
+    env = fixture_env(**{prolog.MARKER: "worker:*", "SLURM_GTIDS": gtids})
+    assert prolog.main(env, out, ["--node"]) == 3
+    assert out.getvalue() == "" and capsys.readouterr().err == ""
+
+
+def test_hook_refuses_unknown_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.StringIO()
+    assert prolog.main(fixture_env(), out, ["--nodes"]) == 2
+    assert out.getvalue() == "" and "--nodes" in capsys.readouterr().err
+
+
+def test_node_mode_reports_a_bad_spec_in_every_block() -> None:
+    env = fixture_env(**{prolog.MARKER: "ps:1,worker:7"})
+    out = io.StringIO()
+    assert prolog.main(env, out, ["--node"]) == 0
+    blocks = node_blocks(out.getvalue())
+    assert len(blocks) == len(env["SLURM_GTIDS"].split(","))
+    for status, _, own in blocks.values():
+        assert status == 2 and own.startswith("print tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:7): error: ")
+
+
+def test_wrapper_passes_node_mode_on(wrapper: Path) -> None:
+    env = fixture_env(**{prolog.MARKER: "chief:1,worker:*"})
+    done = run_wrapper_args(wrapper, env, "--node")
+    assert done.returncode == 0, done.stderr
+    out = io.StringIO()
+    prolog.main(env, out, ["--node"])
+    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + out.getvalue()
+
+
+def run_wrapper_args(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(path), *args], env=env, capture_output=True, text=True, timeout=120)

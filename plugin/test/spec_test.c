@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "hook.h"
+#include "node.h"
 #include "spec.h"
 
 static int failures;
@@ -371,6 +372,97 @@ static void unit_hook(void)
 	unlink(script);
 }
 
+/* ---------------------------------------------------------------- per-node output */
+
+static void node_case(const char *out, unsigned long localid, int want_rc, int want_status,
+		      const char *want_lines, const char *want_preamble)
+{
+	struct tfd_node_block block;
+	char *copy = exact_copy(out, strlen(out));
+	int rc = tfd_node_find(copy, strlen(copy), localid, &block);
+
+	if (rc != want_rc ||
+	    (rc == 0 && (block.status != want_status || block.lines_len != strlen(want_lines) ||
+			 memcmp(block.lines, want_lines, block.lines_len) != 0 ||
+			 block.preamble_len != strlen(want_preamble) ||
+			 memcmp(block.preamble, want_preamble, block.preamble_len) != 0))) {
+		char shown[128];
+
+		tfd_quote(out, 100, shown, sizeof(shown));
+		printf("FAIL node output '%s' task %lu: rc %d (want %d)\n", shown, localid, rc, want_rc);
+		failures++;
+	}
+	free(copy);
+}
+
+static void env_case(char *const actual[], const char *base, size_t base_len, const char *inputs,
+		     int want, const char *want_why)
+{
+	struct tfd_node_block block = { NULL, 0, inputs, strlen(inputs), 0 };
+	char why[128] = "";
+	int got = tfd_node_env_matches(actual, base, base_len, &block, why, sizeof(why));
+
+	if (got != want || (!want && strcmp(why, want_why) != 0)) {
+		printf("FAIL env match with inputs '%s': %d '%s' (want %d '%s')\n", inputs, got, why,
+		       want, want_why ? want_why : "");
+		failures++;
+	}
+}
+
+static void unit_node(void)
+{
+	const char *good = "unset SLURM_SCRIPT_CONTEXT\n" TFD_NODE_HEADER "\n"
+			   "task 0 0\ninput SLURM_PROCID=4\nexport TF_CONFIG={\"a\":1}\n"
+			   "task 1 2\ninput SLURM_PROCID=5\nprint oops\n"
+			   "task 2 0\nend\n";
+	static const char base[] = "A=1\0B=2\0SLURM_TASK_PID=7\0";
+	char *same[] = { "SLURM_TASK_PID=9", "B=3", "A=1", NULL };
+	char *extra[] = { "A=1", "B=3", "C=", NULL };
+	char *missing[] = { "B=3", NULL };
+	char *other_b[] = { "A=1", "B=2", NULL };
+	char *no_eq[] = { "A=1", "B=3", "D", NULL };
+	char *dup[] = { "A=1", "A=1", "B=3", NULL };
+
+	node_case(good, 0, 0, 0, "input SLURM_PROCID=4\nexport TF_CONFIG={\"a\":1}\n",
+		  "unset SLURM_SCRIPT_CONTEXT\n");
+	node_case(good, 1, 0, 2, "input SLURM_PROCID=5\nprint oops\n", "unset SLURM_SCRIPT_CONTEXT\n");
+	node_case(good, 2, 0, 0, "", "unset SLURM_SCRIPT_CONTEXT\n");
+	node_case(good, 3, -1, 0, NULL, NULL); /* no block for this task */
+	node_case(TFD_NODE_HEADER "\ntask 0 0\nend", 0, 0, 0, "", ""); /* no final newline */
+	node_case("task 0 0\nend\n", 0, -1, 0, NULL, NULL);           /* no header */
+	node_case(TFD_NODE_HEADER "\ntask 0 0\n", 0, -1, 0, NULL, NULL); /* cut short: no end */
+	node_case(TFD_NODE_HEADER "\ntask 0 0\nend\nexport A=1\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0 0\ntask 0 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0 0\nbogus\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask x 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0 256\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0 0 \nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 1234567890 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask -1 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER " \ntask 0 0\nend\n", 0, -1, 0, NULL, NULL);
+	{
+		char with_nul[] = TFD_NODE_HEADER "\ntask 0 0\nexport A=x\0y\nend\n";
+		struct tfd_node_block block;
+
+		if (tfd_node_find(with_nul, sizeof(with_nul) - 1, 0, &block) != -1) {
+			printf("FAIL node output with a NUL byte accepted\n");
+			failures++;
+		}
+	}
+
+	env_case(same, base, sizeof(base) - 1, "input B=3\nexport X=1\n", 1, NULL);
+	env_case(extra, base, sizeof(base) - 1, "input B=3\n", 0, "C");
+	env_case(missing, base, sizeof(base) - 1, "input B=3\n", 0, "A");
+	env_case(other_b, base, sizeof(base) - 1, "input B=3\n", 0, "B");
+	env_case(other_b, base, sizeof(base) - 1, "", 1, NULL);
+	env_case(other_b, base, sizeof(base) - 1, "input E=1\n", 0, "E");
+	env_case(no_eq, base, sizeof(base) - 1, "input B=3\n", 0, "D");
+	env_case(dup, base, sizeof(base) - 1, "input B=3\ninput A=1\n", 1, NULL);
+	env_case(other_b, base, sizeof(base) - 1, "input B\n", 0, "B");
+	env_case(other_b, "A=1\0B=2\0C=3\0", 12, "", 0, "C");
+}
+
 static int unit(void)
 {
 	char *big;
@@ -453,6 +545,7 @@ static int unit(void)
 	unit_hostile();
 	unit_config();
 	unit_hook();
+	unit_node();
 	if (failures) {
 		printf("%d failure(s)\n", failures);
 		return 1;
@@ -611,6 +704,57 @@ static size_t random_input(char *buf, size_t cap)
 	return n;
 }
 
+/* Random --node output: lines from the protocol and near misses, some bytes flipped. */
+static size_t random_node_output(char *buf, size_t cap)
+{
+	static const char *const pieces[] = {
+		TFD_NODE_HEADER "\n", "task 0 0\n", "task 1 2\n", "task 2 255\n", "task 1 0\n",
+		"task 0\n", "task 99999999999 0\n", "input A=1\n", "input B=\n", "input =x\n",
+		"input C\n", "input SLURM_TASK_PID=3\n", "export A=2\n", "unset B\n", "print hi\n",
+		"end\n", "end", "garbage\n", "\n", "task ", "input ",
+	};
+	size_t n = 0, count = rng() % 12, i;
+
+	for (i = 0; i < count; i++) {
+		const char *p = pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
+		size_t len = strlen(p);
+
+		if (n + len >= cap)
+			break;
+		memcpy(buf + n, p, len);
+		n += len;
+	}
+	if (n && rng() % 4 == 0)
+		buf[rng() % n] = (char) (rng() % 256);
+	buf[n] = '\0';
+	return n;
+}
+
+static void fuzz_node(void)
+{
+	char scratch[512];
+	size_t n = random_node_output(scratch, sizeof(scratch));
+	char *input = exact_copy(scratch, n);
+	char *env[] = { "A=1", "B=", "SLURM_TASK_PID=4", NULL };
+	static const char base[] = "A=1\0B=\0";
+	unsigned long id;
+
+	for (id = 0; id < 3; id++) {
+		struct tfd_node_block block;
+		char why[64];
+
+		if (tfd_node_find(input, n, id, &block) != 0)
+			continue;
+		if (block.preamble + block.preamble_len > input + n ||
+		    block.lines + block.lines_len > input + n || block.status < 0 || block.status > 255) {
+			printf("FAIL node block outside its output\n");
+			failures++;
+		}
+		(void) tfd_node_env_matches(env, base, sizeof(base) - 1, &block, why, sizeof(why));
+	}
+	free(input);
+}
+
 static int fuzz(long iterations, uint64_t seed)
 {
 	char *scratch = malloc(3 * TFD_SPEC_MAX);
@@ -643,6 +787,7 @@ static int fuzz(long iterations, uint64_t seed)
 			(void) tfd_hook_apply(input, n, &ops, herr, sizeof(herr));
 		}
 		free(input);
+		fuzz_node();
 		if (failures > 10)
 			break;
 	}
