@@ -170,7 +170,7 @@ def test_parse_devices(value: str, devices: tuple[str, ...]) -> None:
     assert parse_devices("CUDA_VISIBLE_DEVICES", value) == devices
 
 
-@pytest.mark.parametrize("value", ["0,,1", "0 1", "gpu$0", ",", "0;1", "x" * 300_000])
+@pytest.mark.parametrize("value", ["0,,1", "0 1", "gpu$0", ",", "0;1", "x" * 300_000, "\u0661", ".0", "0,\u00e90"])
 def test_parse_devices_rejects_garbage_with_the_variable_name(value: str) -> None:
     with pytest.raises(GpuError, match="^CUDA_VISIBLE_DEVICES") as info:
         parse_devices("CUDA_VISIBLE_DEVICES", value)

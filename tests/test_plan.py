@@ -21,8 +21,8 @@ from tfslurm.errors import (
     SlurmEnvError,
     TfslurmError,
 )
-from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.gpus import ASSIGNED_VARIABLE as ASSIGNED_GPUS_VARIABLE
+from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.plan import (
     DESCRIPTOR_VARIABLE,
     TF_CONFIG_MAX_BYTES,
@@ -308,6 +308,8 @@ def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch)
         ("tfslurm1;nodes=n1;tasks=3;map=block;ports=r100-101;jobs=worker:3;host={node}", "fewer than 3 ports"),
         ("tfslurm1;nodes=n1;tasks=999999999999;map=block;ports=e8888;jobs=worker:1;host={node}", "more than tfslurm"),
         ("tfslurm1;nodes=n[1-;tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "plan descriptor"),
+        ("tfslurm1;nodes=n1;tasks=1;map=block;ports=e8888;jobs=w\"x:1;host={node}", "bad jobs entry"),
+        ("tfslurm1;nodes=n1;tasks=1;map=z:eNrLyM9JBAAEKgGl;ports=e8888;jobs=worker:1;host={node}", "is 'hola'"),
     ],
 )
 def test_bad_descriptors_raise_plan_errors(text: str, needle: str) -> None:
@@ -538,3 +540,22 @@ def test_every_rank_of_any_step_agrees_and_finds_itself(shape, jobs, reserved) -
     addresses = [a for job in spec.values() for a in job]
     assert len(addresses) == len(set(addresses)) == n
     assert [a.rpartition(":")[0] for a in plan.addresses] == [names[i] for i in layout.rank_node]
+
+
+def test_the_taskprolog_path_imports_only_what_it_needs() -> None:
+    # Every task of a --tf-dist job runs this in a fresh `python -I -S`: typing, json, base64
+    # and zlib (let alone TensorFlow) would be paid by every task for nothing.
+    root = str(Path(__import__("tfslurm").__file__).parent.parent)
+    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1",
+                   TFSLURM_TF_DIST="chief:1,worker:*")
+    code = (
+        f"import sys; sys.path.insert(0, {root!r})\n"
+        "from tfslurm.plan import plan_for\n"
+        "from tfslurm.step import Step\n"
+        f"variables = plan_for(Step.from_environ({env!r})).task_env()\n"
+        "assert variables['CUDA_VISIBLE_DEVICES'] == '1', variables\n"
+        "print(sorted(m for m in ('typing', 'json', 'base64', 'zlib', 'tensorflow', 'subprocess')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -174,7 +174,9 @@ def test_parse_port_list(text: str, ports: tuple[int, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "x", "20000-", "-5", "0", "65536", "20005-20001", "1,1", "1-65535,2", "[1-3]", "1 2", "123456"]
+    "text",
+    ["", "x", "20000-", "-5", "0", "65536", "20005-20001", "1,1", "1-65535,2", "[1-3]", "1 2", "123456",
+     "+5", "1- 3", "2000\u0661", "1,,2", "1--2"],
 )
 def test_parse_port_list_rejects_garbage(text: str) -> None:
     with pytest.raises(PortError, match="^SLURM_STEP_RESV_PORTS=") as info:

@@ -6,8 +6,6 @@ TensorFlow; ``SlurmClusterResolver`` imports it lazily, on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tfslurm.errors import (
     GpuError,
     HostlistError,
@@ -36,7 +34,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # Lazy attributes keep `import tfslurm` cheap: the resolver needs TensorFlow and the
     # runtime needs it too, so they are only imported when a script asks for them.
     if name == "SlurmClusterResolver":

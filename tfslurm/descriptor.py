@@ -23,14 +23,12 @@ Only the standard library is used.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import zlib
 from dataclasses import dataclass
 from itertools import chain
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
+from tfslurm.jobspec import is_job_name
 from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
 
 __all__ = ["TAG", "Descriptor", "block_map", "cyclic_map", "local_ids"]
@@ -141,7 +139,7 @@ class Descriptor:
         jobs = []
         for part in values["jobs"].split(","):
             name, _, count = part.partition(":")
-            if not name or not count.isdecimal() or not count.isascii():
+            if not is_job_name(name) or not count.isdecimal() or not count.isascii():
                 raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {part!r}")
             jobs.append((name, int(count)))
         if sum(count for _, count in jobs) != num_tasks:
@@ -187,12 +185,19 @@ def _encode_list(values: tuple[int, ...]) -> str:
     plain = "runs:" + hostlist.compress_counts(values)
     if len(plain) <= _PLAIN_MAP_CHARS:
         return plain
+    import base64  # only maps too irregular to spell out pay for base64 and zlib
+    import zlib
+
     packed = "z:" + base64.b64encode(zlib.compress(plain.encode(), 9)).decode()
     return packed if len(packed) < len(plain) else plain
 
 
 def _decode_list(text: str, key: str, value: str, length: int) -> tuple[int, ...]:
     if value.startswith("z:"):
+        import base64
+        import binascii
+        import zlib
+
         try:
             # Bound the inflated size: a run list never needs more than ~20 bytes per rank.
             inflater = zlib.decompressobj()

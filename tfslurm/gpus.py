@@ -27,13 +27,12 @@ is bounded by a timeout.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tfslurm.errors import GpuError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
     from tfslurm.layout import Layout
     from tfslurm.step import Step
@@ -79,7 +78,8 @@ NVIDIA_SMI_TIMEOUT = 5.0
 
 # --gpu-bind values under which Slurm computed a per-task device list itself.
 _PER_TASK_BINDINGS = frozenset({"per_task", "map_gpu", "mask_gpu", "single", "closest"})
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]*\Z")
+# Characters of a device entry: an index, a GPU/MIG UUID or a ZE sub-device id ("0.1").
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/-")
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def parse_devices(name: str, value: str) -> tuple[str, ...]:
         entry = raw.strip()
         if entry.startswith("-") and entry[1:].isdigit():
             break  # CUDA stops at the first invalid ordinal; "-1" is the usual "none" idiom
-        if not _TOKEN.match(entry):
+        if not (entry[:1].isalnum() and entry.isascii() and _TOKEN_CHARS.issuperset(entry)):
             raise GpuError(f"{name}={_clip(value)!r}: {entry!r} is not a device index or id")
         if entry not in seen:
             seen.add(entry)
@@ -514,7 +514,7 @@ def _gpu_binding(tres_bind: str) -> str | None:
         part = part.strip()
         for prefix in ("gres/gpu:", "gpu:"):
             if part.startswith(prefix):
-                words = [w for w in re.split(r"[,:]", part[len(prefix) :]) if w and w != "verbose"]
+                words = [w for w in part[len(prefix) :].replace(":", ",").split(",") if w and w != "verbose"]
                 return words[0] if words else None
     return None
 

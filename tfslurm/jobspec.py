@@ -11,7 +11,6 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
@@ -23,8 +22,7 @@ JobsSpec = str | Mapping[str, int | str] | None
 
 # TF's ClusterSpec accepts these names; the job names TF's strategies understand are
 # chief/worker/ps/evaluator, but a plan can name any job (e.g. for a custom server setup).
-_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
-_COUNT = re.compile(r"[0-9]{1,18}\Z")
+_MAX_COUNT_DIGITS = 18
 # TF's multi_worker_util rejects clusters with more than one of these.
 _AT_MOST_ONE = ("chief", "evaluator")
 _MAX_SPEC_CHARS = 4096
@@ -130,8 +128,13 @@ def _mapping_entries(spec: Mapping[str, int | str]) -> list[tuple[str, int | Non
     return entries
 
 
+def is_job_name(name: str) -> bool:
+    """A letter followed by letters, digits or ``_`` (ASCII): a name TF's ClusterSpec takes."""
+    return name.isascii() and name[:1].isalpha() and name.replace("_", "0").isalnum()
+
+
 def _check_name(spec: str, name: str) -> str:
-    if not _JOB_NAME.match(name):
+    if not is_job_name(name):
         what = "an empty job name" if not name else f"job name {name!r}"
         raise JobSpecError(
             f"jobs spec {_show(spec)}: {what} is not a letter followed by letters, digits or '_'"
@@ -142,7 +145,7 @@ def _check_name(spec: str, name: str) -> str:
 def _check_count(spec: str, name: str, count: str) -> int | None:
     if count == REST:
         return None
-    if not _COUNT.match(count):
+    if not (count.isascii() and count.isdigit() and len(count) <= _MAX_COUNT_DIGITS):
         raise JobSpecError(
             f"jobs spec {_show(spec)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
         )

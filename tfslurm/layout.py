@@ -28,11 +28,14 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
-from typing import Sequence
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
 from tfslurm.step import Step
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "Layout",

@@ -29,18 +29,17 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.jobspec import JobsSpec, parse_jobs
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
     from tfslurm.gpus import GpuAssignment
     from tfslurm.layout import Layout
@@ -214,6 +213,8 @@ class Plan:
     def _cluster_json(self) -> str:
         names = [name for name, _ in self.jobs]
         if not all(map(_json_plain, names)) or not all(map(_json_plain, self.hosts)):
+            import json  # only names that need escaping pay for json
+
             return json.dumps(self.cluster_spec(), separators=(",", ":"))
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
         # for 100k addresses, and gives the same text.
@@ -230,8 +231,8 @@ class Plan:
         """TF_CONFIG of a rank (default: this task) as compact JSON."""
         rank = self._own_rank("TF_CONFIG") if rank is None else rank
         job, index = self.job_of(rank)
-        task = json.dumps({"type": job, "index": index}, separators=(",", ":"))
-        extra = "" if self.rpc_layer is None else ',"rpc_layer":' + json.dumps(self.rpc_layer)
+        task = '{"type":' + _json_string(job) + ',"index":' + str(index) + "}"
+        extra = "" if self.rpc_layer is None else ',"rpc_layer":' + _json_string(self.rpc_layer)
         return '{"cluster":' + self._cluster_json + ',"task":' + task + extra + "}"
 
     def tf_config_fits(self, rank: int | None = None) -> bool:
@@ -453,6 +454,15 @@ def plan_from_environ(
 def _json_plain(text: str) -> bool:
     """True if ``json.dumps`` would write ``text`` unchanged between quotes."""
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _json_string(text: str) -> str:
+    """``json.dumps(text)``, without importing json for the plain names of nearly every plan."""
+    if _json_plain(text):
+        return '"' + text + '"'
+    import json
+
+    return json.dumps(text)
 
 
 def _count_per_node(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ...]:

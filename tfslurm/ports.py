@@ -41,13 +41,12 @@ ports) where that matters.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tfslurm.errors import PortError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
     from tfslurm.layout import Layout
     from tfslurm.step import Step
@@ -78,7 +77,6 @@ _LOW_WINDOW = (10000, 32767)
 _HIGH_FLOOR = 61000
 _MAX_PORT = 65535
 _KINDS = {"reserved": "r", "derived": "d", "explicit": "e"}
-_LIST = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*\Z")
 
 
 @dataclass(frozen=True)
@@ -154,12 +152,11 @@ class PortRule:
 
 def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int, ...]:
     """``"12005,12007-12009"`` -> (12005, 12007, 12008, 12009): Slurm's bracketless ranges."""
-    body = text.strip()
-    if not _LIST.match(body):
-        raise PortError(f"{name}={_clip(text)!r} is not a list of ports like 12000-12003,12007")
     ports: list[int] = []
-    for item in body.split(","):
-        low, _, high = item.partition("-")
+    for item in text.strip().split(","):
+        low, dash, high = item.partition("-")
+        if not _port_digits(low) or (dash and not _port_digits(high)):
+            raise PortError(f"{name}={_clip(text)!r} is not a list of ports like 12000-12003,12007")
         first, last = int(low), int(high or low)
         if not 1 <= first <= last <= _MAX_PORT:
             raise PortError(f"{name}={_clip(text)!r}: {item!r} is not a port range within 1-65535")
@@ -169,6 +166,11 @@ def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int
     if len(set(ports)) != len(ports):
         raise PortError(f"{name}={_clip(text)!r} lists a port twice")
     return tuple(ports)
+
+
+def _port_digits(text: str) -> bool:
+    """1 to 5 ASCII digits (int() alone would take blanks, '+' and other scripts' digits)."""
+    return 0 < len(text) <= 5 and text.isascii() and text.isdigit()
 
 
 def format_port_list(ports: Sequence[int]) -> str:

@@ -15,9 +15,12 @@ import enum
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from tfslurm.errors import SlurmEnvError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["Context", "HetComponent", "Step"]
 
