@@ -96,3 +96,25 @@ def hostfile_entries(fixture: Fixture) -> list[str] | None:
     """The hostfile contents of the arbitrary-layout fixture, from its description."""
     match = re.search(r"one line per task\):\s*(.*)$", fixture.description)
     return match.group(1).split() if match else None
+
+
+def paths_by_id() -> dict[str, Path]:
+    """Every fixture file by its :func:`fixture_id`."""
+    return {fixture_id(p): p for p in all_paths()}
+
+
+def runnable_envs(fixture: Fixture, tmp_path: Path) -> dict[str, list[tuple[Task, dict[str, str]]]]:
+    """Each step's tasks with environments that work here: the arbitrary-layout fixture's
+    hostfile (gone with the recorded cluster) is written again under ``tmp_path``."""
+    hosts = hostfile_entries(fixture)
+    out: dict[str, list[tuple[Task, dict[str, str]]]] = {}
+    for label, tasks in fixture.steps.items():
+        for task in tasks:
+            env = dict(task.env)
+            if "SLURM_HOSTFILE" in env:
+                assert hosts, f"{fixture.name}: arbitrary fixture without hostfile description"
+                hostfile = tmp_path / "hostfile"
+                hostfile.write_text("\n".join(hosts) + "\n")
+                env["SLURM_HOSTFILE"] = str(hostfile)
+            out.setdefault(label, []).append((task, env))
+    return out

@@ -25,24 +25,12 @@ from tfslurm.layout import (
 )
 from tfslurm.step import Step
 
-PATHS = {observed.fixture_id(p): p for p in observed.all_paths()}
+PATHS = observed.paths_by_id()
 
 
 def fixture_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task, dict[str, str]]]]:
     """Each step's tasks with runnable environments (the arbitrary hostfile recreated)."""
-    fixture = observed.load(PATHS[fid])
-    hosts = observed.hostfile_entries(fixture)
-    out: dict[str, list[tuple[observed.Task, dict[str, str]]]] = {}
-    for label, tasks in fixture.steps.items():
-        for task in tasks:
-            env = dict(task.env)
-            if "SLURM_HOSTFILE" in env:
-                assert hosts, f"{fid}: arbitrary fixture without hostfile description"
-                hostfile = tmp_path / "hostfile"
-                hostfile.write_text("\n".join(hosts) + "\n")
-                env["SLURM_HOSTFILE"] = str(hostfile)
-            out.setdefault(label, []).append((task, env))
-    return out
+    return observed.runnable_envs(observed.load(PATHS[fid]), tmp_path)
 
 
 # Recorded shapes the environment cannot describe: tfslurm must refuse them (tested below).
@@ -457,7 +445,7 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 
 def test_cli_json_contract(tmp_path: Path) -> None:
-    task, env = fixture_envs("03_cyclic_N3_n6", tmp_path)["s0"][4]
+    _task, env = fixture_envs("03_cyclic_N3_n6", tmp_path)["s0"][4]
     result = run_cli(env, "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)

@@ -33,22 +33,11 @@ from tfslurm.plan import (
 from tfslurm.ports import PortRule
 from tfslurm.step import Step
 
-PATHS = {observed.fixture_id(p): p for p in observed.all_paths()}
+PATHS = observed.paths_by_id()
 
 
 def step_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task, dict[str, str]]]]:
-    fixture = observed.load(PATHS[fid])
-    hosts = observed.hostfile_entries(fixture)
-    out: dict[str, list[tuple[observed.Task, dict[str, str]]]] = {}
-    for label, tasks in fixture.steps.items():
-        for task in tasks:
-            env = dict(task.env)
-            if "SLURM_HOSTFILE" in env:
-                hostfile = tmp_path / "hostfile"
-                hostfile.write_text("\n".join(hosts or []) + "\n")
-                env["SLURM_HOSTFILE"] = str(hostfile)
-            out.setdefault(label, []).append((task, env))
-    return out
+    return observed.runnable_envs(observed.load(PATHS[fid]), tmp_path)
 
 
 def task_env(**extra: str) -> dict[str, str]:

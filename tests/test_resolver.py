@@ -185,7 +185,7 @@ def test_hosts_keep_slurm_order_not_string_order(slurm_env) -> None:
     assert as_dict(theirs.cluster_spec())["worker"][0] == "n10:8888"  # TF: rank 0 on the wrong node
 
 
-RECORDED = {observed.fixture_id(p): p for p in observed.all_paths()}
+RECORDED = observed.paths_by_id()
 
 
 @pytest.mark.parametrize(
@@ -195,15 +195,9 @@ RECORDED = {observed.fixture_id(p): p for p in observed.all_paths()}
      "14_resv_ports", "padded/01_block_N3_tpn2"],
 )  # fmt: skip
 def test_recorded_shapes_tf_gets_wrong(fid: str, tmp_path: Path) -> None:
-    fixture = observed.load(RECORDED[fid])
-    hosts = observed.hostfile_entries(fixture)
-    for label, tasks in fixture.steps.items():
+    for label, tasks in observed.runnable_envs(observed.load(RECORDED[fid]), tmp_path).items():
         specs = set()
-        for task in tasks:
-            env = dict(task.env)
-            if "SLURM_HOSTFILE" in env:
-                (tmp_path / "hostfile").write_text("\n".join(hosts or []) + "\n")
-                env["SLURM_HOSTFILE"] = str(tmp_path / "hostfile")
+        for task, env in tasks:
             resolver = Resolver(env=env)
             assert (resolver.task_type, resolver.task_id) == ("worker", task.procid)
             address = resolver.master().removeprefix("grpc://")

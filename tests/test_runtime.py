@@ -256,6 +256,13 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
+def _local_ps_cluster() -> tuple[list[int], dict[str, list[str]]]:
+    """Free ports for chief:0, ps:0 and worker:0 on 127.0.0.1, and that cluster."""
+    ports = _free_ports(3)
+    jobs = ("chief", "ps", "worker")
+    return ports, {job: [f"127.0.0.1:{port}"] for job, port in zip(jobs, ports)}
+
+
 def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "TF_CONFIG": config, "TF_CPP_MIN_LOG_LEVEL": "2",
            "TF_ENABLE_ONEDNN_OPTS": "0", "no_proxy": "*"}
@@ -267,9 +274,7 @@ def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
 @pytest.mark.tf
 @pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
 def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
-    chief_port, ps_port, w_port = _free_ports(3)
-    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "ps": [f"127.0.0.1:{ps_port}"],
-               "worker": [f"127.0.0.1:{w_port}"]}
+    (chief_port, ps_port, w_port), cluster = _local_ps_cluster()
     chief = socket.socket()  # stands in for the chief's server
     chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     chief.bind(("127.0.0.1", chief_port))
@@ -300,9 +305,7 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
 @pytest.mark.tf
 @pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
 def test_missing_ps_is_a_clear_error_on_the_chief():
-    chief_port, ps_port, w_port = _free_ports(3)
-    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "ps": [f"127.0.0.1:{ps_port}"],
-               "worker": [f"127.0.0.1:{w_port}"]}
+    (_, ps_port, w_port), cluster = _local_ps_cluster()
     started = time.monotonic()
     chief = _tfslurm_run(tf_config(cluster, "chief", 0), "--peer-timeout", "2", "--",
                          "python", "-m", "tfslurm.examples.ps", "--steps", "3")

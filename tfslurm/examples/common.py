@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +50,23 @@ def batch(tf: Any, rows: int, seed: int) -> tuple[Any, Any]:
     return x, y
 
 
+def loss(tf: Any, x: Any, y: Any, w: Any, b: Any) -> Any:
+    """Mean squared error of the linear model ``x.w + b``."""
+    return tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+
+
+def restored_checkpoints(ctx: Any, args: argparse.Namespace, tag: str, checkpoint: Any) -> Any:
+    """The run's checkpoint manager restored to its latest checkpoint (None without
+    ``--checkpoint-dir``); says where it resumed from after a requeue."""
+    if not args.checkpoint_dir:
+        return None
+    checkpoints = ctx.checkpoints(checkpoint, args.checkpoint_dir)
+    path = checkpoints.restore()
+    if path:
+        say(tag, f"restart {ctx.restart_count}: resumed from {path} at step {int(checkpoint.step.numpy())}")
+    return checkpoints
+
+
 def digest(*arrays: Any) -> str:
     """sha256 of the raw bytes of the arrays: equal iff the weights are bit-identical."""
     h = hashlib.sha256()
@@ -61,4 +77,3 @@ def digest(*arrays: Any) -> str:
 
 def say(tag: str, text: str) -> None:
     print(f"[{tag}] {text}", flush=True)
-    sys.stdout.flush()

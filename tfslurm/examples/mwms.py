@@ -24,19 +24,12 @@ def main(ctx, args) -> int:
         w = tf.Variable(tf.random.normal([common.FEATURES, 1], seed=ctx.role.index), name="w")
         b = tf.Variable(0.0, name="b")
         step = tf.Variable(0, dtype=tf.int64, name="step")
-    checkpoints = None
-    if args.checkpoint_dir:
-        checkpoints = ctx.checkpoints(tf.train.Checkpoint(w=w, b=b, step=step),
-                                      args.checkpoint_dir)
-        path = checkpoints.restore()
-        if path:
-            common.say(tag, f"restart {ctx.restart_count}: resumed from {path} "
-                       f"at step {int(step.numpy())}")
+    checkpoints = common.restored_checkpoints(ctx, args, tag, tf.train.Checkpoint(w=w, b=b, step=step))
     x, y = common.batch(tf, args.batch, seed=1000 + ctx.role.index)
 
     def replica_grads(x, y):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+            loss = common.loss(tf, x, y, w, b)
         return (loss, *tape.gradient(loss, [w, b]))
 
     @tf.function

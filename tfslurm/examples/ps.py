@@ -43,7 +43,7 @@ def evaluate(ctx, args) -> int:
         if path is None:
             break
         checkpoint.restore(path).expect_partial()
-        loss = float(tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y)))
+        loss = float(common.loss(tf, x, y, w, b))
         common.say("evaluator:0", f"evaluated {path} (step {int(step.numpy())}): "
                    f"loss {loss:.5f}")
         last, seen = path, seen + 1
@@ -58,21 +58,14 @@ def train(ctx, args) -> int:
     strategy, coordinator = ctx.strategy, ctx.coordinator
     with strategy.scope():
         w, b, step = build(tf)
-    checkpoints = None
-    if args.checkpoint_dir:
-        checkpoints = ctx.checkpoints(tf.train.Checkpoint(w=w, b=b, step=step),
-                                      args.checkpoint_dir)
-        path = checkpoints.restore()
-        if path:
-            common.say("chief:0", f"restart {ctx.restart_count}: resumed from {path} "
-                       f"at step {int(step.numpy())}")
+    checkpoints = common.restored_checkpoints(ctx, args, "chief:0", tf.train.Checkpoint(w=w, b=b, step=step))
 
     @tf.function
     def worker_step():
         x = tf.random.normal([args.batch, common.FEATURES])
         y = tf.matmul(x, tf.constant(common.TRUE_W)) + common.TRUE_B
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+            loss = common.loss(tf, x, y, w, b)
         gw, gb = tape.gradient(loss, [w, b])
         w.assign_sub(args.lr * gw)
         b.assign_sub(args.lr * gb)
