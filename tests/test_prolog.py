@@ -379,6 +379,10 @@ def test_cli_hook_prints_export_lines() -> None:
     done = subprocess.run([sys.executable, "-m", "tfslurm", "prolog"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == prolog.prolog_lines(env)
+    done = subprocess.run([sys.executable, "-m", "tfslurm", "prolog", "--node"], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == prolog.node_output(env) and done.stdout.startswith(prolog.NODE_HEADER + "\n")
 
 
 def test_hook_imports_no_tensorflow() -> None:

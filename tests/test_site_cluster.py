@@ -104,7 +104,8 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (work / "dump.py").write_text(EMIT + DUMP)
     (work / "envdump.py").write_text(EMIT + ENV_DUMP)
     # prolog= points at this: it logs every run of the hook, then runs the real wrapper;
-    # TEST_HOOK_PER_TASK makes the per-node run fail, so every task runs the hook itself.
+    # TEST_HOOK_PER_TASK makes the per-node run fail, so every task runs the hook itself;
+    # TEST_HOOK_OLD_WRAPPER drops --node, as a wrapper from before the per-node run does.
     log = work / "hook.log"
     log.touch(mode=0o666)
     logged = work / "logged-hook"
@@ -112,6 +113,7 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         #!/bin/sh
         echo "${{SLURMD_NODENAME:-?}} ${{SLURM_PROCID:-?}} $*" >> {log}
         if [ "$1" = --node ] && [ -n "${{TEST_HOOK_PER_TASK:-}}" ]; then exit 3; fi
+        if [ -n "${{TEST_HOOK_OLD_WRAPPER:-}}" ]; then exec {wrapper}; fi
         exec {wrapper} "$@"
         """))  # fmt: skip
     logged.chmod(0o755)
@@ -514,6 +516,21 @@ def test_plugin_prolog_mode_leaves_other_jobs_untouched(
     assert plain == hooked
     assert batch_env(slurm_cluster, site_files, tmp_path) == batch_env(hook_cluster, site_files, tmp_path)
     assert hook_runs(site_files) == []  # the hook never ran
+
+
+def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files) -> None:
+    """A wrapper from before the per-node run prints one task's lines for --node: no task
+    takes them; every task runs the hook itself and gets its own cluster."""
+    hook_runs(site_files, clear=True)
+    done = hook_cluster.srun(
+        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"]),
+        timeout=120, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    check_step(dumps(done.stdout), "ps:1,worker:3", 4)
+    runs = hook_runs(site_files)
+    assert sorted(p for _, p, once in runs if not once) == [0, 1, 2, 3]
+    assert len([r for r in runs if r[2]]) == 2
 
 
 # --- TF_CONFIG too large for the environment ----------------------------------------------

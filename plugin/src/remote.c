@@ -210,7 +210,7 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 
 /* --- prolog=PATH, once per node: see the top of this file and node.h ---------------- */
 
-#define NODE_SHARED_SIZE (16u << 20) /* address space only: pages are used as written */
+#define NODE_SHARED_SIZE (8u << 20)  /* address space only: pages are used as written */
 #define NODE_WAIT_MS (120 * 1000)     /* then a task gives up waiting and runs the hook itself */
 
 enum { NODE_PENDING, NODE_READY, NODE_FAILED };
@@ -276,6 +276,10 @@ static void node_lead(const char *path, char **env)
 		memcpy(node->data + used, out, out_len + 1);
 		node->out_len = out_len;
 		state = NODE_READY;
+	} else {
+		slurm_debug("tfslurm: per-node hook run failed (%s %d, %zu bytes of output); tasks run "
+			    "the hook each", WIFEXITED(status) ? "exit status" : "signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), out_len);
 	}
 	free(out);
 publish:
@@ -322,12 +326,18 @@ static int node_apply(spank_t sp, const char *path, char *err, size_t errlen)
 		return 1;
 	if (localid == 0)
 		node_lead(path, env);
-	else if (node_wait() != 0)
+	else if (node_wait() != 0) {
+		slurm_debug("tfslurm: task %d: gave up waiting for the per-node hook run", localid);
 		return 1;
+	}
 	__sync_synchronize();
-	if (node->state != NODE_READY ||
-	    tfd_node_find(node->data + node->env_len, node->out_len, (unsigned long) localid, &block) != 0)
+	if (node->state != NODE_READY)
 		return 1;
+	if (tfd_node_find(node->data + node->env_len, node->out_len, (unsigned long) localid, &block) != 0) {
+		slurm_debug("tfslurm: task %d: no block for it in the per-node hook output (a wrapper "
+			    "without --node?); running the hook for this task", localid);
+		return 1;
+	}
 	if (!tfd_node_env_matches(env, node->data, node->env_len, &block, why, sizeof(why))) {
 		slurm_debug("tfslurm: task %d: %s differs from what the per-node hook run assumed; "
 			    "running the hook for this task", localid, why);

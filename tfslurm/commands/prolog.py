@@ -2,6 +2,8 @@
 
 Without options it prints this task's ``export`` lines (see :mod:`tfslurm.prolog`); Slurm
 runs it through the wrapper, which skips Python entirely for jobs without ``--tf-dist``.
+``--node`` prints the lines of every task of the step on this node (the plugin's ``prolog=``
+mode runs the wrapper that way, once per node).
 ``--write-wrapper PATH`` writes that wrapper for this installation's Python.
 """
 
@@ -23,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--print-wrapper", action="store_true",
         help="print the TaskProlog= shell wrapper instead of writing it",
     )  # fmt: skip
+    what.add_argument(
+        "--node", action="store_true",
+        help="print the lines of every task of this step on this node (run in its first task)",
+    )  # fmt: skip
     parser.add_argument(
         "--python", metavar="EXE",
         help="interpreter the wrapper runs (default: this one, %(default)s)",
@@ -43,4 +49,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"set-up B, slurm.conf on every node:  TaskProlog={path}")
         print(f"per job, no admin needed:  srun --task-prolog={path} ...")
         return 0
-    return prolog.main()
+    return prolog.main(argv=["--node"] if args.node else None)
