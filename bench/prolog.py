@@ -10,7 +10,9 @@ other processes hits all three alike:
   (c) the same cluster, ``srun --tf-dist=chief:1,worker:*``
 
 and the same two with the hook run by the plugin (``prolog=`` on its plugstack line, no
-TaskProlog at all): (b2) without and (c2) with --tf-dist. It prints the medians and the
+TaskProlog at all): (b2) without and (c2) with --tf-dist, where Python runs once per node
+and step; and (c3) like (c2) but with that per-node run refused (the hook behind ``prolog=``
+fails ``--node``), so every task runs the hook itself, as before. It prints the medians and the
 per-task deltas (step delta / tasks) against the targets:
 (b)-(a) <= 1 ms per task, (c)-(a) <= 30 ms per task. As references it also times (r) a
 cluster whose TaskProlog is an empty ``/bin/sh`` script (Slurm's own cost of running any
@@ -109,6 +111,9 @@ def main() -> int:
         plugin, wrapper = build(work, args.snapshot)
         base = dict(num_nodes=args.nodes, gpus=0, cpus=max(4, -(-args.tasks // args.nodes)))
         load_before = os.getloadavg()
+        per_task_hook = work / "per-task-hook"
+        per_task_hook.write_text(f'#!/bin/sh\n[ "$1" = --node ] && exit 3\nexec {wrapper} "$@"\n')
+        per_task_hook.chmod(0o755)
         empty = work / "empty-taskprolog"
         empty.write_text("#!/bin/sh\nexit 0\n")
         empty.chmod(0o755)
@@ -116,7 +121,7 @@ def main() -> int:
             **base, task_prolog=str(wrapper), plugstack_lines=[f"optional {plugin}"]
         ) as site, LocalCluster(**base, task_prolog=str(empty)) as reference, LocalCluster(
             **base, plugstack_lines=[f"optional {plugin} prolog={wrapper}"]
-        ) as hooked:
+        ) as hooked, LocalCluster(**base, plugstack_lines=[f"optional {plugin} prolog={per_task_hook}"]) as per_task_hooked:
             settings = {
                 "a": (plain, [*shape, "true"]),
                 "r": (reference, [*shape, "true"]),
@@ -124,6 +129,7 @@ def main() -> int:
                 "c": (site, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
                 "b2": (hooked, [*shape, "true"]),
                 "c2": (hooked, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
+                "c3": (per_task_hooked, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
             }
             times: dict[str, list[float]] = {k: [] for k in settings}
             for i in range(args.warmup + args.runs):
@@ -135,7 +141,7 @@ def main() -> int:
         alone_b, alone_c = wrapper_alone(wrapper, args.runs)
 
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
-    per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("r", "b", "c", "b2", "c2")}
+    per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("r", "b", "c", "b2", "c2", "c3")}
     print(f"srun {' '.join(shape)} true: median of {args.runs} interleaved runs each "
           f"(load average {load_before[0]:.1f} -> {load_after[0]:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
     print(f"  (a) no TaskProlog, no plugin        {med['a']:8.1f} ms")
@@ -144,6 +150,8 @@ def main() -> int:
     print(f"  (c) tfslurm, --tf-dist              {med['c']:8.1f} ms")
     print(f"  (b2) plugin prolog=, no --tf-dist   {med['b2']:8.1f} ms")
     print(f"  (c2) plugin prolog=, --tf-dist      {med['c2']:8.1f} ms")
+    print(f"  (c3) as (c2), hook in every task    {med['c3']:8.1f} ms  ({per_task['c3']:.2f} ms per task; "
+          f"per-node run saves {per_task['c3'] - per_task['c2']:.2f} ms per task)")
     verdicts = []
     for key, target in (("b", TARGET_B_MS), ("c", TARGET_C_MS), ("b2", TARGET_B_MS), ("c2", TARGET_C_MS)):
         ok = per_task[key] <= target
