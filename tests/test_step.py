@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, strategies as st
-
 import observed
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tfslurm.errors import SlurmEnvError
 from tfslurm.step import Context, HetComponent, Step
 

@@ -17,6 +17,11 @@ from tfslurm.errors import (
     TfslurmError,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:  # type checkers see the lazy attributes below with their real types
+    from tfslurm.resolver import SlurmClusterResolver
+    from tfslurm.runtime import run
+
 __version__ = "0.1.0"
 
 __all__ = [

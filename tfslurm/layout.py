@@ -24,7 +24,6 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
@@ -38,10 +37,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
-    "Layout",
-    "LayoutError",
     "MAX_HOSTFILE_BYTES",
     "MAX_TASKS",
+    "Layout",
+    "LayoutError",
     "arbitrary_layout",
     "block_layout",
     "cyclic_layout",
@@ -242,10 +241,10 @@ def parse_hostfile(text: str, source: str = "hostfile", limit: int | None = None
         # Plain names only (the usual generated hostfile): let str.split do the work.
         if "#" in text:
             text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
-        hosts = text.replace(",", " ").split()
-        if len(hosts) > cap and limit is None:
+        names = text.replace(",", " ").split()
+        if len(names) > cap and limit is None:
             raise LayoutError(f"{source} lists more than {MAX_TASKS} tasks")
-        return hosts[:cap]
+        return names[:cap]
     hosts: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         if len(hosts) >= cap:
@@ -573,8 +572,3 @@ def _fix(step: Step, layout: Layout, het: bool) -> str:
 
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def current() -> Layout:
-    """The verified layout of the step this process is a task of (reads ``os.environ``)."""
-    return layout_for(Step.from_environ(os.environ))

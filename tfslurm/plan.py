@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from tfslurm import jobspec
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.jobspec import JobsSpec, parse_jobs
@@ -390,7 +391,7 @@ def plan_for(
         jobs = step.env.get(JOBS_VARIABLE) or None
     resolved = parse_jobs(jobs, layout.num_tasks)
     if tf_order:
-        resolved = dict(sorted(resolved.items()))
+        resolved = jobspec.tf_order(resolved)
     template = _host_template(host_template, step.env)
     counts = _count_per_node(layout.rank_node, len(layout.nodes))
     rule = port_rule(step, max(counts), port_base=port_base, layout=layout)
@@ -504,8 +505,11 @@ def gpu_plan_for(
     """
     from tfslurm.gpus import assign_gpus
 
+    step.require("procid")
     rank = step.procid
-    assert rank is not None
+    assert rank is not None  # required above
+    if not 0 <= rank < layout.num_tasks:
+        raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")
     if assignment is None:
         assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
     node_devices = assignment.node_devices

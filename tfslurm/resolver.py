@@ -16,7 +16,6 @@ when TF is importable, and of ``object`` otherwise (``cluster_spec()`` then retu
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import warnings

@@ -20,6 +20,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from tfslurm.runtime.roles import Role
+
 HELP = "run a TF program as this task's role (chief/worker/ps/evaluator)"
 
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
@@ -140,7 +144,7 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def _plan_table(role, jobs: str | None) -> str:
+def _plan_table(role: Role, jobs: str | None) -> str:
     """The step's plan table; from the cluster itself when TF_CONFIG came from elsewhere."""
     if role.plan_table:
         return role.plan_table

@@ -27,7 +27,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tfslurm.errors import ClusterError
@@ -298,7 +298,7 @@ class LocalCluster:
         self._records.append(procs.ProcessRecord(name, proc.pid, started, node))
         self._write_record()
 
-    def _wait(self, what: str, ready) -> None:
+    def _wait(self, what: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.config.timeout
         while True:
             for pid, child in self._children.items():
@@ -477,7 +477,9 @@ class LocalCluster:
             del self._children[pid]
 
     # ------------------------------------------------------------------ using it
-    def popen(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None, **kwargs: Any):
+    def popen(
+        self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.Popen[Any]:
         """Start ``argv`` (e.g. a long srun) in the background with the cluster's env."""
         env = self.env
         env.update(env_extra or {})
@@ -487,7 +489,7 @@ class LocalCluster:
         self,
         argv: Sequence[str],
         timeout: float = 60,
-        input: str | None = None,  # noqa: A002 - mirrors subprocess.run
+        input: str | None = None,
         env_extra: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
@@ -531,7 +533,8 @@ class LocalCluster:
         timeout: float = 60,
         env_extra: Mapping[str, str] | None = None,
         cwd: str | None = None,
-    ):
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``srun ARGS`` with the cluster's environment (see :meth:`run`)."""
         return self.run(["srun", *args], timeout=timeout, env_extra=env_extra, cwd=cwd)
 
     def sbatch(
@@ -583,7 +586,7 @@ class LocalCluster:
         node: str,
         argv: Sequence[str],
         timeout: float = 60,
-        input: str | None = None,  # noqa: A002
+        input: str | None = None,
         env_extra: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +127,7 @@ def descendants(roots: Iterable[int]) -> list[tuple[int, int]]:
     return found
 
 
-def terminate(pids: Iterable[int], grace: float, reap=None) -> list[int]:
+def terminate(pids: Iterable[int], grace: float, reap: Callable[[int], object] | None = None) -> list[int]:
     """SIGTERM ``pids``, wait up to ``grace`` s, SIGKILL the rest. Returns the killed ones.
 
     ``reap(pid)`` is called while waiting so our own children do not linger as zombies.

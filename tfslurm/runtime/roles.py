@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 
 from tfslurm.errors import TfslurmError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from tfslurm.plan import Plan
+
 # Linux refuses a single environment string of 131,072 bytes or more (MAX_ARG_STRLEN), so
 # a child process cannot be given a TF_CONFIG longer than this.
 MAX_TF_CONFIG_IN_ENV = 131_060
@@ -185,16 +189,15 @@ def role_from_tf_config(text: str) -> Role:
     return Role(job, index, cluster, "TF_CONFIG", str(value.get("rpc_layer") or "grpc"))
 
 
-def _role_from_plan(plan, rank: int, source: str) -> Role:
+def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
     try:
         task = plan.task_of(rank)
     except (IndexError, KeyError, ValueError):
         raise RoleError(f"{source}: rank {rank} is not in the plan") from None
     cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
     _validate(task.job, task.index, cluster, source)
-    gpus = getattr(plan, "gpus", None)
     return Role(task.job, task.index, cluster, source, plan_table=plan.table(),
-                env=dict(gpus.env) if gpus is not None else {})
+                env=dict(plan.gpus.env) if plan.gpus is not None else {})
 
 
 def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:
