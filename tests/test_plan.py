@@ -548,3 +548,14 @@ def test_the_taskprolog_path_imports_only_what_it_needs() -> None:
     )
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_gpu_plan_for_names_a_missing_or_foreign_rank() -> None:
+    from tfslurm.plan import gpu_plan_for
+
+    layout = Layout(("n9", "n10"), (0, 0, 1), (0, 1, 0), "test")
+    without_rank = {k: v for k, v in task_env().items() if k != "SLURM_PROCID"}
+    with pytest.raises(SlurmEnvError, match="SLURM_PROCID is not set"):
+        gpu_plan_for(Step.from_environ(without_rank), layout)
+    with pytest.raises(PlanError, match=r"SLURM_PROCID=7 is not a rank of the layout \(0..2\)"):
+        gpu_plan_for(Step.from_environ(task_env(SLURM_PROCID="7")), layout)
