@@ -16,6 +16,14 @@ static size_t line_len(const char *p, const char *end)
 	return nl ? (size_t) (nl - p) : (size_t) (end - p);
 }
 
+/* From the line at p to the next one (past its newline, if any). */
+static size_t line_skip(const char *p, const char *end)
+{
+	size_t n = line_len(p, end);
+
+	return n + (p + n < end);
+}
+
 static int line_is(const char *p, size_t n, const char *word)
 {
 	return n == strlen(word) && memcmp(p, word, n) == 0;
@@ -66,7 +74,7 @@ int tfd_node_find(const char *out, size_t len, unsigned long localid, struct tfd
 {
 	const char *end = out + len, *p = out, *header = NULL;
 	const char *mine = NULL, *mine_end = NULL;
-	int in_block = 0, seen_end = 0;
+	int in_block = 0, seen_end = 0, past_inputs = 0;
 
 	memset(block, 0, sizeof(*block));
 	if (memchr(out, '\0', len))
@@ -94,6 +102,7 @@ int tfd_node_find(const char *out, size_t len, unsigned long localid, struct tfd
 			if (in_block && !mine_end)
 				mine_end = p;
 			in_block = 0;
+			past_inputs = 0;
 			if (line_is(p, n, "end")) {
 				seen_end = 1;
 			} else {
@@ -110,8 +119,12 @@ int tfd_node_find(const char *out, size_t len, unsigned long localid, struct tfd
 					in_block = 1;
 				}
 			}
-		} else if (!(starts(p, n, "input ") || starts(p, n, "export ") ||
-			     starts(p, n, "unset ") || starts(p, n, "print "))) {
+		} else if (starts(p, n, "input ")) {
+			if (past_inputs)
+				return -1; /* a block's input lines come first */
+		} else if (starts(p, n, "export ") || starts(p, n, "unset ") || starts(p, n, "print ")) {
+			past_inputs = 1;
+		} else {
 			return -1; /* a line outside the protocol */
 		}
 		p = next;
@@ -144,8 +157,9 @@ static const char *input_value(const struct tfd_node_block *block, const char *n
 	while (p < end) {
 		size_t len = line_len(p, end);
 
-		if (starts(p, len, "input ") && len > 6 + n && memcmp(p + 6, name, n) == 0 &&
-		    p[6 + n] == '=') {
+		if (!starts(p, len, "input "))
+			break; /* the input lines come first (tfd_node_find checks) */
+		if (len > 6 + n && memcmp(p + 6, name, n) == 0 && p[6 + n] == '=') {
 			*vlen = len - 7 - n;
 			return p + 7 + n;
 		}
@@ -222,23 +236,23 @@ int tfd_node_env_matches(char *const actual[], const char *base, size_t base_len
 		if (!a || strcmp(a, p) != 0)
 			return differs(p, n, why, whylen);
 	}
-	for (p = block->lines, end = block->lines + block->lines_len; p < end;) {
-		size_t len = line_len(p, end);
+	/* every input value is in the task (the input lines come first in the block) */
+	for (p = block->lines, end = block->lines + block->lines_len; p < end; p += line_skip(p, end)) {
+		size_t len = line_len(p, end), n;
+		const char *name = p + 6, *eq, *a;
 
-		if (starts(p, len, "input ")) {
-			const char *name = p + 6, *eq = memchr(name, '=', len - 6), *a;
-			size_t n = eq ? (size_t) (eq - name) : len - 6;
-
-			if (!eq)
-				return differs(name, n, why, whylen);
-			if (!is_ignored(name, n)) {
-				a = actual_entry(actual, name, n);
-				if (!a || a[n] != '=' || strlen(a + n + 1) != len - 7 - n ||
-				    memcmp(a + n + 1, eq + 1, len - 7 - n) != 0)
-					return differs(name, n, why, whylen);
-			}
-		}
-		p += len + (p + len < end);
+		if (!starts(p, len, "input "))
+			break;
+		eq = memchr(name, '=', len - 6);
+		n = eq ? (size_t) (eq - name) : len - 6;
+		if (!eq)
+			return differs(name, n, why, whylen);
+		if (is_ignored(name, n))
+			continue;
+		a = actual_entry(actual, name, n);
+		if (!a || a[n] != '=' || strlen(a + n + 1) != len - 7 - n ||
+		    memcmp(a + n + 1, eq + 1, len - 7 - n) != 0)
+			return differs(name, n, why, whylen);
 	}
 	return 1;
 }

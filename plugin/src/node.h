@@ -8,6 +8,7 @@
  *   tfslurm-node 1
  *   task LOCALID STATUS          the exit status the hook would have for that task
  *   input NAME=value             variables that differ from the first task's environment
+ *                                (first in the block)
  *   export/unset/print ...       what the hook would print for that task
  *   task ...
  *   end
@@ -37,8 +38,9 @@ struct tfd_node_block {
 
 /*
  * Find the block of local task `localid` in out[0..len) (NUL-terminated at out[len]).
- * Returns 0, or -1 when the output has no header, no block for the task, no "end", or a
- * malformed "task" line.  Nothing is modified.
+ * Returns 0, or -1 when the output has no header, no block for the task, no "end", a
+ * malformed "task" line, a line outside the protocol, or an "input" line after another
+ * kind of line in its block.  Nothing is modified.
  */
 int tfd_node_find(const char *out, size_t len, unsigned long localid, struct tfd_node_block *block);
 

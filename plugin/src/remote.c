@@ -259,7 +259,7 @@ static void node_lead(const char *path, char **env)
 	size_t out_len = 0;
 	int status = 0, state = NODE_FAILED;
 
-	for (i = 0; env[i]; i++) {
+	for (i = 0; env && env[i]; i++) {
 		size_t len = strlen(env[i]) + 1;
 
 		if (len > room - used)
@@ -268,6 +268,8 @@ static void node_lead(const char *path, char **env)
 		used += len;
 	}
 	node->env_len = used;
+	if (!env)
+		goto publish;
 	if (tfd_hook_run_arg(path, "--node", env, &out, &out_len, &status, err, sizeof(err)) != 0) {
 		slurm_debug("tfslurm: per-node hook run failed (%s); tasks run the hook each", err);
 		goto publish;
@@ -321,11 +323,14 @@ static int node_apply(spank_t sp, const char *path, char *err, size_t errlen)
 	char **env = NULL, why[128], *copy;
 	int localid = -1, rc;
 
-	if (!node || spank_get_item(sp, S_TASK_ID, &localid) != ESPANK_SUCCESS || localid < 0 ||
-	    spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env)
+	if (!node || spank_get_item(sp, S_TASK_ID, &localid) != ESPANK_SUCCESS || localid < 0)
 		return 1;
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+		env = NULL;
 	if (localid == 0)
-		node_lead(path, env);
+		node_lead(path, env); /* publishes even without an environment: the others wait */
+	else if (!env)
+		return 1;
 	else if (node_wait() != 0) {
 		slurm_debug("tfslurm: task %d: gave up waiting for the per-node hook run", localid);
 		return 1;

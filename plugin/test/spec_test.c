@@ -441,6 +441,9 @@ static void unit_node(void)
 	node_case(TFD_NODE_HEADER "\ntask 1234567890 0\nend\n", 0, -1, 0, NULL, NULL);
 	node_case(TFD_NODE_HEADER "\ntask -1 0\nend\n", 0, -1, 0, NULL, NULL);
 	node_case(TFD_NODE_HEADER " \ntask 0 0\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 0 0\nexport A=1\ninput B=2\nend\n", 0, -1, 0, NULL, NULL);
+	node_case(TFD_NODE_HEADER "\ntask 1 0\nexport A=1\ntask 0 0\ninput B=2\nend\n", 0, 0, 0,
+		  "input B=2\n", "");
 	{
 		char with_nul[] = TFD_NODE_HEADER "\ntask 0 0\nexport A=x\0y\nend\n";
 		struct tfd_node_block block;
