@@ -537,11 +537,15 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: Local
 # --- TF_CONFIG too large for the environment ----------------------------------------------
 
 
+@pytest.mark.parametrize("setup", ["TaskProlog", "prolog="])
 def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
-    site_cluster: LocalCluster, site_files, tmp_path: Path
+    request: pytest.FixtureRequest, site_files, tmp_path: Path, setup: str
 ) -> None:
     """Host names of 40 kB (a host template) make TF_CONFIG of 4 tasks ~160 kB, over the
-    131,060 bytes Slurm can pass: the tasks get TFSLURM_DESCRIPTOR and rebuild it."""
+    131,060 bytes Slurm can pass: the tasks get TFSLURM_DESCRIPTOR and rebuild it (with
+    prolog=, from the per-node run)."""
+    site_cluster = request.getfixturevalue("site_cluster" if setup == "TaskProlog" else "hook_cluster")
+    hook_runs(site_files, clear=True)
     suffix = "." + "d" * 40_000
     parent = str(Path(prolog.__file__).resolve().parent.parent)
     out = out_dir(tmp_path, "dumps")
@@ -562,6 +566,8 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
         assert config["task"] == {"type": "chief" if rank == 0 else "worker", "index": max(rank - 1, 0)}
         hosts = [a.rsplit(":", 1)[0] for a in config["cluster"]["chief"] + config["cluster"]["worker"]]
         assert hosts == [r["SLURMD_NODENAME"] + suffix for r in rows]
+    if setup == "prolog=":
+        assert [once for _, _, once in hook_runs(site_files)] == [True, True]
 
 
 # --- no admin rights: srun --task-prolog on a plain cluster -----------------------------
