@@ -7,8 +7,9 @@
  * host_template=TEMPLATE  TFSLURM_HOST_TEMPLATE for --tf-dist tasks that do not set it:
  *                         how a node name becomes the host name in TF_CONFIG
  * prolog=PATH             run tfslurm's hook (the wrapper `tfslurm prolog --write-wrapper`
- *                         writes) in --tf-dist tasks from the plugin itself, instead of a
- *                         site-wide TaskProlog= that runs for every task of every job
+ *                         writes) for --tf-dist tasks from the plugin itself (once per
+ *                         node and step, see node.h), instead of a site-wide TaskProlog=
+ *                         that runs for every task of every job
  *
  * Arguments are read in every context.  A bad argument never fails a job that did not ask
  * for --tf-dist: it is logged, and only --tf-dist itself is then refused with the reason.
