@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +14,6 @@
 #include <unistd.h>
 
 #include "spec.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -50,7 +35,7 @@ static int bad_name(const char *name, char *err, size_t errlen)
 	char shown[72];
 
 	tfd_quote(name, 40, shown, sizeof(shown));
-	set_err(err, errlen, "hook output names an invalid variable '%s'", shown);
+	tfd_set_err(err, errlen, "hook output names an invalid variable '%s'", shown);
 	return -1;
 }
 
@@ -60,7 +45,7 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 	size_t pos = 0;
 
 	if (memchr(buf, '\0', len)) {
-		set_err(err, errlen, "hook output contains a NUL byte");
+		tfd_set_err(err, errlen, "hook output contains a NUL byte");
 		return -1;
 	}
 	while (pos < len) {
@@ -84,7 +69,7 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 				name++;
 			eq = strchr(name, '=');
 			if (!eq) {
-				set_err(err, errlen, "hook output has an export line without '='");
+				tfd_set_err(err, errlen, "hook output has an export line without '='");
 				return -1;
 			}
 			value = eq + 1;
@@ -94,7 +79,7 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 			if (!valid_name(name))
 				return bad_name(name, err, errlen);
 			if (strlen(name) + strlen(value) + 2 >= TFD_ENV_STRLEN_MAX) {
-				set_err(err, errlen, "hook output exports %s of %zu bytes, more than "
+				tfd_set_err(err, errlen, "hook output exports %s of %zu bytes, more than "
 					"Slurm can pass to a task", name, strlen(value));
 				return -1;
 			}
@@ -137,12 +122,12 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 	*out = NULL;
 	*out_len = 0;
 	if (pipe(fds) != 0) {
-		set_err(err, errlen, "pipe: %s", strerror(errno));
+		tfd_set_err(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	pid = fork();
 	if (pid < 0) {
-		set_err(err, errlen, "fork: %s", strerror(errno));
+		tfd_set_err(err, errlen, "fork: %s", strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
 		return -1;
@@ -198,17 +183,17 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 		kill(pid, SIGKILL);
 	while (waitpid(pid, status, 0) < 0) {
 		if (errno != EINTR) {
-			set_err(err, errlen, "waitpid: %s", strerror(errno));
+			tfd_set_err(err, errlen, "waitpid: %s", strerror(errno));
 			free(buf);
 			return -1;
 		}
 	}
 	if (!buf) {
-		set_err(err, errlen, "out of memory reading the hook's output");
+		tfd_set_err(err, errlen, "out of memory reading the hook's output");
 		return -1;
 	}
 	if (too_long) {
-		set_err(err, errlen, "the hook wrote more than %u bytes", TFD_HOOK_OUTPUT_MAX);
+		tfd_set_err(err, errlen, "the hook wrote more than %u bytes", TFD_HOOK_OUTPUT_MAX);
 		free(buf);
 		return -1;
 	}

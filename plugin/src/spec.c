@@ -11,10 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void tfd_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -94,11 +91,11 @@ static void bad_byte(char *err, size_t errlen, const char *spec, size_t pos, con
 
 	tfd_quote_n(spec + pos, 1, shown, sizeof(shown));
 	if (c < 0x20 || c == 0x7f)
-		set_err(err, errlen, "control character '%s' at byte %zu %s", shown, pos, where);
+		tfd_set_err(err, errlen, "control character '%s' at byte %zu %s", shown, pos, where);
 	else if (c >= 0x80)
-		set_err(err, errlen, "non-ASCII byte '%s' at byte %zu %s", shown, pos, where);
+		tfd_set_err(err, errlen, "non-ASCII byte '%s' at byte %zu %s", shown, pos, where);
 	else
-		set_err(err, errlen, "unexpected '%s' at byte %zu %s", shown, pos, where);
+		tfd_set_err(err, errlen, "unexpected '%s' at byte %zu %s", shown, pos, where);
 }
 
 static size_t skip_space(const char *spec, size_t pos, size_t len)
@@ -117,18 +114,18 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 	int seen_rest = 0, any_fixed = 0;
 	char shown[64], where[160];
 
-	set_err(err, errlen, "no error");
+	tfd_set_err(err, errlen, "no error");
 	if (!spec) {
-		set_err(err, errlen, "no jobs spec given");
+		tfd_set_err(err, errlen, "no jobs spec given");
 		return -1;
 	}
 	len = strnlen(spec, TFD_SPEC_MAX + 1);
 	if (len > TFD_SPEC_MAX) {
-		set_err(err, errlen, "jobs spec longer than %d bytes", TFD_SPEC_MAX);
+		tfd_set_err(err, errlen, "jobs spec longer than %d bytes", TFD_SPEC_MAX);
 		return -1;
 	}
 	if (skip_space(spec, 0, len) == len) {
-		set_err(err, errlen, "empty jobs spec; expected e.g. worker:* or ps:1,worker:*");
+		tfd_set_err(err, errlen, "empty jobs spec; expected e.g. worker:* or ps:1,worker:*");
 		return -1;
 	}
 
@@ -139,7 +136,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		/* job name: [A-Za-z][A-Za-z0-9_]* */
 		pos = skip_space(spec, pos, len);
 		if (pos == len || spec[pos] == ',') {
-			set_err(err, errlen, "empty entry at byte %zu (two commas, or a comma at "
+			tfd_set_err(err, errlen, "empty entry at byte %zu (two commas, or a comma at "
 				"the start or end)", pos);
 			return -1;
 		}
@@ -155,7 +152,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		tfd_quote_n(spec + start, nlen, shown, sizeof(shown));
 		pos = skip_space(spec, pos, len);
 		if (pos == len || spec[pos] == ',') {
-			set_err(err, errlen, "job '%s' has no count; write %s:N or %s:*", shown,
+			tfd_set_err(err, errlen, "job '%s' has no count; write %s:N or %s:*", shown,
 				shown, shown);
 			return -1;
 		}
@@ -167,7 +164,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		}
 		for (k = 0; k < entries; k++) {
 			if (name_len[k] == nlen && memcmp(spec + name_at[k], spec + start, nlen) == 0) {
-				set_err(err, errlen, "job '%s' appears twice", shown);
+				tfd_set_err(err, errlen, "job '%s' appears twice", shown);
 				return -1;
 			}
 		}
@@ -179,7 +176,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		/* count: '*' or 1 to TFD_COUNT_DIGITS decimal digits */
 		if (pos < len && spec[pos] == '*') {
 			if (seen_rest) {
-				set_err(err, errlen, "more than one job has the count *");
+				tfd_set_err(err, errlen, "more than one job has the count *");
 				return -1;
 			}
 			seen_rest = 1;
@@ -187,7 +184,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		} else if (pos < len && is_digit(spec[pos])) {
 			while (pos < len && is_digit(spec[pos])) {
 				if (++digits > TFD_COUNT_DIGITS) {
-					set_err(err, errlen, "count of job '%s' has more than %d digits",
+					tfd_set_err(err, errlen, "count of job '%s' has more than %d digits",
 						shown, TFD_COUNT_DIGITS);
 					return -1;
 				}
@@ -198,12 +195,12 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 				any_fixed = 1;
 			if (count > 1 && ((nlen == 5 && memcmp(spec + start, "chief", 5) == 0) ||
 					  (nlen == 9 && memcmp(spec + start, "evaluator", 9) == 0))) {
-				set_err(err, errlen, "job '%s' has count %lld; TensorFlow allows at "
+				tfd_set_err(err, errlen, "job '%s' has count %lld; TensorFlow allows at "
 					"most one", shown, count);
 				return -1;
 			}
 		} else if (pos == len || spec[pos] == ',') {
-			set_err(err, errlen, "job '%s' needs a count (a number or *) after ':'",
+			tfd_set_err(err, errlen, "job '%s' needs a count (a number or *) after ':'",
 				shown);
 			return -1;
 		} else {
@@ -224,7 +221,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		pos++; /* ',' */
 	}
 	if (!seen_rest && !any_fixed) {
-		set_err(err, errlen, "every count is 0: no task would get a job");
+		tfd_set_err(err, errlen, "every count is 0: no task would get a job");
 		return -1;
 	}
 	return 0;
