@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, Callable
@@ -74,8 +75,8 @@ if "--connect" in sys.argv and out["TF_CONFIG"]:
 emit(out)
 '''
 
-# Long lines from several tasks can interleave on srun's stdout: with --out DIR each task
-# writes DIR/<rank>.json instead.
+# Long lines from several tasks can be split and interleaved on srun's stdout, so each task
+# writes its record to DIR/<rank>.json (--out DIR) instead of printing it.
 EMIT = r'''
 import json, os, sys
 def emit(record):
@@ -84,7 +85,7 @@ def emit(record):
         with open(target, "w") as f:
             json.dump(record, f)
     else:
-        print("DUMP " + json.dumps(record), flush=True)
+        sys.exit("dump: --out DIR is required")
 '''
 
 ENV_DUMP = "emit(dict(os.environ))\n"
@@ -155,9 +156,11 @@ def py(script: Path, *args: str) -> list[str]:
     return [sys.executable, "-S", str(script), *args]
 
 
-def dumps(output: str) -> list[dict[str, Any]]:
-    rows = [json.loads(line[5:]) for line in output.splitlines() if line.startswith("DUMP ")]
-    return sorted(rows, key=lambda r: int(r.get("SLURM_PROCID") or 0))
+def dump_dir() -> Path:
+    """A fresh directory every task can write its record into (tasks may run as another user)."""
+    path = Path(tempfile.mkdtemp(prefix="tfs-site-dump-", dir="/tmp"))
+    path.chmod(0o777)
+    return path
 
 
 def read_dumps(directory: Path) -> list[dict[str, Any]]:
@@ -244,12 +247,13 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
 
 
 def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files) -> None:
+    out = dump_dir()
     done = site_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect"), timeout=120,
+        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = dumps(done.stdout)
+    rows = read_dumps(out)
     check_step(rows, "ps:1,worker:3", 4)
     assert len({r["SLURMD_NODENAME"] for r in rows}) == 2
     for row in rows:  # every task reached every other task at the address TF_CONFIG names
@@ -257,17 +261,19 @@ def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster
 
 
 def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files) -> None:
-    done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"]), timeout=120)
+    out = dump_dir()
+    done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
-    rows = dumps(done.stdout)
+    rows = read_dumps(out)
     check_step(rows, "chief:1,worker:*", 3)
     assert {r["TFSLURM_HOST_TEMPLATE"] for r in rows} == {"{node}"}
 
 
 def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
-    done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"]), timeout=120)
+    out = dump_dir()
+    done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
-    rows = dumps(done.stdout)
+    rows = read_dumps(out)
     check_step(rows, "worker:*", 3, gpus=False)
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
 
@@ -276,9 +282,10 @@ def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, s
     """The option given to either component reaches the tasks of all of them."""
     for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
                  ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
-        done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect"), timeout=120)
+        out = dump_dir()
+        done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120)
         assert done.returncode == 0, done.stderr
-        rows = dumps(done.stdout)
+        rows = read_dumps(out)
         # ports of a het step are not taken from SLURM_STEP_RESV_PORTS (see gpus-and-ports.md)
         check_step(rows, "chief:1,worker:*", 4, gpus=False, reserved_ports=False)
         assert all(len(r["reached"]) == 3 for r in rows)
@@ -316,12 +323,13 @@ def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalClust
 
 
 def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files) -> None:
+    out = dump_dir()
     done = site_cluster.run(
         ["salloc", "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
-         "srun", *py(site_files["dump"])], timeout=120,
+         "srun", *py(site_files["dump"], "--out", str(out))], timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    check_step(dumps(done.stdout), "chief:1,worker:*", 4, gpus=False)
+    check_step(read_dumps(out), "chief:1,worker:*", 4, gpus=False)
 
 
 # --- bad specs fail at submit, and only the jobs that asked ----------------------------
@@ -419,12 +427,13 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files) -> None:
     """... and runs the hook once per node, in the node's first task (local id 0)."""
     hook_runs(site_files, clear=True)
+    out = dump_dir()
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect"), timeout=120,
+        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = dumps(done.stdout)
+    rows = read_dumps(out)
     check_step(rows, "ps:1,worker:3", 4)
     assert all(len(r["reached"]) == 3 for r in rows)
     first_on_node = {}
@@ -523,12 +532,13 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: Local
     """A wrapper from before the per-node run prints one task's lines for --node: no task
     takes them; every task runs the hook itself and gets its own cluster."""
     hook_runs(site_files, clear=True)
+    out = dump_dir()
     done = hook_cluster.srun(
-        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"]),
+        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"], "--out", str(out)),
         timeout=120, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    check_step(dumps(done.stdout), "ps:1,worker:3", 4)
+    check_step(read_dumps(out), "ps:1,worker:3", 4)
     runs = hook_runs(site_files)
     assert sorted(p for _, p, once in runs if not once) == [0, 1, 2, 3]
     assert len([r for r in runs if r[2]]) == 2
@@ -574,12 +584,13 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
 
 
 def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files) -> None:
+    out = dump_dir()
     done = slurm_cluster.srun(
         f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect"), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
+        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = dumps(done.stdout)
+    rows = read_dumps(out)
     check_step(rows, "chief:1,worker:*", 4)
     assert all(len(r["reached"]) == 3 for r in rows)
 
