@@ -11,12 +11,15 @@ the task's own ``CUDA_VISIBLE_DEVICES``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,16 +67,24 @@ if "port" in out:
     time.sleep(args.get("hold", 0))
     out["t_release"] = time.time()
     sock.close()
-print("TFS-RESULT " + json.dumps(out), flush=True)
+# srun can split long stdout lines of concurrent tasks: write the record to a file and print
+# only its (short) path
+path = os.path.join(args["dir"], "%s.%s.%s.json" % (step.job_id, step.step_id, step.procid))
+with open(path, "w") as handle:
+    json.dump(out, handle)
+print("TFS-RESULT " + path, flush=True)
 """
 
 
 def task_argv(**args: Any) -> list[str]:
-    return [sys.executable, "-c", TASK, json.dumps(args)]
+    results = tempfile.mkdtemp(prefix="tfs-gp-results-", dir="/tmp")
+    os.chmod(results, 0o777)
+    return [sys.executable, "-c", TASK, json.dumps({"dir": results, **args})]
 
 
 def parse_results(text: str) -> list[dict[str, Any]]:
-    rows = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith("TFS-RESULT ")]
+    paths = [line.split(" ", 1)[1] for line in text.splitlines() if line.startswith("TFS-RESULT ")]
+    rows = [json.loads(Path(path).read_text()) for path in paths]
     return sorted(rows, key=lambda r: (r["job"], r["step"], r["procid"]))
 
 
