@@ -161,7 +161,7 @@ def test_signal_names():
     assert preemption.signal_number("USR1") == signal.SIGUSR1
     assert preemption.signal_number("sigusr2") == signal.SIGUSR2
     assert preemption.signal_number(str(int(signal.SIGTERM))) == signal.SIGTERM
-    for bad in ("NOPE", "KILL", "99999"):
+    for bad in ("NOPE", "KILL", "99999", str(int(signal.SIGKILL)), int(signal.SIGSTOP)):
         with pytest.raises(preemption.PreemptionError):
             preemption.signal_number(bad)
 

@@ -37,15 +37,15 @@ def signal_number(name: str | int | None) -> int:
             signal.Signals(number)
         except ValueError:
             raise PreemptionError(f"preemption signal {name!r} is not a signal number") from None
-        return number
-    text = str(name).upper()
-    text = text if text.startswith("SIG") else "SIG" + text
-    try:
-        number = int(signal.Signals[text])
-    except KeyError:
-        raise PreemptionError(
-            f"preemption signal {name!r} is not a signal name (try USR1, USR2, TERM)"
-        ) from None
+    else:
+        text = str(name).upper()
+        text = text if text.startswith("SIG") else "SIG" + text
+        try:
+            number = int(signal.Signals[text])
+        except KeyError:
+            raise PreemptionError(
+                f"preemption signal {name!r} is not a signal name (try USR1, USR2, TERM)"
+            ) from None
     if number in (signal.SIGKILL, signal.SIGSTOP):
         raise PreemptionError(f"preemption signal {name!r} cannot be caught")
     return number
