@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from tfslurm.commands.run import PythonProgram, parse_program
 from tfslurm.runtime import preemption
-from tfslurm.runtime.peers import ChiefWatch, PeerWatch, is_listening, is_refused
+from tfslurm.runtime.peers import (
+    ChiefWatch,
+    PeerWatch,
+    is_listening,
+    is_refused,
+    peer_timeout_from_env,
+)
 from tfslurm.runtime.roles import Address, RoleError, resolve_role, role_from_tf_config
 from tfslurm.runtime.supervise import watch_spec
 from tfslurm.runtime.templates import TEMPLATES, template_path
@@ -418,3 +424,13 @@ def test_server_without_tensorflow_is_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith(
         "tfslurm run: error: TensorFlow cannot be imported by")
+
+
+@pytest.mark.parametrize("value, env", [(0.0, ""), (-1.0, ""), (float("nan"), ""),
+                                        (None, "nan"), (None, "0"), (None, "soon")])
+def test_peer_timeout_must_be_positive(monkeypatch, value, env):
+    monkeypatch.setenv("TFSLURM_PEER_TIMEOUT", env)
+    with pytest.raises(RoleError, match="not a positive number of seconds"):
+        peer_timeout_from_env(value)
+    monkeypatch.setenv("TFSLURM_PEER_TIMEOUT", "2.5")
+    assert peer_timeout_from_env(None) == 2.5 and peer_timeout_from_env(7) == 7.0

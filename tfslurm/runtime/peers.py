@@ -11,6 +11,7 @@ Only the standard library; no TensorFlow.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -28,18 +29,22 @@ EXIT_PEER_TIMEOUT = 3
 
 
 def peer_timeout_from_env(value: float | None = None) -> float:
-    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT``, else 300 s."""
+    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT``, else 300 s. A timeout that is not
+    a positive number is a RoleError (0 would give up at once, NaN never)."""
     if value is not None:
-        return float(value)
-    raw = os.environ.get("TFSLURM_PEER_TIMEOUT", "")
-    if not raw:
-        return DEFAULT_PEER_TIMEOUT
+        name, raw = "peer timeout ", str(value)
+    else:
+        name, raw = "TFSLURM_PEER_TIMEOUT=", os.environ.get("TFSLURM_PEER_TIMEOUT", "")
+        if not raw:
+            return DEFAULT_PEER_TIMEOUT
     try:
         seconds = float(raw)
     except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
         from tfslurm.runtime.roles import RoleError
 
-        raise RoleError(f"TFSLURM_PEER_TIMEOUT={raw!r} is not a number of seconds") from None
+        raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
     return seconds
 
 
