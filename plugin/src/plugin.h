@@ -14,8 +14,6 @@
 
 /* The variable every task of a --tf-dist step gets; tfslurm's TaskProlog acts on it. */
 #define TFD_MARKER "TFSLURM_TF_DIST"
-/* Slurm refuses a variable when strlen(name) + strlen(value) + 2 >= this (env.c). */
-#define TFD_SLURM_ENV_STRLEN_MAX 131072
 
 /* option.c: the --tf-dist option, its callback and the plugin's per-process state. */
 struct spank_option *tfd_option(void);

@@ -88,42 +88,9 @@ static int task_fail(const char *why)
 	return -1;
 }
 
-/*
- * Set name=value in the task environment (overwrite == 0: keep a value already there)
- * and read it back: spank_setenv reports success even when Slurm drops a value.
- * Values here are bounded (spec, template), far below Slurm's 128 KiB limit.
- */
-static int set_checked(spank_t sp, const char *name, const char *value, int overwrite,
-		       char *err, size_t errlen)
-{
-	char check[TFD_SPEC_MAX + 2];
-	size_t len = strnlen(value, TFD_SPEC_MAX + 1);
-	spank_err_t rc;
-
-	if (len > TFD_SPEC_MAX || strlen(name) + len + 2 >= TFD_SLURM_ENV_STRLEN_MAX) {
-		snprintf(err, errlen, "value for %s too long for the task environment", name);
-		return -1;
-	}
-	memset(check, 0, sizeof(check));
-	if (!overwrite && spank_getenv(sp, name, check, sizeof(check)) != ESPANK_ENV_NOEXIST)
-		return 0; /* already set (or too long to read): the task's own value stays */
-	rc = spank_setenv(sp, name, value, 1);
-	if (rc != ESPANK_SUCCESS) {
-		snprintf(err, errlen, "could not set %s: %s", name, spank_strerror(rc));
-		return -1;
-	}
-	memset(check, 0, sizeof(check));
-	rc = spank_getenv(sp, name, check, sizeof(check));
-	if (rc != ESPANK_SUCCESS || strcmp(check, value) != 0) {
-		snprintf(err, errlen, "%s was not stored in the task environment (%s)", name,
-			 rc == ESPANK_SUCCESS ? "value differs" : spank_strerror(rc));
-		return -1;
-	}
-	return 0;
-}
-
-/* --- prolog=PATH: run the hook here and apply its lines to this task ---------------- */
-
+/* Set name=value in the task environment and read it back: spank_setenv reports success
+ * even when Slurm drops a value.  Also the hook's "export" (tfd_hook_apply checks its
+ * sizes). */
 static int hook_set(void *ctx, const char *name, const char *value, char *err, size_t errlen)
 {
 	spank_t sp = ctx;
@@ -135,7 +102,6 @@ static int hook_set(void *ctx, const char *name, const char *value, char *err, s
 		snprintf(err, errlen, "could not set %s: %s", name, spank_strerror(rc));
 		return -1;
 	}
-	/* read it back: spank_setenv reports success even when Slurm drops the value */
 	check = calloc(1, len + 2);
 	if (!check) {
 		snprintf(err, errlen, "out of memory checking %s", name);
@@ -151,6 +117,27 @@ static int hook_set(void *ctx, const char *name, const char *value, char *err, s
 	free(check);
 	return 0;
 }
+
+/*
+ * The same for the plugin's own variables (overwrite == 0: keep a value already there).
+ * Values here are bounded (spec, template), far below Slurm's 128 KiB limit.
+ */
+static int set_checked(spank_t sp, const char *name, const char *value, int overwrite,
+		       char *err, size_t errlen)
+{
+	char existing[TFD_SPEC_MAX + 2];
+	size_t len = strnlen(value, TFD_SPEC_MAX + 1);
+
+	if (len > TFD_SPEC_MAX || strlen(name) + len + 2 >= TFD_ENV_STRLEN_MAX) {
+		snprintf(err, errlen, "value for %s too long for the task environment", name);
+		return -1;
+	}
+	if (!overwrite && spank_getenv(sp, name, existing, sizeof(existing)) != ESPANK_ENV_NOEXIST)
+		return 0; /* already set (or too long to read): the task's own value stays */
+	return hook_set(sp, name, value, err, errlen);
+}
+
+/* --- prolog=PATH: run the hook here and apply its lines to this task ---------------- */
 
 static int hook_unset(void *ctx, const char *name, char *err, size_t errlen)
 {
@@ -178,6 +165,14 @@ static void hook_print(void *ctx, const char *text, size_t len)
 	(void) !write(STDOUT_FILENO, "\n", 1);
 }
 
+/* The hook ran and exited non-zero for this task: it has told the user why. */
+static int hook_failed(const char *path, int status, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
+		 "task's output)", path, status);
+	return -1;
+}
+
 static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 {
 	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp };
@@ -196,16 +191,11 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 	free(out);
 	if (rc != 0)
 		return -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		if (WIFEXITED(status))
-			snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
-				 "task's output)", path, WEXITSTATUS(status));
-		else
-			snprintf(err, errlen, "the hook %.300s was killed by signal %d", path,
-				 WTERMSIG(status));
+	if (!WIFEXITED(status)) {
+		snprintf(err, errlen, "the hook %.300s was killed by signal %d", path, WTERMSIG(status));
 		return -1;
 	}
-	return 0;
+	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
 }
 
 /* --- prolog=PATH, once per node: see the top of this file and node.h ---------------- */
@@ -359,11 +349,8 @@ static int node_apply(spank_t sp, const char *path, char *err, size_t errlen)
 	free(copy);
 	if (rc != 0)
 		return -1;
-	if (block.status != 0) {
-		snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
-			 "task's output)", path, block.status);
-		return -1;
-	}
+	if (block.status != 0)
+		return hook_failed(path, block.status, err, errlen);
 	return 0;
 }
 
