@@ -434,3 +434,24 @@ def test_peer_timeout_must_be_positive(monkeypatch, value, env):
         peer_timeout_from_env(value)
     monkeypatch.setenv("TFSLURM_PEER_TIMEOUT", "2.5")
     assert peer_timeout_from_env(None) == 2.5 and peer_timeout_from_env(7) == 7.0
+
+
+def test_sigterm_reaches_a_command_run_as_a_child():
+    """The command starts with SIGTERM unblocked and gets it from the watching parent."""
+    proc = _tfslurm_run(SINGLE, "--", "sh", "-c",
+                        'trap "echo got TERM; exit 4" TERM; echo ready; '
+                        "while :; do sleep 0.1; done")
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, err
+    assert out.strip() == "got TERM"
+
+
+def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
+    proc = _tfslurm_run(SINGLE, "--", "grep", "SigBlk", "/proc/self/status")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    blocked = int(out.split()[1], 16)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        assert not blocked & (1 << (signum - 1)), (signum, out)

@@ -113,6 +113,9 @@ def _run_in_process(program: PythonProgram) -> int:
 
 
 def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
+    """Run a non-Python command as a child and pass ``forward`` on to it. Called with
+    ``forward`` blocked: a signal that comes before the command has started is held, not
+    lost (nor does it kill this process and orphan the command)."""
     from tfslurm.errors import TfslurmError
     from tfslurm.runtime.roles import MAX_TF_CONFIG_IN_ENV
 
@@ -122,25 +125,19 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
             f"{argv[0]!r}; run a Python program in-process (tfslurm run -- python prog.py) "
             "or read TFSLURM_DESCRIPTOR with tfslurm.SlurmClusterResolver"
         )
-    try:
-        child = subprocess.Popen(argv)
+    try:  # the command itself starts with the signals unblocked (this process has no threads)
+        child = subprocess.Popen(
+            argv, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, forward))
     except OSError as exc:
         raise TfslurmError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
 
     def forward_signal(signum: int, frame: object) -> None:
-        try:
-            child.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        child.send_signal(signum)  # a no-op once the command has been reaped
 
     for signum in forward:
         signal.signal(signum, forward_signal)
-    while True:
-        try:
-            rc = child.wait()
-            break
-        except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-            continue
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # a signal held until now goes on
+    rc = child.wait()
     return 128 - rc if rc < 0 else rc
 
 
@@ -198,11 +195,11 @@ def run(args: argparse.Namespace) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, forward)
     child = os.fork()
     if child == 0:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
         os.environ["TFSLURM_WATCHED"] = "1"
         with ps_failure_exit(role, args.requeue_on_ps_failure or None):
             if program is None:
-                return _run_child(argv, forward)
+                return _run_child(argv, forward)  # unblocks once it can pass signals on
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
             return _run_in_process(program)
     from tfslurm.runtime.supervise import supervise
 
