@@ -231,10 +231,16 @@ class Network:
                 (node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
             )
         failures = []
-        for node, proc in jobs:
-            out, _ = proc.communicate(timeout=30)
-            if proc.returncode != 0:
-                failures.append(f"{node.name}: {out.strip()}")
+        try:
+            for node, proc in jobs:
+                out, _ = proc.communicate(timeout=30)
+                if proc.returncode != 0:
+                    failures.append(f"{node.name}: {out.strip()}")
+        finally:  # a hung or interrupted setup leaves none of our unshare children behind
+            for _, proc in jobs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         if failures:
             raise ClusterError("namespace setup failed: " + "; ".join(failures))
         cmds = []
