@@ -58,6 +58,7 @@ def _state_arg(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfslurm.errors import ClusterError
     from tfslurm.localcluster import ClusterConfig, LocalCluster
+    from tfslurm.localcluster.slurmconf import Layout
 
     state = os.path.abspath(args.state)
     try:
@@ -89,11 +90,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"export SLURM_CONF={cluster.slurm_conf}")
             return 0
         if args.action == "down":
-            try:
-                cluster = LocalCluster.attach(state)
-            except ClusterError:
+            if not os.path.exists(Layout(state).record):
                 print(f"no cluster recorded in {state}; nothing to do", file=sys.stderr)
                 return 0
+            cluster = LocalCluster.attach(state)  # an unreadable record is an error, not "nothing"
             cluster.stop(purge=args.purge)
             print(f"cluster in {state} stopped in {cluster.timings.get('stop', 0):.2f}s", file=sys.stderr)
             return 0

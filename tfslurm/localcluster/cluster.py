@@ -32,7 +32,7 @@ from typing import Any
 
 from tfslurm.errors import ClusterError
 from tfslurm.localcluster import procs
-from tfslurm.localcluster.config import ClusterConfig
+from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
 from tfslurm.localcluster.netns import Network, choose_subnet, name_hash, subnet_free
 from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
 
@@ -175,6 +175,9 @@ class LocalCluster:
         missing = missing_requirements()
         if missing:
             raise ClusterError("cannot start a local Slurm cluster: " + "; ".join(missing))
+        if self.config.task_prolog and not os.access(self.config.task_prolog, os.X_OK):
+            # checked here, not in ClusterConfig: a record must still load once the file is gone
+            raise ClusterConfigError(f"task_prolog={self.config.task_prolog}: not an executable file")
         t0 = time.monotonic()
         if self._state_dir is None:
             self._state_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp")
@@ -182,10 +185,9 @@ class LocalCluster:
             # whatever an earlier run left here (crashed or still up) goes first
             try:
                 previous = LocalCluster.attach(self._state_dir)
-            except (ClusterError, TypeError, ValueError, KeyError) as exc:
+            except ClusterError as exc:
                 raise ClusterError(
-                    f"{self._state_dir} holds a cluster record this version cannot read ({exc}); "
-                    "stop it with the tfslurm that started it or pick another state dir"
+                    f"{exc}; stop it with the tfslurm that started it or pick another state dir"
                 ) from exc
             previous.stop(purge=False)
         self._records, self._children, self.timings = [], {}, {}
@@ -200,10 +202,11 @@ class LocalCluster:
                 self.stop(purge=False)
             except Exception:  # noqa: BLE001 - the original failure matters more
                 pass
+            logs = f"\n--- log tail ({self.state_dir}/log) ---\n{tail}" if tail else ""
             if isinstance(exc, ClusterError):
-                raise ClusterError(f"{exc}\n--- log tail ({self.state_dir}/log) ---\n{tail}") from exc
+                raise ClusterError(f"{exc}{logs}") from exc
             if isinstance(exc, (OSError, subprocess.SubprocessError)):
-                raise ClusterError(f"cluster start failed: {exc}\n--- log tail ---\n{tail}") from exc
+                raise ClusterError(f"cluster start failed: {exc}{logs}") from exc
             raise
         self.timings["start"] = round(time.monotonic() - t0, 3)
         return self
@@ -218,8 +221,6 @@ class LocalCluster:
         for node in self.nodes:
             os.makedirs(lay.path("spool", node), exist_ok=True)
         os.chmod(self.state_dir, 0o755)  # tasks of other users must traverse it
-        if self.config.task_prolog and not os.access(self.config.task_prolog, os.X_OK):
-            raise ClusterError(f"task_prolog={self.config.task_prolog}: not an executable file")
         for g in range(self.config.gpus):
             try:
                 os.mknod(lay.gpu_device(g), 0o600 | stat.S_IFCHR, os.makedev(195, g))
@@ -369,15 +370,23 @@ class LocalCluster:
             raise ClusterError(f"no local cluster recorded in {state_dir}") from None
         except (OSError, ValueError) as exc:
             raise ClusterError(f"cannot read {Layout(state_dir).record}: {exc}") from exc
-        config = ClusterConfig(**record["config"])
+        try:  # a record of another tfslurm version (or edited by hand)
+            config = ClusterConfig(**record["config"])
+            records = [procs.ProcessRecord.from_json(p) for p in record.get("processes", [])]
+            timings = dict(record.get("timings") or {})
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ClusterError(
+                f"{Layout(state_dir).record} is not a cluster record this version can read "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
         cluster = cls(config)
         cluster._state_dir = state_dir
         cluster._ephemeral = bool(record.get("ephemeral"))
         cluster._ctld_port = record.get("ctld_port")
-        cluster._records = [procs.ProcessRecord.from_json(p) for p in record.get("processes", [])]
+        cluster._records = records
         if record.get("subnet"):
             cluster._network = Network.plan(state_dir, record["subnet"], config.node_names())
-        cluster.timings = dict(record.get("timings") or {})
+        cluster.timings = timings
         cluster._active = True
         cluster._owner = (record.get("owner_pid"), record.get("owner_start_time"))
         return cluster
@@ -630,7 +639,7 @@ def reap_orphans(parent: str = "/tmp") -> list[str]:
             continue
         try:
             cluster = LocalCluster.attach(path)
-        except (ClusterError, TypeError, ValueError):
+        except ClusterError:
             continue
         if cluster._ephemeral and not cluster.owner_alive():
             cluster.stop(purge=True)
