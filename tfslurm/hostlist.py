@@ -500,8 +500,13 @@ def index_of(expr: str, host: str) -> int:
     Items with at most one bracket group are searched arithmetically; items with
     several groups (rare, user-written) are expanded one at a time.
     """
+    plans = _plan(expr)
+    if not isinstance(host, str):
+        raise HostlistError(
+            f"bad host {host!r} for {_show(expr)}: host names are strings"
+        )
     start = 0
-    for texts, groups, size in _plan(expr):
+    for texts, groups, size in plans:
         found = _index_in_item(texts, groups, host)
         if found is not None:
             return start + found
@@ -582,6 +587,11 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
         )
     try:
         hosts = list(hosts)
+    except TypeError:
+        raise HostlistError(
+            f"compress() takes a list of host names, not {type(hosts).__name__}"
+        ) from None
+    try:
         joined = "\n".join(hosts)
     except TypeError:
         bad = next((h for h in hosts if not isinstance(h, str)), None)
