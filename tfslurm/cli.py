@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from tfslurm.errors import TfslurmError
 
@@ -29,12 +29,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other tfslurm error (the usage is in --help).
+
+    Subcommand parsers are built from this class too (``add_subparsers`` uses the type
+    of its parent)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _load(name: str):
     return importlib.import_module(f"tfslurm.commands.{COMMANDS[name][0]}")
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfslurm",
         description="TensorFlow distributed training on Slurm.",
     )
