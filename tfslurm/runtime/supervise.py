@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 
 from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_message
@@ -45,24 +44,23 @@ def _status(raw: int) -> int:
     return os.WEXITSTATUS(raw)
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def supervise(child: int, role: Role, timeout: float, forward: Sequence[int]) -> int:
     """Parent side of ``tfslurm run``: watch peers, forward signals, return the child's
     exit status (128+N for a signal); exits 3 itself when a peer never came up."""
     stopping = threading.Event()
+    reaped = threading.Event()
 
     def kill_later() -> None:
         stopping.wait()
-        deadline = time.monotonic() + TERM_GRACE
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                return
-        try:
-            os.kill(child, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if not reaped.wait(TERM_GRACE):
+            _kill(child)
 
     def on_signal(signum: int, frame: object) -> None:
         try:
@@ -78,23 +76,19 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int]) ->
     threading.Thread(target=kill_later, daemon=True).start()
 
     peers, own = watch_spec(role)
-    giving_up = threading.Event()
+    gave_up = threading.Event()
     if peers:
         def on_timeout(missing: list[Address], waited: float) -> None:
-            giving_up.set()
             print(missing_peer_message(role.describe(), missing, waited),
                   file=sys.stderr, flush=True)
-            try:
-                os.kill(child, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            time.sleep(0.2)  # let the main thread reap it
-            os._exit(EXIT_PEER_TIMEOUT)
+            gave_up.set()  # after the message: the main thread exits as soon as it is set
+            _kill(child)
 
         PeerWatch(peers, timeout, on_timeout, own).start()
     _, raw = os.waitpid(child, 0)
-    if giving_up.is_set():
-        time.sleep(5)  # on_timeout is about to exit with status 3
+    reaped.set()
+    if gave_up.is_set():
+        os._exit(EXIT_PEER_TIMEOUT)
     return _status(raw)
 
 
@@ -129,10 +123,7 @@ def _watcher_main(argv: Sequence[str] | None = None) -> int:
 
     def on_timeout(missing: list[Address], waited: float) -> None:
         print(missing_peer_message(args.role, missing, waited), file=sys.stderr, flush=True)
-        try:
-            os.kill(args.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill(args.pid)
         done.set()
 
     watch = PeerWatch(peers, args.timeout, on_timeout, args.own_port).start()
