@@ -36,7 +36,7 @@ static int starts(const char *p, size_t n, const char *prefix)
 	return n >= k && memcmp(p, prefix, k) == 0;
 }
 
-/* Parse a decimal number of at most 9 digits from p[0..n) up to a space or the end. */
+/* Parse a decimal number of at most 9 digits at *p (before end); *p moves past it. */
 static int number(const char **p, const char *end, unsigned long *value)
 {
 	const char *s = *p;
@@ -80,21 +80,14 @@ int tfd_node_find(const char *out, size_t len, unsigned long localid, struct tfd
 	if (memchr(out, '\0', len))
 		return -1;
 	/* the header line */
-	while (p < end) {
-		size_t n = line_len(p, end);
-
-		if (line_is(p, n, TFD_NODE_HEADER)) {
+	for (; p < end && !header; p += line_skip(p, end))
+		if (line_is(p, line_len(p, end), TFD_NODE_HEADER))
 			header = p;
-			p += n + (p + n < end);
-			break;
-		}
-		p += n + (p + n < end);
-	}
 	if (!header)
 		return -1;
 	while (p < end) {
 		size_t n = line_len(p, end);
-		const char *next = p + n + (p + n < end);
+		const char *next = p + line_skip(p, end);
 
 		if (seen_end)
 			return -1; /* nothing may follow "end" */
