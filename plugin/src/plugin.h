@@ -3,7 +3,8 @@
  *
  * Layout: plugin.c holds the only exported symbols and dispatches on spank_context() to
  * local.c (srun), allocator.c (sbatch/salloc) and remote.c (slurmstepd); option.c owns
- * the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf.
+ * the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf;
+ * hook.c runs the prolog= hook and applies its output; node.c reads its per-node output.
  */
 #ifndef TFSLURM_PLUGIN_H
 #define TFSLURM_PLUGIN_H
