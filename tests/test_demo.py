@@ -117,3 +117,7 @@ def test_demo_rejects_bad_options():
                           timeout=60, env=_clean_env())
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"
+    done = subprocess.run([*TFSLURM, "demo", "--timeout", "nan"], capture_output=True, text=True,
+                          check=False, timeout=60, env=_clean_env())
+    assert done.returncode == 2
+    assert done.stderr.strip() == "tfslurm demo: error: --timeout nan: choose a positive number of seconds"

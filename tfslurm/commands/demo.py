@@ -31,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         raise TfslurmError(f"--steps {args.steps}: choose 1 to 100000")
     if not 0 <= args.gpus_per_node <= 8:
         raise TfslurmError(f"--gpus-per-node {args.gpus_per_node}: choose 0 to 8")
+    if not args.timeout > 0:  # NaN too: the job would be given up at once
+        raise TfslurmError(f"--timeout {args.timeout}: choose a positive number of seconds")
     options = DemoOptions(nodes=args.nodes, steps=args.steps, gpus_per_node=args.gpus_per_node,
                           timeout=args.timeout, keep_logs=args.keep_logs)
     return run_demo(options)
