@@ -179,12 +179,14 @@ def node_output(env: Mapping[str, str]) -> str:
     """
     from io import StringIO
 
-    raw = env.get("SLURM_GTIDS", "")
-    gtids = raw.split(",")
-    if not all(g.isascii() and g.isdigit() for g in gtids) or len(gtids) > NODE_TASKS_MAX:
+    from tfslurm.step import Step
+
+    gtids = Step.from_environ(env).gtids  # SlurmEnvError for malformed Slurm variables
+    if not gtids or len(gtids) > NODE_TASKS_MAX:
+        raw = env.get("SLURM_GTIDS", "")
         raise PrologError(f"SLURM_GTIDS={_clip(raw)!r} is not a list of at most {NODE_TASKS_MAX} task ids")
     parts = [NODE_HEADER + "\n"]
-    for local, gtid in enumerate(int(g) for g in gtids):
+    for local, gtid in enumerate(gtids):
         task_env = dict(env)
         task_env["SLURM_PROCID"] = str(gtid)
         task_env["SLURM_LOCALID"] = str(local)
