@@ -455,6 +455,12 @@ def test_compress_keeps_numbers_over_64_bits_as_names() -> None:
     assert compress([huge]) == huge
     assert expand(compress(padded)) == padded
     assert compress([huge, "n1"], sort=True) == f"n1,{huge}"
+    # 20 digits, yet over 2**64 - 1: the column path must fall back too (found by hypothesis)
+    over = ["20000000000000000000", "20000000000000000100", "n18446744073709551616"]
+    for sort in (False, True):
+        assert compress(over, sort=sort) == hostlist._compress_by_host(over, sort)
+        assert sorted(expand(compress(over, sort=sort))) == sorted(over)
+    assert compress(over) == ",".join(over)
 
 
 def test_long_digit_strings_never_reach_int_limits() -> None:

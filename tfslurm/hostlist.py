@@ -860,7 +860,8 @@ _PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
 
 
 def _columns(hosts: list[str], joined: str) -> _Columns | None:
-    """Push runs as columns, or None when a host lacks a numeric tail (or has > 20 digits)."""
+    """Push runs as columns, or None when a host lacks a numeric tail (or has > 20 digits,
+    or a number over 64 bits)."""
     count_hosts = len(hosts)
     if not count_hosts:
         return None
@@ -881,6 +882,8 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
             operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))
         )
         numbers = list(map(int, tails))
+    if max(widths) == 20 and max(numbers) > _ULONG_MAX:
+        return None  # the host-by-host path keeps such names whole, as Slurm does
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
     # the run writes that number).
