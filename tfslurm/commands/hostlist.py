@@ -7,7 +7,10 @@ needing a Slurm installation (see ``docs/hostlist.md``).
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+
+from tfslurm.errors import HostlistError
 
 HELP = "expand, compress and count Slurm hostlists"
 
@@ -52,12 +55,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfslurm import hostlist
 
+    # Host names are bytes to Slurm: names that are not UTF-8 pass through unchanged (as
+    # they do in arguments) instead of failing to decode or print in a UTF-8 locale.
+    for stream in (sys.stdin, sys.stdout):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     if args.action == "expand":
         hosts = hostlist.expand(args.expr)
         if hosts:
             sys.stdout.write(args.delimiter.join(hosts) + "\n")
     elif args.action == "compress":
-        text = ",".join(args.hosts) if args.hosts else sys.stdin.read()
+        if args.hosts:
+            text = ",".join(args.hosts)
+        elif sys.stdin is None:
+            raise HostlistError("no HOST arguments and no standard input to read hosts from")
+        else:  # read no more than expand() accepts, however much is piped in
+            text = sys.stdin.read(hostlist.MAX_CHARS + 1)
+            if len(text) > hostlist.MAX_CHARS:
+                raise HostlistError(
+                    f"standard input is longer than {hostlist.MAX_CHARS} characters (tfslurm's bound)"
+                )
         print(hostlist.compress(hostlist.expand(text), sort=args.sorted))
     else:
         print(hostlist.count(args.expr))
