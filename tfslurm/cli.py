@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn, Sequence
 
 from tfslurm.errors import TfslurmError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 # name -> (module under tfslurm.commands, one-line help). Help text lives here so that
 # building the parser does not import every command module.
