@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help='print a JSON object: "rank_to_node" (element r = node of rank r), '
-        '"rank_to_local", "nodes", "method", "rank" (this task), "component_sizes"',
+        '"rank_to_local", "nodes", "method", "num_tasks", "rank" (this task), "component_sizes"',
     )
 
 
