@@ -5,7 +5,8 @@
  * exported here: the plugin identification symbols Slurm's loader requires
  * (plugin_name, plugin_type, plugin_version, spank_plugin_version, and on Slurm >= 25.05
  * slurm_spank_init_failure_mode) and the slurm_spank_* callbacks.  Each callback only
- * dispatches on the context, like NVIDIA's pyxis does.
+ * dispatches on the context: srun, sbatch and salloc need nothing but the option
+ * (option.c); slurmstepd's work is in remote.c.
  */
 #include <slurm/spank.h>
 
@@ -31,10 +32,15 @@ TFD_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av);
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	switch (spank_context()) {
+	/* srun only needs the option: its callback (option.c) rejects a bad spec before the
+	 * step is launched, and Slurm forwards the accepted value to slurmstepd. */
 	case S_CTX_LOCAL:
-		return tfd_local_init(sp, ac, av);
+	/* sbatch/salloc: registering with spank_option_register is what makes them accept
+	 * the option (a static spank_options table is ignored there).  Slurm exports an
+	 * accepted value as SLURM_SPANK__SLURM_SPANK_OPTION_tfslurm_tf_dist into the batch
+	 * environment, so every srun inside the script inherits it. */
 	case S_CTX_ALLOCATOR:
-		return tfd_allocator_init(sp, ac, av);
+		return tfd_setup(sp, ac, av);
 	case S_CTX_REMOTE:
 		return tfd_remote_init(sp, ac, av);
 	default:

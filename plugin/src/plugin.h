@@ -1,9 +1,9 @@
 /*
- * plugin.h - what the per-context files of the tfslurm SPANK plugin share.
+ * plugin.h - what the files of the tfslurm SPANK plugin share.
  *
- * Layout: plugin.c holds the only exported symbols and dispatches on spank_context() to
- * local.c (srun), allocator.c (sbatch/salloc) and remote.c (slurmstepd); option.c owns
- * the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf;
+ * Layout: plugin.c holds the only exported symbols and dispatches on spank_context():
+ * srun, sbatch and salloc only register the option, slurmstepd goes to remote.c; option.c
+ * owns the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf;
  * hook.c runs the prolog= hook and applies its output; node.c reads its per-node output.
  */
 #ifndef TFSLURM_PLUGIN_H
@@ -23,12 +23,6 @@ int tfd_setup(spank_t sp, int ac, char **av); /* parse args + register; never fa
 /* Choose the spec for an option argument (NULL/"" = bare --tf-dist) and check it.
  * Returns the spec, or NULL with a one-line reason in err. */
 const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen);
-
-/* local.c */
-int tfd_local_init(spank_t sp, int ac, char **av);
-
-/* allocator.c */
-int tfd_allocator_init(spank_t sp, int ac, char **av);
 
 /* remote.c */
 int tfd_remote_init(spank_t sp, int ac, char **av);
