@@ -1,9 +1,12 @@
 /*
  * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), the plugstack.conf
- * arguments (src/config.c) and the hook runner (src/hook.c); none needs Slurm.
+ * arguments (src/config.c), the hook runner (src/hook.c) and the per-node output reader
+ * (src/node.c); none needs Slurm.
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
- *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model
+ *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model (the
+ *                             same bytes, and random per-node output, must not crash or
+ *                             overrun the hook and node readers)
  *   spec_test check           read NUL-terminated specs on stdin, print "OK" or
  *                             "ERR <reason>" per spec (used by tests/test_plugin.py to
  *                             compare with tfslurm/jobspec.py)
