@@ -5,8 +5,9 @@
 * ParameterServerStrategy: ps and worker tasks run a standard TF server and exit 0 soon
   after the chief finishes (``main`` is not called there); the chief creates the strategy
   and calls ``main(ctx)`` (use ``ctx.coordinator`` to schedule steps), then the process
-  ends with main's int result as status (TF's coordinator threads would keep it alive). A parameter server
-  that fails raises ``ParameterServerFailure`` (CLI: exit 75, optionally ``scontrol requeue``).
+  ends with main's int result as status (TF's coordinator threads would keep it alive). A
+  parameter server that fails raises ``ParameterServerFailure`` (CLI: exit 75, optionally
+  ``scontrol requeue``).
 * evaluator: ``main(ctx)`` with TF's default strategy; ``ctx.wait_for_checkpoint`` follows
   the chief's checkpoints and returns None once the chief has finished.
 """
@@ -180,8 +181,9 @@ def run(
     """Run ``main(ctx)`` as this task's role; ps/worker servers under PSS never return.
 
     ``jobs`` is the program's default jobs spec (``"chief:1,ps:1,worker:*"``), used only
-    when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout`` defaults to TFSLURM_PEER_TIMEOUT or
-    300 s; ``preemption_signal`` to TFSLURM_PREEMPT_SIGNAL or USR1. When a parameter
+    when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout``
+    defaults to TFSLURM_PEER_TIMEOUT or 300 s; ``preemption_signal`` to
+    TFSLURM_PREEMPT_SIGNAL or USR1. When a parameter
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
     job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
     """
@@ -257,16 +259,18 @@ def requeue_job(reason: str) -> bool:
     """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1)."""
     import subprocess
 
-    job = os.environ.get("SLURM_ARRAY_JOB_ID") and (
-        f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
-    ) or os.environ.get("SLURM_JOB_ID")
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if array:
+        job = f"{array}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
+    else:
+        job = os.environ.get("SLURM_JOB_ID", "")
     if not job:
         print("tfslurm run: not in a Slurm job, nothing to requeue", file=sys.stderr)
         return False
     print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
     try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False,
-                              timeout=30)
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
+                              check=False, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"tfslurm run: error: scontrol requeue {job} failed: {exc}", file=sys.stderr)
         return False
