@@ -48,24 +48,28 @@ def peer_timeout_from_env(value: float | None = None) -> float:
     return seconds
 
 
-def is_listening(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when something accepts TCP connections on ``host:port``."""
+def _probe(host: str, port: int, timeout: float) -> bool | None:
+    """True: something accepts TCP connections on ``host:port``; False: definitely refused;
+    None: no answer (a timeout, a DNS hiccup). ``[v6addr]`` (TF's IPv6 form) is unbracketed."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
-    except OSError:
+    except ConnectionRefusedError:
         return False
+    except OSError:
+        return None
+
+
+def is_listening(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    return _probe(host, port, timeout) is True
 
 
 def is_refused(host: str, port: int, timeout: float = 1.0) -> bool:
     """True only for a definite "nobody listens here" (not for a timeout or DNS hiccup)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
+    return _probe(host, port, timeout) is False
 
 
 @dataclass
