@@ -198,6 +198,19 @@ def test_probe_listening_and_refused():
     assert is_refused("127.0.0.1", port) and not is_listening("127.0.0.1", port)
 
 
+def test_probes_take_tf_bracketed_ipv6_addresses():
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    s.listen()
+    port = s.getsockname()[1]
+    assert is_listening("[::1]", port) and not is_refused("[::1]", port)
+    s.close()
+    assert is_refused("[::1]", port) and not is_listening("[::1]", port)
+
+
 def test_peer_watch_reports_only_missing_peers():
     up = _listener()
     down = _listener()
@@ -455,3 +468,18 @@ def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
     blocked = int(out.split()[1], 16)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         assert not blocked & (1 << (signum - 1)), (signum, out)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--log-every", "0"], "--log-every 0: must be at least 1"),
+    (["--check-every", "-2"], "--check-every -2: must be at least 1"),
+    (["--batch", "0"], "--batch 0: must be at least 1"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every -1: must be 0 (off) or more"),
+])
+def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv, message):
+    from tfslurm.examples import common
+
+    with pytest.raises(SystemExit) as stopped:
+        common.parse(common.parser("test"), argv)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {message}")

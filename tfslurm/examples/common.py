@@ -37,6 +37,11 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
+    for name in ("batch", "log_every", "check_every"):  # divisors and tensor shapes
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.checkpoint_every < 0:
+        p.error(f"--checkpoint-every {args.checkpoint_every}: must be 0 (off) or more")
     if args.checkpoint_dir is None:
         args.checkpoint_dir = os.environ.get("TFSLURM_CHECKPOINT_DIR") or None
     return args
