@@ -153,6 +153,20 @@ def test_huge_ranges_fail_before_allocating() -> None:
     assert peak < 2_000_000, f"rejecting huge expressions allocated {peak} bytes"
 
 
+def test_too_many_plain_hosts_fail_before_they_are_built() -> None:
+    text = "ab," * (4 * hostlist.MAX_HOSTS)  # 12 MiB of text; 4M host strings would be ~250 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(HostlistError, match="more than 1048576 hosts"):
+            expand(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(text), f"rejecting {len(text)} characters allocated {peak} bytes"
+    assert len(expand("a," * hostlist.MAX_HOSTS + ",,,")) == hostlist.MAX_HOSTS
+    assert expand("," * (2 * hostlist.MAX_HOSTS)) == []
+
+
 def test_long_names_bound_the_characters() -> None:
     with pytest.raises(HostlistError, match="characters"):
         expand("x" * 2000 + "[1-60000]")

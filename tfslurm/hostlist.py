@@ -201,10 +201,15 @@ _BALANCED = r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*"
 _ITEM = r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+"
 
 
-def _split_items(expr: str) -> list[str]:
-    """Split at separators outside brackets; reject unbalanced or nested brackets."""
+def _split_items(expr: str) -> Iterable[str]:
+    """Split at separators outside brackets; reject unbalanced or nested brackets.
+
+    Every item has at least one host, so with MAX_HOSTS separators or more the items
+    come one at a time and _plan stops at the bound before building them all."""
     if re.fullmatch(_BALANCED, expr):
-        return re.findall(_ITEM, expr)
+        if sum(map(expr.count, _SEPARATORS)) < MAX_HOSTS:
+            return re.findall(_ITEM, expr)
+        return map(operator.methodcaller("group"), re.finditer(_ITEM, expr))
     # Walk the text to name the offending bracket.
     items: list[str] = []
     start = 0
@@ -360,11 +365,13 @@ def expand(expr: str) -> list[str]:
         for blank in "\t\n ":  # only copy the text when it has other separators
             if blank in text:
                 text = text.replace(blank, ",")
+        if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
+            text = re.sub(",,+", ",", text).strip(",")
+            if text.count(",") >= MAX_HOSTS:
+                raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
         hosts = text.split(",")
         if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
             hosts = [h for h in hosts if h]
-        if len(hosts) > MAX_HOSTS:
-            raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
         return hosts
     text = "".join([_item_text(texts, groups) for texts, groups, _ in _plan(expr)])
     return text[1:].split(",") if text else []
