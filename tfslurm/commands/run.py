@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     role = resolve_role(jobs=args.jobs)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
-    if args.requeue_on_ps_failure:
+    if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
     if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
         print(_plan_table(role, args.jobs), flush=True)
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     child = os.fork()
     if child == 0:
         os.environ["TFSLURM_WATCHED"] = "1"
-        with ps_failure_exit(role, args.requeue_on_ps_failure or None):
+        with ps_failure_exit(role):
             if program is None:
                 return _run_child(argv, forward)  # unblocks once it can pass signals on
             signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
