@@ -392,7 +392,8 @@ def expand_counts(expr: str) -> list[int]:
         return []
     parsed: list[tuple[int, int]] = []
     total = 0
-    for raw in expr.split(","):
+    # Every item is at least one entry: the bound is reached before the unsplit rest.
+    for raw in expr.split(",", MAX_HOSTS + 1):
         item = raw.strip()
         value_text, paren, repeat_text = item.partition("(x")
         if paren:
