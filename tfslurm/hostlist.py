@@ -158,11 +158,8 @@ def _parse_ranges(expr: str, body: str) -> _Group:
     ranges: list[_Range] = []
     for part in body.split(","):
         low_text, dash, high_text = part.partition("-")
-        if not low_text or not set(low_text) <= _DIGITS:
-            raise _fail(
-                expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
-            )
-        if dash and (not high_text or not set(high_text) <= _DIGITS):
+        numbers = (low_text, high_text) if dash else (low_text,)
+        if not all(text and set(text) <= _DIGITS for text in numbers):
             raise _fail(
                 expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
             )
