@@ -438,6 +438,9 @@ class LocalCluster:
             self._cancel_jobs()
         family = procs.descendants(r.pid for r in live)
         procs.terminate([r.pid for r in live], grace=10, reap=self._reap)
+        # our own unreaped children that never became a recognisable daemon (an nsenter
+        # stopped before its exec): their PIDs cannot have been reused
+        procs.terminate([p for p, c in self._children.items() if c.poll() is None], grace=1, reap=self._reap)
         # children a daemon did not take down with it (slurmscriptd, a wedged slurmstepd)
         procs.terminate([p for p, started in family if procs.start_time(p) == started], grace=1)
         if self._network:
