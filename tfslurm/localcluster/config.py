@@ -17,6 +17,7 @@ from tfslurm.errors import TfslurmError
 MAX_NODES = 200  # node addresses are SUBNET.11 .. SUBNET.210 in one /24
 _NAME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _PORT_RANGE = re.compile(r"^(\d+)-(\d+)$")
+_CONF_UNSAFE = "#%\\\"'"  # besides blanks: comment, Slurm's %n expansion, escapes, quotes
 
 
 class ClusterConfigError(TfslurmError):
@@ -77,6 +78,12 @@ class ClusterConfig:
             raise ClusterConfigError(f"node_digits={self.node_digits}: too narrow for {self.num_nodes} nodes")
         if self.task_prolog is not None and not os.path.isabs(str(self.task_prolog)):
             raise ClusterConfigError(f"task_prolog={self.task_prolog!r}: must be an absolute path")
+        for name in ("task_prolog", "state_dir"):
+            value = getattr(self, name)
+            if value is not None and any(c.isspace() or c in _CONF_UNSAFE for c in str(value)):
+                raise ClusterConfigError(
+                    f"{name}={value!r}: blanks, quotes, '#', '%' and '\\' cannot be written into slurm.conf"
+                )
         for name in ("plugstack_lines", "extra_conf_lines"):
             for line in getattr(self, name):
                 if not isinstance(line, str) or "\n" in line:

@@ -23,6 +23,7 @@ import ctypes
 import hashlib
 import ipaddress
 import os
+import shlex
 import subprocess
 from dataclasses import dataclass
 
@@ -209,8 +210,8 @@ class Network:
                     "set -e",
                     f"hostname {node.name}",
                     "ip link set lo up",
-                    f"umount -l {self.ns_dir} 2>/dev/null || true",
-                    f"mount --bind {hosts_file} /etc/hosts",
+                    f"umount -l {shlex.quote(self.ns_dir)} 2>/dev/null || true",
+                    f"mount --bind {shlex.quote(hosts_file)} /etc/hosts",
                     f"ip link add eth0 type veth peer name {node.veth} netns {me}",
                     f"ip addr add {node.address}/24 dev eth0",
                     "ip link set eth0 up",
