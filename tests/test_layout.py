@@ -394,6 +394,7 @@ def base_env() -> dict[str, str]:
     ({"SLURMD_NODENAME": "a1"}, "SLURM_NODEID=1 names a2 in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME=a1"),
     ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is outside"),
     ({"SLURM_GTIDS": "1,2"}, "Slurm placed ranks 1,2 on a2 but default \\(block\\) layout predicts 2"),
+    ({"SLURM_GTIDS": "0,1"}, "SLURM_PROCID=2 is not among this node's SLURM_GTIDS=0,1"),
     ({"SLURM_LOCALID": "1"}, "placed ranks 2 on a2"),
     ({"SLURM_STEP_NODELIST": "a1,a1"}, "names a node twice"),
     ({"SLURM_STEP_TASKS_PER_NODE": "4000000(x2)"}, "8000000 tasks is more than tfslurm handles"),

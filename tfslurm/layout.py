@@ -532,6 +532,11 @@ def _verify(
     nodeid = layout.index_of(name)
     expected = layout.ranks_on(nodeid)
     seen = step.gtids
+    if seen is not None and step.procid is not None and step.procid not in seen:
+        raise LayoutError(
+            f"SLURM_PROCID={step.procid} is not among this node's SLURM_GTIDS="
+            f"{_clip(','.join(map(str, seen)))}: the task's Slurm variables contradict each other"
+        )
     mine_ok = True
     if step.procid is not None:
         mine_ok = step.procid < layout.num_tasks and layout.rank_node[step.procid] == nodeid
