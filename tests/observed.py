@@ -8,6 +8,8 @@ where each rank really ran.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +100,7 @@ def hostfile_entries(fixture: Fixture) -> list[str] | None:
     return match.group(1).split() if match else None
 
 
+@functools.cache
 def paths_by_id() -> dict[str, Path]:
     """Every fixture file by its :func:`fixture_id`."""
     return {fixture_id(p): p for p in all_paths()}
@@ -118,3 +121,8 @@ def runnable_envs(fixture: Fixture, tmp_path: Path) -> dict[str, list[tuple[Task
                 env["SLURM_HOSTFILE"] = str(hostfile)
             out.setdefault(label, []).append((task, env))
     return out
+
+
+def step_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[Task, dict[str, str]]]]:
+    """:func:`runnable_envs` of the fixture named ``fid`` (see :func:`fixture_id`)."""
+    return runnable_envs(load(paths_by_id()[fid]), tmp_path)

@@ -28,18 +28,13 @@ from tfslurm.step import Step
 PATHS = observed.paths_by_id()
 
 
-def fixture_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task, dict[str, str]]]]:
-    """Each step's tasks with runnable environments (the arbitrary hostfile recreated)."""
-    return observed.runnable_envs(observed.load(PATHS[fid]), tmp_path)
-
-
 # Recorded shapes the environment cannot describe: tfslurm must refuse them (tested below).
 REFUSED = {"25_het_srun_cyclic_component"}
 
 
 @pytest.mark.parametrize("fid", sorted(set(PATHS) - REFUSED))
 def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_path: Path) -> None:
-    for label, tasks in fixture_envs(fid, tmp_path).items():
+    for label, tasks in observed.step_envs(fid, tmp_path).items():
         truth = [task.hostname for task, _ in tasks]  # tasks are sorted by SLURM_PROCID
         local_truth = [int(task.env["SLURM_LOCALID"]) for task, _ in tasks]
         maps = set()
@@ -57,16 +52,16 @@ def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_p
 def test_default_distribution_is_block_and_sbatch_steps_say_so(tmp_path: Path) -> None:
     # Plain srun without -m leaves SLURM_DISTRIBUTION unset; inside sbatch it is "block";
     # a step smaller than the allocation is "cyclic" (observed on Slurm 22.05).
-    plain = fixture_envs("07_uneven_N3_n7", tmp_path)["s0"][0][1]
+    plain = observed.step_envs("07_uneven_N3_n7", tmp_path)["s0"][0][1]
     assert "SLURM_DISTRIBUTION" not in plain
     assert layout_for(Step.from_environ(plain)).method == "default (block)"
-    batch = fixture_envs("20_sbatch_steps", tmp_path)
+    batch = observed.step_envs("20_sbatch_steps", tmp_path)
     assert batch["s0_full"][0][1]["SLURM_DISTRIBUTION"] == "block"
     assert batch["s1_n3"][0][1]["SLURM_DISTRIBUTION"] == "cyclic"
 
 
 def test_het_step_sizes_and_single_component_step(tmp_path: Path) -> None:
-    steps = fixture_envs("21_sbatch_hetjob", tmp_path)
+    steps = observed.step_envs("21_sbatch_hetjob", tmp_path)
     both = layout_for(Step.from_environ(steps["s0_het01"][3][1]))
     assert both.component_sizes == (1, 4)
     one = layout_for(Step.from_environ(steps["s1_het1"][0][1]))  # --het-group=1 alone
@@ -282,7 +277,7 @@ def het_cyclic_envs() -> list[dict[str, str]]:
 
 
 def test_recorded_het_step_with_cyclic_component_is_refused(tmp_path: Path) -> None:
-    tasks = fixture_envs("25_het_srun_cyclic_component", tmp_path)["s0"]
+    tasks = observed.step_envs("25_het_srun_cyclic_component", tmp_path)["s0"]
     assert {env["SLURM_DISTRIBUTION"] for _, env in tasks} == {"block"}  # though -m cyclic
     assert [t.hostname for t, _ in tasks] == ["node1", "node2", "node1", "node1", "node3", "node3"]
     for task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
@@ -293,7 +288,7 @@ def test_recorded_het_step_with_cyclic_component_is_refused(tmp_path: Path) -> N
 def test_het_node_ids_count_in_component_order(tmp_path: Path) -> None:
     # Component 0 on node4: SLURM_STEP_NODELIST is the sorted union node[1-2,4] with
     # counts in that order, while SLURM_NODEID numbers node4 as 0 (component order).
-    tasks = fixture_envs("24_het_srun_reversed", tmp_path)["s0"]
+    tasks = observed.step_envs("24_het_srun_reversed", tmp_path)["s0"]
     task, env = tasks[0]
     assert (env["SLURM_STEP_NODELIST"], env["SLURM_STEP_TASKS_PER_NODE"]) == ("node[1-2,4]", "2,1,2")
     assert (task.hostname, env["SLURM_NODEID"]) == ("node4", "0")
@@ -343,7 +338,7 @@ def test_bad_hostfile_lines(text: str, what: str) -> None:
 
 
 def arbitrary_env(tmp_path: Path, procid: int = 0) -> dict[str, str]:
-    env = dict(fixture_envs("09_arbitrary_hostfile", tmp_path)["s0"][procid][1])
+    env = dict(observed.step_envs("09_arbitrary_hostfile", tmp_path)["s0"][procid][1])
     return env
 
 
@@ -446,7 +441,7 @@ def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 
 def test_cli_json_contract(tmp_path: Path) -> None:
-    _task, env = fixture_envs("03_cyclic_N3_n6", tmp_path)["s0"][4]
+    _task, env = observed.step_envs("03_cyclic_N3_n6", tmp_path)["s0"][4]
     result = run_cli(env, "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)

@@ -36,10 +36,6 @@ from tfslurm.step import Step
 PATHS = observed.paths_by_id()
 
 
-def step_envs(fid: str, tmp_path: Path) -> dict[str, list[tuple[observed.Task, dict[str, str]]]]:
-    return observed.runnable_envs(observed.load(PATHS[fid]), tmp_path)
-
-
 def task_env(**extra: str) -> dict[str, str]:
     """A task of a 3-task step over n9,n10 (2,1), rank 1 on n9."""
     env = {
@@ -64,7 +60,7 @@ def task_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("fid", sorted(PATHS))
 def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
-    for label, tasks in step_envs(fid, tmp_path).items():
+    for label, tasks in observed.step_envs(fid, tmp_path).items():
         specs = set()
         ports_by_node: dict[str, set[int]] = {}
         planned: dict[str, int] = {}
@@ -100,7 +96,7 @@ def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tm
 
 
 def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
-    tasks = step_envs("15_resv_ports_3", tmp_path)
+    tasks = observed.step_envs("15_resv_ports_3", tmp_path)
     for step_tasks in tasks.values():
         for _task, env in step_tasks:
             plan = plan_for(Step.from_environ(env))
@@ -111,7 +107,7 @@ def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
 
 def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> None:
     # --gres=gpu:2 with 2 tasks per node: both tasks see 0,1; tfslurm gives each one device.
-    for tasks in step_envs("11_gres_gpu2", tmp_path).values():
+    for tasks in observed.step_envs("11_gres_gpu2", tmp_path).values():
         owned: dict[str, list[tuple[str, ...]]] = {}
         for task, env in tasks:
             plan = plan_for(Step.from_environ(env))
@@ -129,7 +125,7 @@ def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> N
 
 
 def test_per_task_binding_is_kept_and_others_are_unknown(tmp_path: Path) -> None:
-    for tasks in step_envs("12_gpus_per_task", tmp_path).values():
+    for tasks in observed.step_envs("12_gpus_per_task", tmp_path).values():
         for task, env in tasks:
             plan = plan_for(Step.from_environ(env))
             assert plan.own.gpus == (env["CUDA_VISIBLE_DEVICES"],)
@@ -139,7 +135,7 @@ def test_per_task_binding_is_kept_and_others_are_unknown(tmp_path: Path) -> None
 
 def test_gpu_bind_none_and_no_gpus_never_crash(tmp_path: Path) -> None:
     for fid in ("13_gpus_per_node_bind_none", "01_block_N3_tpn2"):
-        for tasks in step_envs(fid, tmp_path).values():
+        for tasks in observed.step_envs(fid, tmp_path).values():
             for _task, env in tasks:
                 plan = plan_for(Step.from_environ(env))
                 assert plan.own.gpus == ()

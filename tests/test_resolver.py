@@ -195,7 +195,7 @@ RECORDED = observed.paths_by_id()
      "14_resv_ports", "padded/01_block_N3_tpn2"],
 )  # fmt: skip
 def test_recorded_shapes_tf_gets_wrong(fid: str, tmp_path: Path) -> None:
-    for label, tasks in observed.runnable_envs(observed.load(RECORDED[fid]), tmp_path).items():
+    for label, tasks in observed.step_envs(fid, tmp_path).items():
         specs = set()
         for task, env in tasks:
             resolver = Resolver(env=env)
