@@ -9,7 +9,6 @@ where each rank really ran.
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
