@@ -1,4 +1,8 @@
-"""Load the recorded task environments in ``tests/data/observed/`` (real Slurm 22.05 runs).
+"""Load the recorded task environments in ``tests/data/observed/<slurm version>/``.
+
+One directory per Slurm release the recordings were made on (``22.05``, ``24.11``,
+``26.05``), each with the same fixture names, and ``padded/`` beside them for the
+zero-padded node names where that version has them.
 
 Each fixture file holds a ``#`` header (name, description, command, ...) and one block per
 task (``## step <label> task <procid>``) or for the batch script (``## batch``) with the
@@ -13,7 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DATA = Path(__file__).parent / "data" / "observed"
+OBSERVED = Path(__file__).parent / "data" / "observed"
+VERSIONS = ("22.05", "24.11", "26.05")
+BASE_VERSION = VERSIONS[0]
+DATA = OBSERVED / BASE_VERSION  # the 22.05 recordings, which the older tests name directly
 
 _BLOCK = re.compile(r"^## (?:(batch)|step (\S+) task (\d+))\s*$")
 
@@ -84,13 +91,31 @@ def load(path: Path) -> Fixture:
     return Fixture(path.stem, header, batch, steps)
 
 
-def all_paths() -> list[Path]:
-    """Every fixture file: default names and the zero-padded ``padded/`` variants."""
-    return sorted(DATA.glob("*.txt")) + sorted((DATA / "padded").glob("*.txt"))
+def version_dir(version: str) -> Path:
+    return OBSERVED / version
+
+
+def all_paths(versions: tuple[str, ...] = (BASE_VERSION,)) -> list[Path]:
+    """Every fixture file of ``versions``: default names and the zero-padded ``padded/``
+    variants."""
+    paths: list[Path] = []
+    for version in versions:
+        root = version_dir(version)
+        paths += sorted(root.glob("*.txt")) + sorted((root / "padded").glob("*.txt"))
+    return paths
+
+
+def version_of(path: Path) -> str:
+    """The Slurm version a fixture file was recorded on."""
+    root = path.parent.parent if path.parent.name == "padded" else path.parent
+    return root.name
 
 
 def fixture_id(path: Path) -> str:
-    return f"{path.parent.name}/{path.stem}" if path.parent.name == "padded" else path.stem
+    """``01_block_N3_tpn2`` / ``padded/01_...`` for 22.05; ``24.11/01_...`` for later versions."""
+    local = f"padded/{path.stem}" if path.parent.name == "padded" else path.stem
+    version = version_of(path)
+    return local if version == BASE_VERSION else f"{version}/{local}"
 
 
 def hostfile_entries(fixture: Fixture) -> list[str] | None:
@@ -99,10 +124,15 @@ def hostfile_entries(fixture: Fixture) -> list[str] | None:
     return match.group(1).split() if match else None
 
 
+def ids(versions: tuple[str, ...] = (BASE_VERSION,)) -> list[str]:
+    """The :func:`fixture_id` of every fixture of ``versions``."""
+    return [fixture_id(p) for p in all_paths(versions)]
+
+
 @functools.cache
 def paths_by_id() -> dict[str, Path]:
-    """Every fixture file by its :func:`fixture_id`."""
-    return {fixture_id(p): p for p in all_paths()}
+    """Every fixture file of every version by its :func:`fixture_id`."""
+    return {fixture_id(p): p for p in all_paths(VERSIONS)}
 
 
 def runnable_envs(fixture: Fixture, tmp_path: Path) -> dict[str, list[tuple[Task, dict[str, str]]]]:

@@ -32,7 +32,7 @@ PATHS = observed.paths_by_id()
 REFUSED = {"25_het_srun_cyclic_component"}
 
 
-@pytest.mark.parametrize("fid", sorted(set(PATHS) - REFUSED))
+@pytest.mark.parametrize("fid", sorted(set(observed.ids()) - REFUSED))
 def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_path: Path) -> None:
     for label, tasks in observed.step_envs(fid, tmp_path).items():
         truth = [task.hostname for task, _ in tasks]  # tasks are sorted by SLURM_PROCID

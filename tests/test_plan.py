@@ -58,7 +58,7 @@ def task_env(**extra: str) -> dict[str, str]:
 # -- recorded real environments ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fid", sorted(PATHS))
+@pytest.mark.parametrize("fid", sorted(observed.ids()))
 def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
     for label, tasks in observed.step_envs(fid, tmp_path).items():
         specs = set()
