@@ -125,6 +125,9 @@ class Plan:
     # Slurm's own compact forms of ``nodes`` and ``counts`` when known (saves compressing).
     nodelist: str | None = field(default=None, compare=False, repr=False)
     tasks_per_node: str | None = field(default=None, compare=False, repr=False)
+    # Each node's host when not from the template: its address on ``iface`` (tfslurm.iface).
+    host_names: tuple[str, ...] | None = None
+    iface: str | None = None
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -139,6 +142,8 @@ class Plan:
     @cached_property
     def hosts(self) -> tuple[str, ...]:
         """The host name of each node (the node name through the host template)."""
+        if self.host_names is not None:
+            return self.host_names
         if self.host_template == _NODE:
             return self.nodes
         return tuple(self.host_template.replace(_NODE, node) for node in self.nodes)

@@ -88,7 +88,12 @@ def task_changes(env: Mapping[str, str]) -> dict[str, str | None]:
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 
     plan = plan_for(step, spec)
-    variables = plan.task_env()
+    if env.get("TFSLURM_FOR", "").strip() or env.get("TFSLURM_IFACE", "").strip():
+        from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
+
+        variables = runtime_env(plan_with_iface(plan, env), parse_runtimes(env.get("TFSLURM_FOR")))
+    else:
+        variables = plan.task_env()
     changes: dict[str, str | None] = {}
     for stale in ("TF_CONFIG", DESCRIPTOR_VARIABLE):
         if stale not in variables and stale in env:

@@ -3,6 +3,9 @@
 ``TF_CONFIG`` (or, when it would exceed the 131,060 bytes a variable can carry through
 exec, ``TFSLURM_DESCRIPTOR``, from which tfslurm rebuilds the plan in-process) and this
 task's GPU variables (``CUDA_VISIBLE_DEVICES`` ...). ``eval "$(tfslurm env)"`` in a task.
+``--for keras,jax,torch`` adds (or, without ``tf``, gives instead of TF's) the variables
+of those runtimes from the same plan, and ``--iface NAME`` advertises every node by its
+address on that interface (``tfslurm.runtimes``, ``tfslurm.iface``).
 """
 
 from __future__ import annotations
@@ -20,16 +23,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
     add_gpu_options(parser)
     parser.add_argument(
+        "--for", dest="runtimes", metavar="RUNTIMES", action="append",
+        help="runtimes to give variables for: tf, keras, jax, torch, comma-separated or repeated "
+        "(default: $TFSLURM_FOR, else tf)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--iface", metavar="NAME",
+        help="advertise each node by its address on this network interface and set "
+        "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME (default: $TFSLURM_IFACE)",
+    )  # fmt: skip
+    parser.add_argument(
         "--format", choices=("sh", "json"), default="sh",
         help="sh: export lines for eval (default); json: one object",
     )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.plan import plan_from_environ
+    import os
 
+    from tfslurm.plan import plan_from_environ
+    from tfslurm.runtimes import FOR_VARIABLE, parse_runtimes, plan_with_iface, runtime_env
+
+    chosen = ",".join(args.runtimes) if args.runtimes else os.environ.get(FOR_VARIABLE)
+    runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
     plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
-    variables = plan.task_env()
+    variables = runtime_env(plan_with_iface(plan, os.environ, args.iface), runtimes)
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))
     else:

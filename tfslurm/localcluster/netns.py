@@ -12,6 +12,10 @@ Layout (everything derived from the state dir, so two clusters never share a nam
 * a bridge ``tfl<hash>b`` with ``SUBNET.1/24`` in the namespace of the caller (where
   slurmctld and the client commands run), and per node a veth pair: ``eth0`` with
   ``SUBNET.<10+i>`` inside, ``tfl<hash>v<i>`` enslaved to the bridge outside.
+* a second network for tests of ``--iface``: a bridge ``tfl<hash>c`` without an address
+  (nodes reach each other over it, the host does not) and per node ``eth1`` with
+  ``SECOND.<10+i>``, where ``SECOND`` is ``10.214.X`` for the cluster's ``10.213.X``; the
+  hosts file names it ``<node>-eth1``, the per-interface name ``tfslurm.iface`` resolves.
 * inside each node's mount namespace only: ``STATE/etc/hosts`` bound over ``/etc/hosts``.
 
 No routes beyond the /24, no forwarding, no NAT: traffic stays on our own bridge.
@@ -128,6 +132,8 @@ class NodeNet:
     name: str
     address: str
     veth: str
+    address2: str = ""  # on eth1, the second network
+    veth2: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,14 +147,21 @@ class Network:
     @classmethod
     def plan(cls, state_dir: str, subnet: str, node_names: list[str]) -> Network:
         h = name_hash(state_dir)
+        second = "10.214." + subnet.rsplit(".", 1)[1]
         nodes = tuple(
-            NodeNet(name, f"{subnet}.{10 + i}", f"tfl{h}v{i}") for i, name in enumerate(node_names, 1)
+            NodeNet(name, f"{subnet}.{10 + i}", f"tfl{h}v{i}", f"{second}.{10 + i}", f"tfl{h}w{i}")
+            for i, name in enumerate(node_names, 1)
         )
         return cls(state_dir, subnet, nodes)
 
     @property
     def bridge(self) -> str:
         return f"tfl{name_hash(self.state_dir)}b"
+
+    @property
+    def bridge2(self) -> str:
+        """The second network's bridge (``eth1`` of every node)."""
+        return f"tfl{name_hash(self.state_dir)}c"
 
     @property
     def gateway(self) -> str:
@@ -179,6 +192,7 @@ class Network:
     def hosts_file_text(self, controller_host: str) -> str:
         lines = ["127.0.0.1 localhost", f"{self.gateway} {controller_host}"]
         lines += [f"{n.address} {n.name}" for n in self.nodes]
+        lines += [f"{n.address2} {n.name}-eth1" for n in self.nodes]
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------ set up
@@ -196,6 +210,8 @@ class Network:
                 f"link add {self.bridge} type bridge",
                 f"addr add {self.gateway}/24 dev {self.bridge}",
                 f"link set {self.bridge} up",
+                f"link add {self.bridge2} type bridge",
+                f"link set {self.bridge2} up",
             ]
         )
         me = os.getpid()  # our network namespace, where the bridge lives
@@ -215,6 +231,9 @@ class Network:
                     f"ip link add eth0 type veth peer name {node.veth} netns {me}",
                     f"ip addr add {node.address}/24 dev eth0",
                     "ip link set eth0 up",
+                    f"ip link add eth1 type veth peer name {node.veth2} netns {me}",
+                    f"ip addr add {node.address2}/24 dev eth1",
+                    "ip link set eth1 up",
                 ]
             )
             argv = [
@@ -247,6 +266,7 @@ class Network:
         cmds = []
         for node in self.nodes:
             cmds += [f"link set {node.veth} master {self.bridge}", f"link set {node.veth} up"]
+            cmds += [f"link set {node.veth2} master {self.bridge2}", f"link set {node.veth2} up"]
         _ip_batch(cmds)
 
     # ------------------------------------------------------------------ inspect
@@ -265,7 +285,7 @@ class Network:
 
     def leftovers(self) -> list[str]:
         """What of this network still exists (empty after a clean teardown)."""
-        names = [self.bridge, *(n.veth for n in self.nodes)]
+        names = [self.bridge, self.bridge2, *(n.veth for n in self.nodes), *(n.veth2 for n in self.nodes)]
         left = [f"link {n}" for n in names if os.path.exists(f"/sys/class/net/{n}")]
         left += [f"mount {p}" for p in mounts_under(self.ns_dir)]
         return left
@@ -273,9 +293,11 @@ class Network:
     # ------------------------------------------------------------------ tear down
     def teardown(self) -> None:
         """Remove veths, bridge and namespace pins. Idempotent, best effort, no raise."""
-        cmds = [f"link del {n.veth}" for n in self.nodes if os.path.exists(f"/sys/class/net/{n.veth}")]
-        if os.path.exists(f"/sys/class/net/{self.bridge}"):
-            cmds.append(f"link del {self.bridge}")
+        veths = [n.veth for n in self.nodes] + [n.veth2 for n in self.nodes]
+        cmds = [f"link del {v}" for v in veths if os.path.exists(f"/sys/class/net/{v}")]
+        for bridge in (self.bridge, self.bridge2):
+            if os.path.exists(f"/sys/class/net/{bridge}"):
+                cmds.append(f"link del {bridge}")
         if cmds:
             try:
                 _ip_batch(cmds, force=True)
