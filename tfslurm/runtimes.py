@@ -118,11 +118,16 @@ def keras_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     addresses = plan.addresses
     size = len(first) + sum(len(a) + 1 for a in addresses[1:])
     listed = first if size > _MAX_VALUE - 40 else ",".join([first, *addresses[1:]])
-    return {
+    out = {
         "KERAS_DISTRIBUTION_JOB_ADDRESSES": listed,
         "KERAS_DISTRIBUTION_NUM_PROCESSES": str(plan.num_tasks),
         "KERAS_DISTRIBUTION_PROCESS_ID": str(rank),
     }
+    # Keras passes no device ids: JAX reads these, else guesses SLURM_LOCALID (wrong here).
+    ids = local_device_ids(plan) if rank == plan.rank else None
+    if ids:
+        out["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, ids))
+    return out
 
 
 def local_device_ids(plan: Plan) -> tuple[int, ...] | None:

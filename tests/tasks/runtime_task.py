@@ -1,0 +1,98 @@
+"""A task of the runtime tests: join a runtime's cluster from tfslurm's plan, run one
+collective, and print one JSON line: rank, what the collective gave and the remote
+addresses of this process's own TCP connections (to check which network carried them).
+
+Usage: python runtime_task.py jax|torch|keras [IFACE]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+
+def peer_addresses() -> list[str]:
+    """Remote IPv4 addresses of this process's established TCP connections."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    peers = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                words = line.split()
+                remote, state, inode = words[2], words[3], words[9]
+                if state != "01" or inode not in inodes:
+                    continue
+                host = remote.split(":")[0]
+                raw = bytes.fromhex(host)[-4:][::-1]  # little-endian words; v4-mapped last
+                peers.add(socket.inet_ntoa(raw))
+    return sorted(peers)
+
+
+def main() -> None:
+    runtime = sys.argv[1]
+    iface = sys.argv[2] if len(sys.argv) > 2 else None
+    rank = int(os.environ["SLURM_PROCID"])
+    if runtime == "torch":
+        import torch
+        import torch.distributed as dist
+
+        import tfslurm.torch
+
+        plan = tfslurm.torch.init_process_group("gloo", iface=iface)
+        value = torch.tensor([float(rank + 1)])
+        dist.all_reduce(value)
+        result = value.item()
+        peers = peer_addresses()
+        dist.destroy_process_group()
+    elif runtime == "jax":
+        import jax
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        import tfslurm.jax
+
+        plan = tfslurm.jax.initialize(iface=iface)
+        gathered = multihost_utils.process_allgather(np.array([rank + 1.0]))
+        result = float(np.sum(gathered))
+        peers = peer_addresses()
+        jax.distributed.shutdown()
+    elif runtime == "keras":
+        os.environ["KERAS_BACKEND"] = "jax"
+        import keras
+        import numpy as np
+
+        import tfslurm.keras
+
+        plan = tfslurm.keras.initialize(iface=iface)
+        devices = keras.distribution.list_devices()
+        distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+        keras.distribution.set_distribution(distribution)
+        keras.utils.set_random_seed(1)
+        x = np.linspace(-1, 1, 64, dtype="float32").reshape(-1, 1)
+        x = x[rank :: plan.num_tasks]  # each process feeds its own shard of every batch
+        y = 3 * x + 1
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+        history = model.fit(x, y, batch_size=16, epochs=20, verbose=0)
+        kernel = float(model.layers[0].kernel.numpy().ravel()[0])
+        result = {"devices": len(devices), "loss": history.history["loss"][-1], "kernel": kernel,
+                  "processes": __import__("jax").process_count()}
+        peers = peer_addresses()
+    else:
+        raise SystemExit(f"unknown runtime {runtime!r}")
+    print("RESULT " + json.dumps({"rank": rank, "result": result, "peers": peers,
+                                  "node": plan.nodes[plan.rank_node[rank]]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
