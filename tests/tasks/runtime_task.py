@@ -2,7 +2,11 @@
 collective, and print one JSON line: rank, what the collective gave and the remote
 addresses of this process's own TCP connections (to check which network carried them).
 
-Usage: python runtime_task.py jax|torch|keras [IFACE]
+Usage: python runtime_task.py jax|torch|torch-env|keras OUTDIR [IFACE]
+
+``torch-env`` uses nothing of tfslurm: ``init_process_group`` reads the variables the
+TaskProlog (``TFSLURM_FOR=torch``) exported. Each task writes ``OUTDIR/rankN.json``
+(one file per task: srun may split long lines of concurrent tasks).
 """
 
 from __future__ import annotations
@@ -39,10 +43,24 @@ def peer_addresses() -> list[str]:
 
 
 def main() -> None:
-    runtime = sys.argv[1]
-    iface = sys.argv[2] if len(sys.argv) > 2 else None
+    runtime, out = sys.argv[1], sys.argv[2]
+    iface = sys.argv[3] if len(sys.argv) > 3 else None
     rank = int(os.environ["SLURM_PROCID"])
-    if runtime == "torch":
+    node = os.environ["SLURMD_NODENAME"]
+    seen: dict[str, object] = {}
+    if runtime == "torch-env":
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        value = torch.tensor([float(rank + 1)])
+        dist.all_reduce(value)
+        result = value.item()
+        seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
+        seen.update({k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")})
+        peers = peer_addresses()
+        dist.destroy_process_group()
+    elif runtime == "torch":
         import torch
         import torch.distributed as dist
 
@@ -52,6 +70,8 @@ def main() -> None:
         value = torch.tensor([float(rank + 1)])
         dist.all_reduce(value)
         result = value.item()
+        seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
+        seen.update({k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")})
         peers = peer_addresses()
         dist.destroy_process_group()
     elif runtime == "jax":
@@ -64,6 +84,7 @@ def main() -> None:
         plan = tfslurm.jax.initialize(iface=iface)
         gathered = multihost_utils.process_allgather(np.array([rank + 1.0]))
         result = float(np.sum(gathered))
+        seen = {"rank": jax.process_index(), "size": jax.process_count()}
         peers = peer_addresses()
         jax.distributed.shutdown()
     elif runtime == "keras":
@@ -85,13 +106,16 @@ def main() -> None:
         model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
         history = model.fit(x, y, batch_size=16, epochs=20, verbose=0)
         kernel = float(model.layers[0].kernel.numpy().ravel()[0])
-        result = {"devices": len(devices), "loss": history.history["loss"][-1], "kernel": kernel,
-                  "processes": __import__("jax").process_count()}
+        result = {"devices": len(devices), "loss": history.history["loss"][-1], "kernel": kernel}
+        seen = {"rank": __import__("jax").process_index(), "size": __import__("jax").process_count()}
         peers = peer_addresses()
     else:
         raise SystemExit(f"unknown runtime {runtime!r}")
-    print("RESULT " + json.dumps({"rank": rank, "result": result, "peers": peers,
-                                  "node": plan.nodes[plan.rank_node[rank]]}), flush=True)
+    record = {"procid": rank, "node": node, "localid": int(os.environ["SLURM_LOCALID"]), "result": result, "seen": seen, "peers": peers}
+    path = os.path.join(out, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.rename(path + ".tmp", path)
 
 
 if __name__ == "__main__":
