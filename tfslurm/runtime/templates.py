@@ -7,7 +7,7 @@ from importlib import resources
 
 from tfslurm.errors import TfslurmError
 
-TEMPLATES = ("mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch")
+TEMPLATES = ("mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch", "jax.sbatch", "torch.sbatch", "keras.sbatch")
 
 
 def template_path(name: str) -> str:
