@@ -8,7 +8,8 @@
 #   1. apt-get installs Slurm's Debian packages (slurm-wlm for the throwaway demo/test
 #      cluster, libslurm-dev for the SPANK plugin's <slurm/spank.h>), gcc/make and valgrind.
 #   2. creates .venv/ next to this script and installs tfslurm into it, editable, with the
-#      `tf` (tensorflow-cpu) and `test` (pytest, hypothesis, python-hostlist) extras.
+#      `tf` (tensorflow-cpu) and `test` (pytest, hypothesis, python-hostlist) extras, then
+#      torch==2.13.0 (CPU) and the `jax` and `torch` extras (Keras 3, JAX, PyTorch runtimes).
 #   3. builds the SPANK plugin in plugin/ (not installed into Slurm: see docs/admin-guide.md).
 #   4. runs `.venv/bin/tfslurm demo`: TF training across a local multi-node Slurm cluster.
 set -euo pipefail
@@ -51,6 +52,10 @@ fi
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e '.[tf,test]' 2>&1 | grep -v '^WARNING: Location' || true
+# The jax and torch extras (docs/runtimes.md), so the runtime tests run too. torch first, pinned:
+# 2.13.0 is the CPU build this project tests with (a bare `torch` from PyPI is a CUDA build of GBs).
+.venv/bin/python -m pip install -q 'torch==2.13.0' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[jax,torch]' 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c 'import importlib.util as u, tfslurm; assert u.find_spec("tensorflow")' ||
     { echo "install.sh: the Python install failed (see pip's messages above)" >&2; exit 1; }
 
