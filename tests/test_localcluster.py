@@ -494,3 +494,12 @@ def test_cli_up_status_down(tmp_path_factory) -> None:
         [*tfslurm, "cluster", "down", "--state", state, "--purge"], capture_output=True, text=True
     )
     assert again.returncode == 0 and not os.path.exists(state)
+
+
+def test_the_second_network_has_its_own_names_and_subnet() -> None:
+    net = Network.plan("/tmp/tfslurm-cluster-aaaa", "10.213.150", ["n1", "n2"])
+    assert net.bridge2 != net.bridge and len(net.bridge2) <= 15
+    assert [n.address2 for n in net.nodes] == ["10.214.150.11", "10.214.150.12"]
+    assert all(len(n.veth2) <= 15 and n.veth2 != n.veth for n in net.nodes)
+    hosts = net.hosts_file_text("ctl").splitlines()
+    assert "10.214.150.12 n2-eth1" in hosts and "10.213.150.12 n2" in hosts

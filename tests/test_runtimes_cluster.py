@@ -166,3 +166,21 @@ def test_sbatch_template(slurm_cluster: LocalCluster, tmp_path: Path, runtime: s
     assert state == "COMPLETED", text[-3000:]
     sums = sorted(line.split(": ", 1)[1] for line in text.splitlines() if " sum " in line)
     assert sums == ["rank 0 of 2: sum 3 (expected 3)", "rank 1 of 2: sum 3 (expected 3)"], text[-3000:]
+
+
+def test_tf_config_on_the_second_interface(slurm_cluster: LocalCluster, tmp_path: Path) -> None:
+    """TF too: ``tfslurm run`` and the TaskProlog advertise every node by its eth1 address
+    (no TF import: the program only prints its TF_CONFIG)."""
+    tmp_path.chmod(0o755)
+    wrapper = prolog.write_wrapper(tmp_path / "taskprolog")
+    _, eth1 = subnets(slurm_cluster)
+    expected = [f"{eth1}11", f"{eth1}12", f"{eth1}11"]  # -m cyclic over node1, node2
+    tfslurm = [sys.executable, "-m", "tfslurm", "run", "--"]
+    for how in (tfslurm, [f"--task-prolog={wrapper}"]):
+        done = slurm_cluster.srun("-N2", "-n3", "-m", "cyclic", *how, "printenv", "TF_CONFIG",
+                                  env_extra={"TFSLURM_TF_DIST": "worker:*", "TFSLURM_IFACE": "eth1"})  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        configs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert len(configs) == 3 and len({json.dumps(c["cluster"]) for c in configs}) == 1, done.stdout
+        hosts = [address.rpartition(":")[0] for address in configs[0]["cluster"]["worker"]]
+        assert hosts == expected, (how, hosts)

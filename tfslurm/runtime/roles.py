@@ -214,9 +214,18 @@ def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) 
     step.require("procid", "nodelist", "tasks_per_node")
     procid = int(step.procid)  # type: ignore[arg-type]
     if env.get("TFSLURM_DESCRIPTOR", "").strip():
-        return _role_from_plan(plan_from_environ(env), procid, "TFSLURM_DESCRIPTOR")
+        return _role_from_plan(_on_iface(plan_from_environ(env), env), procid, "TFSLURM_DESCRIPTOR")
     spec = jobs or env.get("TFSLURM_TF_DIST") or None
     source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
-    return _role_from_plan(plan_from_environ(env, spec), procid, source)
+    return _role_from_plan(_on_iface(plan_from_environ(env, spec), env), procid, source)
+
+
+def _on_iface(plan: Plan, env: Mapping[str, str]) -> Plan:
+    """``plan`` on the interface ``TFSLURM_IFACE`` names, if any (tfslurm.runtimes)."""
+    if not env.get("TFSLURM_IFACE", "").strip():
+        return plan
+    from tfslurm.runtimes import plan_with_iface
+
+    return plan_with_iface(plan, env)
