@@ -41,6 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preempt-signal", metavar="SIG", default=None,
                         help="signal that asks the program to checkpoint and stop "
                         "(default TFSLURM_PREEMPT_SIGNAL or USR1)")
+    parser.add_argument("--stop-signals", metavar="SIGS", default=None,
+                        help="comma list of signals that mean checkpoint and stop (default "
+                        "TFSLURM_STOP_SIGNALS or TERM; the preemption signal always counts): "
+                        "the program is told through the preemption signal and a run stopped "
+                        "early exits 85, never 0")
+    parser.add_argument("--stop-grace", metavar="SECONDS", default=None,
+                        help="SIGKILL the program this long after a stop signal (default "
+                        "TFSLURM_STOP_GRACE, else never: Slurm's SIGKILL after GraceTime or "
+                        "KillWait ends it)")
+    parser.add_argument("--max-restarts", metavar="N", default=None,
+                        help="refuse to start (exit 86, one line) once the job was restarted "
+                        "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
+                        "else no cap)")
     parser.add_argument("--requeue-on-ps-failure", action="store_true",
                         help="when a parameter server fails, the chief runs "
                         "'scontrol requeue' on its job before exiting 75")
@@ -125,9 +138,16 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
             f"{argv[0]!r}; run a Python program in-process (tfslurm run -- python prog.py) "
             "or read TFSLURM_DESCRIPTOR with tfslurm.SlurmClusterResolver"
         )
+    from tfslurm.runtime.supervise import die_with_parent
+
+    me = os.getpid()
+
+    def start() -> None:  # in the command's process, before exec
+        die_with_parent(me)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
+
     try:  # the command itself starts with the signals unblocked (this process has no threads)
-        child = subprocess.Popen(
-            argv, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, forward))
+        child = subprocess.Popen(argv, preexec_fn=start)
     except OSError as exc:
         raise TfslurmError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
 
@@ -167,9 +187,22 @@ def run(args: argparse.Namespace) -> int:
     argv = list(args.program)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    from tfslurm.runtime import stops
+    from tfslurm.step import Step
+
+    cap = stops.max_restarts(args.max_restarts)
+    grace = stops.stop_grace(args.stop_grace)
+    restarts = Step.from_environ(os.environ).restart_count
+    refused = stops.restart_cap_message(restarts, cap)
+    if refused:
+        print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
+        return stops.EXIT_RESTART_CAP
     role = resolve_role(jobs=args.jobs)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
+    stop = stops.stop_signals(
+        args.stop_signals if args.stop_signals is not None
+        else os.environ.get("TFSLURM_STOP_SIGNALS") or None, flag.signum)
     if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
     if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
@@ -180,12 +213,13 @@ def run(args: argparse.Namespace) -> int:
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
-        serve(role, peer_timeout=timeout, ignore_signals=(flag.signum,))
+        serve(role, peer_timeout=timeout,
+              ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not argv:
         raise TfslurmError(f"no program given for {role.job}:{role.index}: "
                            "use tfslurm run -- python train.py")
     program = parse_program(argv)
-    forward = (signal.SIGTERM, signal.SIGINT, flag.signum)
+    forward = tuple(dict.fromkeys((signal.SIGTERM, signal.SIGINT, *stop)))
     sys.stdout.flush()
     sys.stderr.flush()
     # Fork before TensorFlow is imported (no threads yet): the child runs the program, this
@@ -193,9 +227,15 @@ def run(args: argparse.Namespace) -> int:
     # Signals stay blocked across the fork until the parent's forwarding handlers are in
     # place: a SIGTERM in that window would otherwise kill the parent and orphan the child.
     signal.pthread_sigmask(signal.SIG_BLOCK, forward)
+    parent = os.getpid()
     child = os.fork()
     if child == 0:
+        from tfslurm.runtime.supervise import die_with_parent
+
+        die_with_parent(parent)  # a SIGKILLed supervisor leaves no program behind
+        os.setpgid(0, 0)  # a group of its own: the supervisor ends what is left of it
         os.environ["TFSLURM_WATCHED"] = "1"
+        preemption.install(flag.signum, also=stop)  # SIGTERM too, where TF leaves it to us
         with ps_failure_exit(role):
             if program is None:
                 return _run_child(argv, forward)  # unblocks once it can pass signals on
@@ -203,7 +243,11 @@ def run(args: argparse.Namespace) -> int:
             return _run_in_process(program)
     from tfslurm.runtime.supervise import supervise
 
-    rc = supervise(child, role, timeout, forward)
+    try:  # also here: the supervisor may kill the group before the child has set it
+        os.setpgid(child, child)
+    except OSError:
+        pass
+    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace)
     print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
           f"(t={time.time():.3f})", file=sys.stderr, flush=True)
     return rc

@@ -35,6 +35,7 @@ class Checkpoints:
             self.write_dir = os.path.join(
                 self.directory, f".scratch-{self.role.job}-{self.role.index}"
             )
+        self.removed = remove_leftovers(self.directory, self.write_dir, self.role.is_chief)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.write_dir, max_to_keep=self.max_to_keep
         )
@@ -57,3 +58,25 @@ class Checkpoints:
         if self.write_dir != self.directory:
             shutil.rmtree(self.write_dir, ignore_errors=True)
         return path
+
+
+def remove_leftovers(directory: str, write_dir: str, is_chief: bool) -> list[str]:
+    """Remove what killed saves left: this task's scratch directory and, on the chief,
+    ``*_temp`` entries and other tasks' ``.scratch-*`` directories. Returns the paths."""
+    removed = []
+    if write_dir != directory and os.path.lexists(write_dir):
+        shutil.rmtree(write_dir, ignore_errors=True)
+        removed.append(write_dir)
+    if is_chief and os.path.isdir(directory):
+        for name in sorted(os.listdir(directory)):
+            if name.startswith(".scratch-") or (name.startswith("ckpt") and "_temp" in name):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        continue
+                removed.append(path)
+    return removed
