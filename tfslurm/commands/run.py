@@ -247,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
         os.setpgid(child, child)
     except OSError:
         pass
-    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace)
+    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace,
+                   translate=program is not None)
     print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
           f"(t={time.time():.3f})", file=sys.stderr, flush=True)
     return rc

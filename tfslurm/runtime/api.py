@@ -120,7 +120,7 @@ class RunContext:
 
     def checkpoints(self, checkpoint: Any, directory: str, max_to_keep: int = 3) -> Checkpoints:
         """A checkpoint manager that follows the chief/non-chief rule (see checkpoints.py)."""
-        return Checkpoints(checkpoint, directory, self.role, max_to_keep)
+        return Checkpoints(checkpoint, directory, self.role, max_to_keep, self.strategy)
 
     def chief_finished(self) -> bool:
         """Evaluator: True once the chief's server was up and has gone away, or was never
@@ -226,6 +226,9 @@ def run(
               f"signal: exit {stops.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
               file=sys.stderr, flush=True)
         result = stops.EXIT_STOPPED  # type: ignore[assignment]
+        # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
+        # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if not (role.strategy == "ps" and role.job == "chief"):
             sys.stdout.flush()
             raise SystemExit(stops.EXIT_STOPPED)

@@ -25,6 +25,7 @@ class Checkpoints:
     directory: str
     role: Role
     max_to_keep: int = 3
+    strategy: Any = None  # MWMS: save() ends with a barrier (see save)
 
     def __post_init__(self) -> None:
         import tensorflow as tf
@@ -57,7 +58,27 @@ class Checkpoints:
         path = self.manager.save(checkpoint_number=step)
         if self.write_dir != self.directory:
             shutil.rmtree(self.write_dir, ignore_errors=True)
+        self._barrier()
         return path
+
+    def _barrier(self) -> None:
+        """MWMS: no worker returns from save() before the chief has written its files. A
+        worker that then exits (stopped early: status 85) ends the step under
+        ``srun --kill-on-bad-exit``, which would otherwise kill a chief still writing."""
+        tf = self._tf
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return
+        barrier = getattr(self.strategy, "_tfslurm_barrier", None)
+        if barrier is None:
+            strategy = self.strategy
+
+            def one() -> Any:
+                per_replica = strategy.run(tf.identity, args=(tf.constant(1.0),))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            barrier = tf.function(one)
+            strategy._tfslurm_barrier = barrier
+        barrier().numpy()
 
 
 def remove_leftovers(directory: str, write_dir: str, is_chief: bool) -> list[str]:

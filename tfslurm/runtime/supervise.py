@@ -84,12 +84,13 @@ def die_with_parent(parent: int) -> None:
 
 def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
               stop: Sequence[int] = (), preempt: int | None = None,
-              stop_grace: float | None = None) -> int:
+              stop_grace: float | None = None, translate: bool = True) -> int:
     """Parent side of ``tfslurm run``: watch peers, pass signals on, return the child's
     exit status (128+N for a signal); exits 3 itself when a peer never came up.
 
     A signal in ``stop`` reaches the program as ``preempt`` (its Python handler: under MWMS
-    TF's C handler owns SIGTERM in the child), and the child then has until Slurm's SIGKILL
+    TF's C handler owns SIGTERM in the child; a command that is not an in-process Python
+    program, ``translate=False``, gets the signal as it came), and the child then has until Slurm's SIGKILL
     (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when given. If it then
     exits 0, the status becomes EXIT_STOPPED: the training was cut short and the job must
     not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal) is passed on and
@@ -117,13 +118,14 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
                       "asking the program to checkpoint and stop", file=sys.stderr, flush=True)
                 if stop_grace is not None:
                     kill_in(stop_grace)
-            signum = preempt
+            if translate:
+                signum = preempt
+        elif signum in (signal.SIGTERM, signal.SIGINT):
+            kill_in(TERM_GRACE)
         try:
             os.kill(child, signum)
         except ProcessLookupError:
             return
-        if signum in (signal.SIGTERM, signal.SIGINT):
-            kill_in(TERM_GRACE)
 
     for signum in forward:
         signal.signal(signum, on_signal)
