@@ -161,6 +161,15 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def _ignore(signals: tuple[int, ...]) -> None:
+    """Once the program is done: the first task to exit non-zero ends the step (srun
+    --kill-on-bad-exit sends SIGTERM to the rest), and Python's shutdown puts the default
+    action back for signals with Python handlers, so a task that already has its status
+    would die of that SIGTERM (143) instead. SIG_IGN survives the shutdown."""
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def _plan_table(role: Role, jobs: str | None) -> str:
     """The step's plan table; from the cluster itself when TF_CONFIG came from elsewhere."""
     if role.plan_table:
@@ -240,7 +249,9 @@ def run(args: argparse.Namespace) -> int:
             if program is None:
                 return _run_child(argv, forward)  # unblocks once it can pass signals on
             signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
-            return _run_in_process(program)
+            rc = _run_in_process(program)
+            _ignore(forward)
+            return rc
     from tfslurm.runtime.supervise import supervise
 
     try:  # also here: the supervisor may kill the group before the child has set it
@@ -249,6 +260,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     rc = supervise(child, role, timeout, forward, stop, flag.signum, grace,
                    translate=program is not None)
+    _ignore(forward)
     print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
           f"(t={time.time():.3f})", file=sys.stderr, flush=True)
     return rc
