@@ -209,3 +209,26 @@ def test_leftovers_of_killed_saves_are_removed(tmp_path):
     assert sorted(p.name for p in ckpt.iterdir()) == [
         "checkpoint", "ckpt-90.data-00000-of-00001", "ckpt-90.index", "notes_temp"]
     assert remove_leftovers(str(tmp_path / "absent"), str(tmp_path / "absent"), True) == []
+
+
+# ------------------------------------------------------------------ termination_config
+@pytest.mark.parametrize("kwargs, message", [
+    ({"grace_period": -1}, "grace_period -1: expected seconds >= 0"),
+    ({"grace_period": float("nan")}, "grace_period nan: expected seconds >= 0"),
+    ({"grace_period": "5"}, "grace_period '5': expected seconds >= 0"),
+    ({"exit_code": 0}, "exit_code 0: expected 1..255"),
+    ({"signal": "NOPE"}, "preemption signal 'NOPE' is not a signal name"),
+])
+def test_termination_config_bad_input_is_one_line(kwargs, message):
+    import tfslurm
+
+    with pytest.raises(TfslurmError) as caught:
+        tfslurm.termination_config(**kwargs)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_termination_config_does_not_load_tensorflow_with_tfslurm():
+    code = ("import sys, tfslurm; f = tfslurm.termination_config; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

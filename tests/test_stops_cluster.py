@@ -268,3 +268,30 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     assert scheduled == steps - stopped_at and counter >= steps, (scheduled, counter, stopped_at)
     print(f"PS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
           f"{time.monotonic() - sent:.1f} s from preemption to COMPLETED")
+
+
+# ---------------------------------------------------------------- TF's own handler
+def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_cluster, tmp_path):
+    """tf.distribute.experimental.PreemptionCheckpointHandler with
+    tfslurm.termination_config(): SIGTERM to the steps, TF saves on every worker and exits
+    85, the template requeues, TF's handler restores, every step is trained once."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 200
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m",
+                      "tfslurm.examples.mwms_handler", "--steps", str(steps),
+                      "--step-delay", "0.03", "--log-every", "20", options=("-p", "low"))
+    wait_for(log, r"step 40/200", timeout=120)
+    sent = time.monotonic()
+    cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
+    wait_for(log, r"checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit 85",
+             timeout=60)
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    starts = re.findall(r"\[worker:(\d)\] restart 1: PreemptionCheckpointHandler starts at step (\d+)", text)
+    assert len(starts) == 2 and starts[0][1] == starts[1][1] and int(starts[0][1]) > 40, text[-3000:]
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
+          f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED")
