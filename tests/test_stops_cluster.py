@@ -295,3 +295,25 @@ def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_clus
     assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
     print(f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
           f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED")
+
+
+def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_path):
+    """Keras fit + BackupAndRestore in one task: SIGTERM to the step, fit ends at the
+    epoch's end after the backup, exit 85, requeue, fit continues from that epoch."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, epochs = preempt_cluster, 60
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.keras_fit",
+                      "--epochs", str(epochs), "--step-delay", "0.1",
+                      options=("-p", "low", "-N1"))
+    wait_for(log, r"epoch 10/60", timeout=120)
+    sent = time.monotonic()
+    cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
+    stopped = int(wait_for(log, r"stopped at epoch (\d+): BackupAndRestore saved it", timeout=60).group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(rf"restart 1: fit starts at epoch {stopped}\b", text), text[-3000:]
+    assert re.search(rf"final epoch {epochs} weights \w+", text), text[-3000:]
+    print(f"\nKeras fit + BackupAndRestore: stopped at epoch {stopped}, resumed there, "
+          f"{time.monotonic() - sent:.1f} s to COMPLETED")
