@@ -232,41 +232,33 @@ def ps_done(text: str) -> tuple[int, int]:
 @pytest.mark.parametrize("partition", ["low", "low-cancel"])
 def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tmp_path, partition):
     """ParameterServerStrategy, preempted: SIGTERM to every task; the ps and workers stay up
-    while the chief checkpoints from them, the chief exits 85. REQUEUE: the template
-    requeues the job. CANCEL: Slurm ends it; a resubmission with the same checkpoint
-    directory resumes. Either way every step is trained exactly once after the resume."""
+    while the chief checkpoints from them, the chief exits 85 and the template requeues the
+    job — with PreemptMode=CANCEL too: `scontrol requeue` from the batch script succeeds
+    during the GraceTime (observed on 22.05), so the job comes back instead of ending
+    PREEMPTED. Every step is trained exactly once after the resume."""
     if not HAVE_TF:
         pytest.skip("tensorflow is not installed")
     cluster, steps = preempt_cluster, 150
-    program = ("python", "-m", "tfslurm.examples.ps", "--steps", str(steps),
-               "--step-delay", "0.03", "--log-every", "10")
-    job, log = submit(cluster, tmp_path, "ps.sbatch", *program, options=("-p", partition))
+    job, log = submit(cluster, tmp_path, "ps.sbatch", "python", "-m", "tfslurm.examples.ps",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "10",
+                      options=("-p", partition))
     wait_for(log, r"step 30/150", timeout=120)
     sent = time.monotonic()
     preemptor = preempt(cluster, tmp_path)
     saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
     stopped_at = int(saved.group(1))
-    if partition == "low":
-        wait_requeued_then_release(cluster, job, timeout=90)
-        assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-        text = log.read_text()
-    else:
-        state = cluster.wait_job(job, timeout=60)
-        first = log.read_text()
-        assert state != "COMPLETED", first[-3000:]  # never COMPLETED with training unfinished
-        assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
-        # the same TFSLURM_CHECKPOINT_DIR (job_env): the resubmission resumes
-        again, log2 = submit(cluster, tmp_path, "ps.sbatch", *program, options=("-p", partition))
-        assert cluster.wait_job(again, timeout=150) == "COMPLETED", log2.read_text()[-3000:]
-        text = first + log2.read_text()
-        print(f"\nPS CANCEL: the preempted job ended {state}")
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
     assert re.search(r"ps:0: SIGTERM received: staying up until the chief", text), text[-3000:]
     assert "stopped early by SIGTERM: exit 85" in text
+    assert "tfslurm: requeueing job" in text
     resumed = re.search(r"resumed from \S+ at step (\d+)", text)
     assert resumed and int(resumed.group(1)) == stopped_at, text[-3000:]
     scheduled, counter = ps_done(text)
     assert scheduled == steps - stopped_at and counter >= steps, (scheduled, counter, stopped_at)
-    print(f"PS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
+    print(f"\nPS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
           f"{time.monotonic() - sent:.1f} s from preemption to COMPLETED")
 
 
@@ -317,3 +309,44 @@ def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_p
     assert re.search(rf"final epoch {epochs} weights \w+", text), text[-3000:]
     print(f"\nKeras fit + BackupAndRestore: stopped at epoch {stopped}, resumed there, "
           f"{time.monotonic() - sent:.1f} s to COMPLETED")
+
+
+# ---------------------------------------------------------------- admin requeue, node failure
+def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tmp_path):
+    """`scontrol requeue` (SIGTERM, SIGKILL after KillWait=2 s): the tasks checkpoint on the
+    SIGTERM, 0 steps lost. Then a node fails (set DOWN) in the resumed run: Slurm requeues
+    the --requeue job, which resumes from its last periodic checkpoint (<= 20 steps lost)."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 300
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
+                      "--checkpoint-every", "20", options=("-p", "low"))
+    wait_for(log, r"step 40/300", timeout=120)
+    cluster.run(["scontrol", "requeue", str(job)], timeout=10)
+    saved = int(wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=30).group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    wait_for(log, r"restart 1: resumed from \S+ at step \d+[\s\S]*step (1[4-9]\d|2\d\d)/300", timeout=120)
+    node = "node2"
+    try:
+        cluster.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"], timeout=10)
+        wait_restarted = time.monotonic()
+        while job_field(cluster, job, "Restarts") != "2" and time.monotonic() - wait_restarted < 60:
+            time.sleep(0.2)
+    finally:
+        cluster.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=10)
+    assert job_field(cluster, job, "Restarts") == "2", log.read_text()[-3000:]
+    before_failure = max(int(s) for s in re.findall(r"step (\d+)/300", log.read_text()))
+    time.sleep(3)
+    cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    resumed = dict(re.findall(r"restart (\d): resumed from \S+ at step (\d+)", text))
+    assert resumed["1"] == str(saved), text[-3000:]  # scontrol requeue: 0 steps lost
+    # the last periodic checkpoint before the failure: at most one interval (20) is lost
+    assert int(resumed["2"]) % 20 == 0 and int(resumed["2"]) >= before_failure - 20, (
+        before_failure, resumed)
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nscontrol requeue: checkpoint at step {saved}, 0 lost; node failure after step "
+          f"~{before_failure}: resumed at {resumed['2']} (periodic checkpoint every 20)")
