@@ -232,3 +232,10 @@ def test_termination_config_does_not_load_tensorflow_with_tfslurm():
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_restart_count_is_read_through_step_and_alone():
+    assert stops.restart_count({"SLURM_RESTART_COUNT": "4", "SLURM_GTIDS": "junk"}) == 4
+    assert stops.restart_count({}) == 0
+    with pytest.raises(TfslurmError, match="SLURM_RESTART_COUNT='x'"):
+        stops.restart_count({"SLURM_RESTART_COUNT": "x"})

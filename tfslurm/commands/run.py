@@ -197,12 +197,10 @@ def run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     from tfslurm.runtime import stops
-    from tfslurm.step import Step
 
     cap = stops.max_restarts(args.max_restarts)
     grace = stops.stop_grace(args.stop_grace)
-    restarts = Step.from_environ(os.environ).restart_count
-    refused = stops.restart_cap_message(restarts, cap)
+    refused = stops.restart_cap_message(stops.restart_count(), cap)
     if refused:
         print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
         return stops.EXIT_RESTART_CAP

@@ -28,7 +28,6 @@ from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
-from tfslurm.step import Step
 
 T = TypeVar("T")
 
@@ -194,8 +193,7 @@ def run(
     """
     timeout = peer_timeout_from_env(peer_timeout)
     if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run checked the cap already
-        refused = stops.restart_cap_message(Step.from_environ(os.environ).restart_count,
-                                            stops.max_restarts(None))
+        refused = stops.restart_cap_message(stops.restart_count(), stops.max_restarts(None))
         if refused:
             print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
             raise SystemExit(stops.EXIT_RESTART_CAP)
@@ -215,7 +213,7 @@ def run(
 
         start_watcher(role, timeout)
     strategy = make_strategy(role)
-    restarts = Step.from_environ(os.environ).restart_count
+    restarts = stops.restart_count()
     ctx = RunContext(role, strategy, flag, restarts, timeout)
     if role.job == "evaluator":  # watch from the start: the chief may finish early
         ctx._chief_watch = watch_chief(role, timeout)

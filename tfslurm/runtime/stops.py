@@ -104,6 +104,16 @@ def stop_grace(value: float | str | None, env: Mapping[str, str] | None = None) 
     return seconds
 
 
+def restart_count(env: Mapping[str, str] | None = None) -> int:
+    """This run's restart number (SLURM_RESTART_COUNT, through ``Step``). Only that variable
+    is read: the cap is checked before anything else, and a task whose role comes from
+    TF_CONFIG must not fail on some other SLURM_* variable here."""
+    from tfslurm.step import Step
+
+    env = os.environ if env is None else env
+    return Step.from_environ({k: env[k] for k in ("SLURM_RESTART_COUNT",) if k in env}).restart_count
+
+
 def restart_cap_message(restarts: int, cap: int | None) -> str | None:
     """The one-line reason to stop when this run is restart number ``restarts`` and the cap
     is ``cap``; None when the run may go on."""
