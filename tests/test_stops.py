@@ -109,6 +109,16 @@ def test_restart_cap_is_one_line_and_exit_86():
     assert proc.wait(30) == 86
 
 
+def test_cap_check_needs_no_step_and_runs_nothing():
+    """The templates' batch script runs `tfslurm run --cap-check` (no step, no TF_CONFIG)."""
+    for count, status in (("1", 0), ("2", 86)):
+        proc = tfslurm_run("--cap-check", tf_config="", SLURM_RESTART_COUNT=count,
+                           TFSLURM_MAX_RESTARTS="1")
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == status and out == "", err
+        assert len(err.splitlines()) == status // 86
+
+
 # ------------------------------------------------------------------ stop -> never 0
 STOPPABLE = (
     "import sys, time, tfslurm.runtime as r\n"

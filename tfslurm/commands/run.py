@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse to start (exit 86, one line) once the job was restarted "
                         "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
                         "else no cap)")
+    parser.add_argument("--cap-check", action="store_true",
+                        help="only check --max-restarts and exit 0 (go on) or 86 with one "
+                        "line (the templates run this in the batch script, before srun)")
     parser.add_argument("--requeue-on-ps-failure", action="store_true",
                         help="when a parameter server fails, the chief runs "
                         "'scontrol requeue' on its job before exiting 75")
@@ -202,8 +205,11 @@ def run(args: argparse.Namespace) -> int:
     grace = stops.stop_grace(args.stop_grace)
     refused = stops.restart_cap_message(stops.restart_count(), cap)
     if refused:
+        _ignore((signal.SIGTERM,))  # the other tasks' 86 ends the step: keep this status
         print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
         return stops.EXIT_RESTART_CAP
+    if args.cap_check:
+        return 0
     role = resolve_role(jobs=args.jobs)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
