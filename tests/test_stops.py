@@ -99,9 +99,9 @@ def test_restart_cap_is_one_line_and_exit_86():
     proc = tfslurm_run("--max-restarts", "2", "--", "true", SLURM_RESTART_COUNT="3")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == stops.EXIT_RESTART_CAP == 86
-    assert err.strip().splitlines() == [
+    assert err.strip().splitlines() == [(
         "tfslurm run: error: the job was restarted 3 times, more than --max-restarts 2: not "
-        "starting again (exit 86; earlier runs of this log say why they stopped)"]
+        "starting again (exit 86; earlier runs of this log say why they stopped)")]
     proc = tfslurm_run("--", "true", SLURM_RESTART_COUNT="2", TFSLURM_MAX_RESTARTS="2")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err  # at the cap, not over it: runs

@@ -139,8 +139,8 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
     assert state == "FAILED", text[-2000:]
     assert job_field(cluster, job, "ExitCode") == "86:0"
     capped = re.findall(r"^tfslurm run: error: (.*)$", text, re.MULTILINE)  # the batch script's check
-    assert capped == ["the job was restarted 2 times, more than --max-restarts 1: not starting "
-                      "again (exit 86; earlier runs of this log say why they stopped)"], text
+    assert capped == [("the job was restarted 2 times, more than --max-restarts 1: not starting "
+                       "again (exit 86; earlier runs of this log say why they stopped)")], text
     assert text.count("stopped early by SIGTERM: exit 85") == 4  # 2 tasks x 2 runs
     assert "run 3, nodes" in text and "run 4" not in text
 
@@ -160,7 +160,7 @@ def _pids_with(cmdline: bytes) -> list[int]:
 
 def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster, tmp_path):
     cluster = preempt_cluster
-    marker = "333.%d" % (time.time_ns() % 1000)
+    marker = f"333.{time.time_ns() % 1000}"
     srun = subprocess.Popen(["srun", "-N1", "-n1", tfslurm_command(), "run", "--", "sleep", marker],
                             env={**cluster.env, **job_env(tmp_path)}, cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
