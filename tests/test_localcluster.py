@@ -115,6 +115,24 @@ def test_resv_ports_none_leaves_out_mpiparams() -> None:
     assert ClusterConfig(resv_ports=None).cache_key() != ClusterConfig().cache_key()
 
 
+def test_preempt_grace_adds_preemption_and_its_partitions() -> None:
+    assert "Preempt" not in render(ClusterConfig())
+    text = render(ClusterConfig(preempt_grace=8))
+    values = conf_values(text)
+    assert values["PreemptType"] == "preempt/partition_prio" and values["PreemptMode"] == "REQUEUE"
+    parts = [line for line in text.splitlines() if line.startswith("PartitionName=")]
+    assert parts == [
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=low Nodes=ALL PriorityTier=1 PreemptMode=REQUEUE GraceTime=8 State=UP",
+        "PartitionName=low-cancel Nodes=ALL PriorityTier=1 PreemptMode=CANCEL GraceTime=8 State=UP",
+        "PartitionName=high Nodes=ALL PriorityTier=10 PreemptMode=OFF State=UP",
+    ]
+    assert ClusterConfig(preempt_grace=8).cache_key() != ClusterConfig().cache_key()
+    for bad in (-1, 3601, "8", True):
+        with pytest.raises(ClusterConfigError, match="^preempt_grace="):
+            ClusterConfig(preempt_grace=bad)
+
+
 def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:
     a = Network.plan("/tmp/tfslurm-cluster-aaaa", "10.213.150", [f"n{i}" for i in range(1, 201)])
     b = Network.plan("/tmp/tfslurm-cluster-bbbb", "10.213.151", ["n1"])

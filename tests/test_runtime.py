@@ -306,14 +306,18 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
             assert time.monotonic() < deadline, "servers did not start"
             assert ps.poll() is None and worker.poll() is None, ps.communicate()
             time.sleep(0.1)
-        worker.send_signal(signal.SIGTERM)  # stop by signal: status 0, at once
+        worker.send_signal(signal.SIGINT)  # stop by SIGINT: status 0, at once
         assert worker.wait(10) == 0
-        time.sleep(0.5)  # the ps has seen the chief up
+        ps.send_signal(signal.SIGTERM)  # preemption: stay up while the chief checkpoints
+        time.sleep(1.5)
+        assert ps.poll() is None
         closed = time.monotonic()
         chief.close()  # the chief finished
         assert ps.wait(10) == 0
         assert time.monotonic() - closed < 2.0
-        assert "chief finished, exiting 0" in ps.communicate()[1]
+        err = ps.communicate()[1]
+        assert "SIGTERM received: staying up until the chief has checkpointed" in err
+        assert "chief finished, exiting 0" in err
     finally:
         for p in (ps, worker):
             if p.poll() is None:
@@ -379,15 +383,16 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
 
 
 def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
-    """MWMS swallows SIGTERM; tfslurm run's parent SIGKILLs the program 5 s after it."""
+    """A stop signal reaches the program as the preemption signal (MWMS swallows SIGTERM);
+    with --stop-grace 5 tfslurm run's parent SIGKILLs it 5 s later (without, Slurm does)."""
     script = tmp_path / "stubborn.py"
     script.write_text(
         "import signal, time\n"
-        "signal.signal(signal.SIGTERM, lambda *a: print('ignored', flush=True))\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: print('ignored', flush=True))\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--", "python", str(script))
+    proc = _tfslurm_run(SINGLE, "--stop-grace", "5", "--", "python", str(script))
     assert proc.stdout.readline().strip() == "ready"
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -411,7 +416,8 @@ def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(t
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGUSR2)  # to the parent: it passes the signal on
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    # stopped early: never 0 (a job would end COMPLETED with training unfinished)
+    assert proc.returncode == 85, err
     assert out.strip() == "preempted"
 
 

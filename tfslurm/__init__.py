@@ -21,6 +21,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type checkers see the lazy attributes below with their real types
     from tfslurm.resolver import SlurmClusterResolver
     from tfslurm.runtime import run
+    from tfslurm.runtime.termination import termination_config
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "TfslurmError",
     "__version__",
     "run",
+    "termination_config",
 ]
 
 
@@ -50,4 +52,8 @@ def __getattr__(name: str) -> object:
         from tfslurm.runtime import run
 
         return run
+    if name == "termination_config":
+        from tfslurm.runtime.termination import termination_config
+
+        return termination_config
     raise AttributeError(f"module 'tfslurm' has no attribute {name!r}")

@@ -36,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--resv-ports", default="20000-20100", help="MpiParams=ports= range (default 20000-20100)"
     )
+    up.add_argument(
+        "--preempt-grace", type=int, metavar="SECONDS", default=None,
+        help="configure preemption: partitions low (PreemptMode=REQUEUE), low-cancel (CANCEL) "
+        "with this GraceTime, and high (PriorityTier=10) that preempts them",
+    )
     up.add_argument("--ctld-port", type=int, help="slurmctld port (default: a free one)")
     up.add_argument("--subnet", help="first three octets inside 10.213.0.0/16 (default: a free one)")
     up.add_argument(
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
                 gpus=args.gpus, task_prolog=args.task_prolog, plugstack_lines=args.plugstack_line,
                 extra_conf_lines=args.conf_line, resv_ports=args.resv_ports, state_dir=state,
                 ctld_port=args.ctld_port, subnet=args.subnet, timeout=args.timeout,
+                preempt_grace=args.preempt_grace,
             )  # fmt: skip
             cluster = LocalCluster(config).start()
             cluster.detach()

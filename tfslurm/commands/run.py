@@ -41,6 +41,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preempt-signal", metavar="SIG", default=None,
                         help="signal that asks the program to checkpoint and stop "
                         "(default TFSLURM_PREEMPT_SIGNAL or USR1)")
+    parser.add_argument("--stop-signals", metavar="SIGS", default=None,
+                        help="comma list of signals that mean checkpoint and stop (default "
+                        "TFSLURM_STOP_SIGNALS or TERM; the preemption signal always counts): "
+                        "the program is told through the preemption signal and a run stopped "
+                        "early exits 85, never 0")
+    parser.add_argument("--stop-grace", metavar="SECONDS", default=None,
+                        help="SIGKILL the program this long after a stop signal (default "
+                        "TFSLURM_STOP_GRACE, else never: Slurm's SIGKILL after GraceTime or "
+                        "KillWait ends it)")
+    parser.add_argument("--max-restarts", metavar="N", default=None,
+                        help="refuse to start (exit 86, one line) once the job was restarted "
+                        "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
+                        "else no cap)")
+    parser.add_argument("--cap-check", action="store_true",
+                        help="only check --max-restarts and exit 0 (go on) or 86 with one "
+                        "line (the templates run this in the batch script, before srun)")
     parser.add_argument("--requeue-on-ps-failure", action="store_true",
                         help="when a parameter server fails, the chief runs "
                         "'scontrol requeue' on its job before exiting 75")
@@ -125,9 +141,16 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
             f"{argv[0]!r}; run a Python program in-process (tfslurm run -- python prog.py) "
             "or read TFSLURM_DESCRIPTOR with tfslurm.SlurmClusterResolver"
         )
+    from tfslurm.runtime.supervise import die_with_parent
+
+    me = os.getpid()
+
+    def start() -> None:  # in the command's process, before exec
+        die_with_parent(me)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
+
     try:  # the command itself starts with the signals unblocked (this process has no threads)
-        child = subprocess.Popen(
-            argv, preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, forward))
+        child = subprocess.Popen(argv, preexec_fn=start)
     except OSError as exc:
         raise TfslurmError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
 
@@ -139,6 +162,15 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # a signal held until now goes on
     rc = child.wait()
     return 128 - rc if rc < 0 else rc
+
+
+def _ignore(signals: tuple[int, ...]) -> None:
+    """Once the program is done: the first task to exit non-zero ends the step (srun
+    --kill-on-bad-exit sends SIGTERM to the rest), and Python's shutdown puts the default
+    action back for signals with Python handlers, so a task that already has its status
+    would die of that SIGTERM (143) instead. SIG_IGN survives the shutdown."""
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _plan_table(role: Role, jobs: str | None) -> str:
@@ -167,9 +199,23 @@ def run(args: argparse.Namespace) -> int:
     argv = list(args.program)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    from tfslurm.runtime import stops
+
+    cap = stops.max_restarts(args.max_restarts)
+    grace = stops.stop_grace(args.stop_grace)
+    refused = stops.restart_cap_message(stops.restart_count(), cap)
+    if refused:
+        _ignore((signal.SIGTERM,))  # the other tasks' 86 ends the step: keep this status
+        print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
+        return stops.EXIT_RESTART_CAP
+    if args.cap_check:
+        return 0
     role = resolve_role(jobs=args.jobs)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
+    stop = stops.stop_signals(
+        args.stop_signals if args.stop_signals is not None
+        else os.environ.get("TFSLURM_STOP_SIGNALS") or None, flag.signum)
     if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
     if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
@@ -180,12 +226,13 @@ def run(args: argparse.Namespace) -> int:
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
-        serve(role, peer_timeout=timeout, ignore_signals=(flag.signum,))
+        serve(role, peer_timeout=timeout,
+              ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not argv:
         raise TfslurmError(f"no program given for {role.job}:{role.index}: "
                            "use tfslurm run -- python train.py")
     program = parse_program(argv)
-    forward = (signal.SIGTERM, signal.SIGINT, flag.signum)
+    forward = tuple(dict.fromkeys((signal.SIGTERM, signal.SIGINT, *stop)))
     sys.stdout.flush()
     sys.stderr.flush()
     # Fork before TensorFlow is imported (no threads yet): the child runs the program, this
@@ -193,17 +240,31 @@ def run(args: argparse.Namespace) -> int:
     # Signals stay blocked across the fork until the parent's forwarding handlers are in
     # place: a SIGTERM in that window would otherwise kill the parent and orphan the child.
     signal.pthread_sigmask(signal.SIG_BLOCK, forward)
+    parent = os.getpid()
     child = os.fork()
     if child == 0:
+        from tfslurm.runtime.supervise import die_with_parent
+
+        die_with_parent(parent)  # a SIGKILLed supervisor leaves no program behind
+        os.setpgid(0, 0)  # a group of its own: the supervisor ends what is left of it
         os.environ["TFSLURM_WATCHED"] = "1"
+        preemption.install(flag.signum, also=stop)  # SIGTERM too, where TF leaves it to us
         with ps_failure_exit(role):
             if program is None:
                 return _run_child(argv, forward)  # unblocks once it can pass signals on
             signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
-            return _run_in_process(program)
+            rc = _run_in_process(program)
+            _ignore(forward)
+            return rc
     from tfslurm.runtime.supervise import supervise
 
-    rc = supervise(child, role, timeout, forward)
+    try:  # also here: the supervisor may kill the group before the child has set it
+        os.setpgid(child, child)
+    except OSError:
+        pass
+    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace,
+                   translate=program is not None)
+    _ignore(forward)
     print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
           f"(t={time.time():.3f})", file=sys.stderr, flush=True)
     return rc

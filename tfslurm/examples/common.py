@@ -66,6 +66,8 @@ def restored_checkpoints(ctx: Any, args: argparse.Namespace, tag: str, checkpoin
     if not args.checkpoint_dir:
         return None
     checkpoints = ctx.checkpoints(checkpoint, args.checkpoint_dir)
+    for left in checkpoints.removed:
+        say(tag, f"removed {left} (left by a killed save)")
     path = checkpoints.restore()
     if path:
         say(tag, f"restart {ctx.restart_count}: resumed from {path} at step {int(checkpoint.step.numpy())}")

@@ -46,6 +46,10 @@ class ClusterConfig:
     subnet: str | None = None  # first three octets, e.g. "10.213.140"
     timeout: float = 30.0  # seconds to wait for daemons / nodes / the smoke srun
     smoke_test: bool = True  # run one srun over all nodes before declaring the cluster up
+    # Preemption (partition_prio) with this GraceTime in seconds; None = none. Partitions
+    # "low" (PreemptMode=REQUEUE), "low-cancel" (CANCEL), both PriorityTier=1 with the
+    # GraceTime, and "high" (PriorityTier=10), all over every node; "debug" stays the default.
+    preempt_grace: int | None = None
 
     def __post_init__(self) -> None:
         # Lists are accepted for convenience but stored as tuples so the config hashes.
@@ -110,6 +114,8 @@ class ClusterConfig:
             path = str(self.state_dir)
             if not os.path.isabs(path) or os.path.normpath(path) == "/":
                 raise ClusterConfigError(f"state_dir={path!r}: must be an absolute path other than /")
+        if self.preempt_grace is not None:
+            int_in("preempt_grace", 0, 3600)
         if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
             raise ClusterConfigError(f"timeout={self.timeout!r}: expected a positive number of seconds")
 

@@ -118,6 +118,15 @@ def slurm_conf(
             f"CoresPerSocket={config.cpus} ThreadsPerCore=1 RealMemory=1024{gres} State=UNKNOWN"
         )
     lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    if config.preempt_grace is not None:  # a job in "high" preempts jobs in "low*"
+        grace = f"GraceTime={config.preempt_grace}"
+        lines += [
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
+            f"PartitionName=low Nodes=ALL PriorityTier=1 PreemptMode=REQUEUE {grace} State=UP",
+            f"PartitionName=low-cancel Nodes=ALL PriorityTier=1 PreemptMode=CANCEL {grace} State=UP",
+            "PartitionName=high Nodes=ALL PriorityTier=10 PreemptMode=OFF State=UP",
+        ]
     lines += list(config.extra_conf_lines)
     return "\n".join(lines) + "\n"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfslurm.runtime import preemption as _preemption
+from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
@@ -117,7 +119,7 @@ class RunContext:
 
     def checkpoints(self, checkpoint: Any, directory: str, max_to_keep: int = 3) -> Checkpoints:
         """A checkpoint manager that follows the chief/non-chief rule (see checkpoints.py)."""
-        return Checkpoints(checkpoint, directory, self.role, max_to_keep)
+        return Checkpoints(checkpoint, directory, self.role, max_to_keep, self.strategy)
 
     def chief_finished(self) -> bool:
         """Evaluator: True once the chief's server was up and has gone away, or was never
@@ -183,29 +185,51 @@ def run(
     ``jobs`` is the program's default jobs spec (``"chief:1,ps:1,worker:*"``), used only
     when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout``
     defaults to TFSLURM_PEER_TIMEOUT or 300 s; ``preemption_signal`` to
-    TFSLURM_PREEMPT_SIGNAL or USR1. When a parameter
+    TFSLURM_PREEMPT_SIGNAL or USR1 (TFSLURM_STOP_SIGNALS, default TERM, also count). If
+    a stop signal came, the process exits 85 (``stops.EXIT_STOPPED``) after ``main``
+    returns instead of returning: the training was cut short. When a parameter
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
     job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
     """
     timeout = peer_timeout_from_env(peer_timeout)
+    if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run checked the cap already
+        refused = stops.restart_cap_message(stops.restart_count(), stops.max_restarts(None))
+        if refused:
+            print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
+            raise SystemExit(stops.EXIT_RESTART_CAP)
     role = resolve_role(jobs=os.environ.get("TFSLURM_TF_DIST") or jobs)
-    flag = _preemption.install(preemption_signal)
+    signum = _preemption.signal_number(preemption_signal)
+    stop = stops.stop_signals(os.environ.get("TFSLURM_STOP_SIGNALS") or None, signum)
+    # Under tfslurm run the child already handles them (and its parent translates SIGTERM).
+    flag = _preemption.install(signum, also=() if os.environ.get("TFSLURM_WATCHED") else stop)
     prepare(role)
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
-        serve(role, peer_timeout=timeout, ignore_signals=(flag.signum,))
+        serve(role, peer_timeout=timeout,
+              ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run's parent already watches
         from tfslurm.runtime.supervise import start_watcher
 
         start_watcher(role, timeout)
     strategy = make_strategy(role)
-    restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    restarts = stops.restart_count()
     ctx = RunContext(role, strategy, flag, restarts, timeout)
     if role.job == "evaluator":  # watch from the start: the chief may finish early
         ctx._chief_watch = watch_chief(role, timeout)
     with ps_failure_exit(role, requeue_on_ps_failure):
         result = main(ctx)
+    if flag.requested:  # stopped by a signal: training is not finished, never exit 0
+        print(f"tfslurm run: {role.job}:{role.index}: the program stopped after a stop "
+              f"signal: exit {stops.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
+              file=sys.stderr, flush=True)
+        result = stops.EXIT_STOPPED  # type: ignore[assignment]
+        # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
+        # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if not (role.strategy == "ps" and role.job == "chief"):
+            sys.stdout.flush()
+            raise SystemExit(stops.EXIT_STOPPED)
     if role.strategy == "ps" and role.job == "chief":
         exit_now(result)
     return result

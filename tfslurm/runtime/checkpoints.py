@@ -25,6 +25,7 @@ class Checkpoints:
     directory: str
     role: Role
     max_to_keep: int = 3
+    strategy: Any = None  # MWMS: save() ends with a barrier (see save)
 
     def __post_init__(self) -> None:
         import tensorflow as tf
@@ -35,6 +36,7 @@ class Checkpoints:
             self.write_dir = os.path.join(
                 self.directory, f".scratch-{self.role.job}-{self.role.index}"
             )
+        self.removed = remove_leftovers(self.directory, self.write_dir, self.role.is_chief)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.write_dir, max_to_keep=self.max_to_keep
         )
@@ -56,4 +58,46 @@ class Checkpoints:
         path = self.manager.save(checkpoint_number=step)
         if self.write_dir != self.directory:
             shutil.rmtree(self.write_dir, ignore_errors=True)
+        self._barrier()
         return path
+
+    def _barrier(self) -> None:
+        """MWMS: no worker returns from save() before the chief has written its files. A
+        worker that then exits (stopped early: status 85) ends the step under
+        ``srun --kill-on-bad-exit``, which would otherwise kill a chief still writing."""
+        tf = self._tf
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return
+        barrier = getattr(self.strategy, "_tfslurm_barrier", None)
+        if barrier is None:
+            strategy = self.strategy
+
+            def one() -> Any:
+                per_replica = strategy.run(tf.identity, args=(tf.constant(1.0),))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            barrier = tf.function(one)
+            strategy._tfslurm_barrier = barrier
+        barrier().numpy()
+
+
+def remove_leftovers(directory: str, write_dir: str, is_chief: bool) -> list[str]:
+    """Remove what killed saves left: this task's scratch directory and, on the chief,
+    ``*_temp`` entries and other tasks' ``.scratch-*`` directories. Returns the paths."""
+    removed = []
+    if write_dir != directory and os.path.lexists(write_dir):
+        shutil.rmtree(write_dir, ignore_errors=True)
+        removed.append(write_dir)
+    if is_chief and os.path.isdir(directory):
+        for name in sorted(os.listdir(directory)):
+            if name.startswith(".scratch-") or (name.startswith("ckpt") and "_temp" in name):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        continue
+                removed.append(path)
+    return removed

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfslurm.errors import TfslurmError
+from tfslurm.runtime import stops
 
 DEFAULT_SIGNAL = "USR1"
 
@@ -31,24 +32,10 @@ def signal_number(name: str | int | None) -> int:
     """``USR1``, ``SIGUSR1``, ``10`` -> 10; None reads TFSLURM_PREEMPT_SIGNAL (default USR1)."""
     if name is None:
         name = os.environ.get("TFSLURM_PREEMPT_SIGNAL") or DEFAULT_SIGNAL
-    if isinstance(name, int) or str(name).isdigit():
-        number = int(name)
-        try:
-            signal.Signals(number)
-        except ValueError:
-            raise PreemptionError(f"preemption signal {name!r} is not a signal number") from None
-    else:
-        text = str(name).upper()
-        text = text if text.startswith("SIG") else "SIG" + text
-        try:
-            number = int(signal.Signals[text])
-        except KeyError:
-            raise PreemptionError(
-                f"preemption signal {name!r} is not a signal name (try USR1, USR2, TERM)"
-            ) from None
-    if number in (signal.SIGKILL, signal.SIGSTOP):
-        raise PreemptionError(f"preemption signal {name!r} cannot be caught")
-    return number
+    try:
+        return stops.signal_number(name)
+    except stops.StopError as exc:
+        raise PreemptionError(str(exc)) from None
 
 
 @dataclass
@@ -72,27 +59,31 @@ class Preemption:
         if self.received_at is None:
             self.received_at = time.time()
 
-    def install(self) -> Preemption:
+    def install(self, also: tuple[int, ...] = ()) -> Preemption:
+        """Handle the preemption signal, and ``also`` these (e.g. SIGTERM: a handler TF may
+        replace, which is why ``tfslurm run``'s parent translates it)."""
         def handler(signum: int, frame: Any) -> None:
             self.request()
 
-        signal.signal(self.signum, handler)
+        for signum in dict.fromkeys((self.signum, *also)):
+            signal.signal(signum, handler)
         return self
 
 
 _current: Preemption | None = None
 
 
-def install(name: str | int | None = None) -> Preemption:
-    """Install (once per process) the handler for the preemption signal and return the flag.
+def install(name: str | int | None = None, also: tuple[int, ...] = ()) -> Preemption:
+    """Install (once per process) the handler for the preemption signal (and ``also``
+    these stop signals) and return the flag.
 
     A signal's handler is process state, so there is one flag per process.
     """
     global _current
     signum = signal_number(name)
-    if _current is None or _current.signum != signum:
+    if _current is None or _current.signum != signum or also:
         previous = _current
-        _current = Preemption(signum).install()
+        _current = Preemption(signum).install(also)
         if previous is not None and previous.requested:
             _current.request()
     return _current

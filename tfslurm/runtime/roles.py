@@ -49,7 +49,8 @@ class Address:
     @classmethod
     def parse(cls, job: str, index: int, text: str) -> Address:
         host, sep, port = text.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if (not sep or not host or not (port.isascii() and port.isdigit())
+                or not 0 < int(port) < 65536):
             raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")
         return cls(job, index, host, int(port))
 
@@ -163,6 +164,8 @@ def role_from_tf_config(text: str) -> Role:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RoleError(f"TF_CONFIG is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except RecursionError:
+        raise RoleError("TF_CONFIG is nested too deeply to be a cluster description") from None
     if not isinstance(value, dict):
         raise RoleError("TF_CONFIG must be a JSON object with 'cluster' and 'task'")
     cluster_raw, task = value.get("cluster"), value.get("task")
@@ -180,10 +183,14 @@ def role_from_tf_config(text: str) -> Role:
         if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
             raise RoleError(f"TF_CONFIG job {job!r} must be a list of 'host:port' strings")
         cluster[str(job)] = tuple(tasks)
-    try:
-        index = int(task.get("index", 0))
-    except (TypeError, ValueError):
-        raise RoleError(f"TF_CONFIG task index {task.get('index')!r} is not an integer") from None
+    raw_index = task.get("index", 0)
+    text_index = str(raw_index).strip()
+    if isinstance(raw_index, bool) or not (
+        isinstance(raw_index, int)
+        or (isinstance(raw_index, str) and text_index.isascii() and text_index.isdigit())
+    ):  # 1e400 is inf, 1.5 would truncate, "²" passes isdigit: all refused
+        raise RoleError(f"TF_CONFIG task index {str(raw_index)[:40]!r} is not an integer")
+    index = int(raw_index)
     job = str(task["type"])
     _validate(job, index, cluster, "TF_CONFIG")
     return Role(job, index, cluster, "TF_CONFIG", str(value.get("rpc_layer") or "grpc"))

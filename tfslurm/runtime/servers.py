@@ -27,7 +27,8 @@ def _log(role: Role, text: str) -> None:
 
 
 def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = ()) -> NoReturn:
-    """Run this task's TF server until the chief finishes or SIGTERM/SIGINT; exit 0.
+    """Run this task's TF server until the chief finishes, SIGINT, or a second SIGTERM
+    (the first one waits for the chief to checkpoint); exit 0.
 
     Exits 3 when the chief never comes up within ``peer_timeout`` seconds.
     """
@@ -64,5 +65,13 @@ def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = 
         on_timeout=exit_on_missing_peers(role.describe()),
     ).start()
     received = signal.sigwait(STOP_SIGNALS)
+    if received == signal.SIGTERM:
+        # Preemption, scancel, scontrol requeue: every task got SIGTERM, and the chief is
+        # now checkpointing, which reads the variables from the parameter servers. Stay up
+        # until the chief has finished (the watch above ends this process) or a second
+        # SIGTERM / SIGINT comes; Slurm's SIGKILL ends it after GraceTime in any case.
+        _log(role, "SIGTERM received: staying up until the chief has checkpointed and "
+             "finished")
+        received = signal.sigwait(STOP_SIGNALS)
     _log(role, f"{signal.Signals(received).name} received, exiting 0 (t={time.time():.3f})")
     os._exit(0)

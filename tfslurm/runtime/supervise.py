@@ -5,9 +5,12 @@ peer, no Python thread of that process runs, so a watchdog thread cannot report 
 The watcher therefore lives in another process:
 
 * ``tfslurm run`` forks before TensorFlow is imported: the child runs the program, the
-  parent (tiny, no TF) watches the peers, forwards signals and reports the child's status.
-  On SIGTERM/SIGINT the child gets the signal and, after a grace period, SIGKILL: MWMS
-  workers swallow SIGTERM, so without this ``scancel`` always waits for KillWait.
+  parent (tiny, no TF) watches the peers, passes signals on and reports the child's status.
+  A stop signal (SIGTERM, the preemption signal...) reaches the child as the preemption
+  signal, since MWMS workers swallow SIGTERM in TF's own C handler; the child checkpoints
+  and stops, or Slurm's SIGKILL ends it after GraceTime/KillWait (see stops.py). SIGINT
+  is passed on and the child SIGKILLed after a short grace period. The child dies with
+  this process (PR_SET_PDEATHSIG) and leads a process group this process ends.
 * ``tfslurm.run(main)`` without the CLI starts ``python -m tfslurm.runtime.supervise`` as a
   watcher that kills the training process (SIGKILL) after printing the error.
 """
@@ -22,6 +25,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from tfslurm.runtime import stops
 from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_message
 from tfslurm.runtime.roles import Address, Role
 
@@ -51,24 +55,77 @@ def _kill(pid: int) -> None:
         pass
 
 
-def supervise(child: int, role: Role, timeout: float, forward: Sequence[int]) -> int:
-    """Parent side of ``tfslurm run``: watch peers, forward signals, return the child's
-    exit status (128+N for a signal); exits 3 itself when a peer never came up."""
+def _kill_group(pgid: int) -> None:
+    """SIGKILL what is left of the child's process group (its own helpers, a command it
+    started): nothing the supervisor started outlives it."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child: SIGKILL this process when its parent dies, whatever kills the parent
+    (SIGKILL included; Linux prctl PR_SET_PDEATHSIG). Exits at once if the parent is
+    already gone. Without libc (not Linux) nothing is set."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGKILL)
+
+
+def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
+              stop: Sequence[int] = (), preempt: int | None = None,
+              stop_grace: float | None = None, translate: bool = True) -> int:
+    """Parent side of ``tfslurm run``: watch peers, pass signals on, return the child's
+    exit status (128+N for a signal); exits 3 itself when a peer never came up.
+
+    A signal in ``stop`` reaches the program as ``preempt`` (its Python handler: under MWMS
+    TF's C handler owns SIGTERM in the child; a command that is not an in-process Python
+    program, ``translate=False``, gets the signal as it came), and the child then has until Slurm's SIGKILL
+    (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when given. If it then
+    exits 0, the status becomes EXIT_STOPPED: the training was cut short and the job must
+    not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal) is passed on and
+    the child SIGKILLed TERM_GRACE seconds later."""
     stopping = threading.Event()
     reaped = threading.Event()
+    stopped_by: list[int] = []
+    grace: list[float] = []  # the first deadline set wins
 
     def kill_later() -> None:
         stopping.wait()
-        if not reaped.wait(TERM_GRACE):
+        if not reaped.wait(grace[0]):
             _kill(child)
 
+    def kill_in(seconds: float) -> None:
+        if not grace:
+            grace.append(seconds)
+            stopping.set()
+
     def on_signal(signum: int, frame: object) -> None:
+        if signum in stop and preempt is not None:
+            if not stopped_by:
+                stopped_by.append(signum)
+                print(f"tfslurm run: {role.job}:{role.index}: {stops.describe(signum)}: "
+                      "asking the program to checkpoint and stop", file=sys.stderr, flush=True)
+                if stop_grace is not None:
+                    kill_in(stop_grace)
+            if translate:
+                signum = preempt
+        elif signum in (signal.SIGTERM, signal.SIGINT):
+            kill_in(TERM_GRACE)
         try:
             os.kill(child, signum)
         except ProcessLookupError:
             return
-        if signum in (signal.SIGTERM, signal.SIGINT):
-            stopping.set()
 
     for signum in forward:
         signal.signal(signum, on_signal)
@@ -87,9 +144,17 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int]) ->
         PeerWatch(peers, timeout, on_timeout, own).start()
     _, raw = os.waitpid(child, 0)
     reaped.set()
+    _kill_group(child)  # the child leads its own group (run.py): helpers it left behind
     if gave_up.is_set():
         os._exit(EXIT_PEER_TIMEOUT)
-    return _status(raw)
+    rc = _status(raw)
+    if stopped_by and rc in (0, stops.EXIT_STOPPED):
+        print(f"tfslurm run: {role.job}:{role.index}: stopped early by "
+              f"{signal.Signals(stopped_by[0]).name}: exit {stops.EXIT_STOPPED} (not 0: "
+              "training is unfinished; the template requeues the job)",
+              file=sys.stderr, flush=True)
+        return stops.EXIT_STOPPED
+    return rc
 
 
 def start_watcher(role: Role, timeout: float) -> subprocess.Popen | None:

@@ -1,0 +1,386 @@
+"""Every way Slurm stops a job, on a real local cluster configured for preemption
+(partition_prio, partitions low = REQUEUE and low-cancel = CANCEL with a GraceTime, high
+preempts them; RequeueExit=85), with the templates and tensorflow-cpu (issue 10), plus the
+supervisor fault tests (issue 16 F1/F2).
+
+One 2-node cluster serves every test here. Graces are a few seconds (the machine may have
+2 cores); figures are printed, not asserted (bench note: docs/preemption.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_runtime_cluster import (
+    job_env,
+    job_field,
+    submit,
+    tfslurm_command,
+    wait_for,
+    wait_requeued_then_release,
+)
+
+HAVE_TF = importlib.util.find_spec("tensorflow") is not None
+pytestmark = [pytest.mark.cluster]
+
+GRACE = 8  # GraceTime of the low partitions: enough for TF to checkpoint on 2 busy cores
+
+
+@pytest.fixture(scope="module")
+def preempt_cluster(slurm_cluster_factory):
+    return slurm_cluster_factory(num_nodes=2, gpus=0, preempt_grace=GRACE,
+                                 extra_conf_lines=["RequeueExit=85"])
+
+
+def preempt(cluster, tmp: Path) -> int:
+    """A job in the high partition that needs both nodes whole: it preempts the low job."""
+    out = cluster.run(["sbatch", "--parsable", "-p", "high", "-N2", "--exclusive",
+                       "--output", str(tmp / "preemptor-%j.out"), "--wrap", "sleep 1"],
+                      cwd=str(tmp))
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip())
+
+
+def final_digests(text: str, steps: int) -> dict[str, str]:
+    return dict(re.findall(rf"\[(worker:\d)\] final step {steps} weights (\w+)", text))
+
+
+# ---------------------------------------------------------------- MWMS, real preemption
+def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_cluster, tmp_path):
+    """PreemptMode=REQUEUE + GraceTime: SIGTERM to every task (MWMS's own C handler would
+    swallow it); the tasks checkpoint on it, exit 85, the job is requeued, resumes from
+    that step, and ends COMPLETED with the weights of an uninterrupted run."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 300
+    program = ("python", "-m", "tfslurm.examples.mwms", "--steps", str(steps), "--log-every", "20")
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    ref_dir.mkdir(), run_dir.mkdir()
+    # the uninterrupted reference runs at the same time in "high" (never preempted; it
+    # needs one CPU per node, so it preempts nobody)
+    ref, ref_log = submit(cluster, ref_dir, "mwms.sbatch", *program, options=("-p", "high"))
+    job, log = submit(cluster, run_dir, "mwms.sbatch", *program, "--step-delay", "0.05",
+                      options=("-p", "low"))
+    wait_for(log, r"step 40/300", timeout=120)
+    assert cluster.wait_job(ref, timeout=120) == "COMPLETED", ref_log.read_text()[-3000:]
+    reference = final_digests(ref_log.read_text(), steps)
+    assert len(set(reference.values())) == 1 and len(reference) == 2, ref_log.read_text()[-2000:]
+    sent = time.monotonic()
+    preemptor = preempt(cluster, tmp_path)
+    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
+    took = time.monotonic() - sent
+    stopped_at = int(saved.group(1))
+    # plant what a killed save leaves behind: the next start removes it (issue 16 F2)
+    ckpt = run_dir / "ckpt"
+    (ckpt / "ckpt-999_temp").mkdir(parents=True, exist_ok=True)
+    (ckpt / "ckpt-999_temp" / "part-00000-of-00001.data-00000-of-00001").write_text("x")
+    (ckpt / ".scratch-worker-1" / "ckpt-5_temp").mkdir(parents=True, exist_ok=True)
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(r"tfslurm run: worker:\d: SIGTERM \(preemption", text), text[-3000:]
+    assert re.search(r"stopped early by SIGTERM: exit 85", text), text[-3000:]
+    assert "tfslurm: requeueing job" in text
+    resumed = re.findall(r"\[worker:(\d)\] restart 1: resumed from \S+ at step (\d+)", text)
+    assert sorted(resumed) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
+    finals = final_digests(text, steps)
+    assert finals == reference, (finals, reference)  # bit-identical to the uninterrupted run
+    assert "removed" in text and "(left by a killed save)" in text
+    assert sorted(p.name for p in ckpt.iterdir() if "_temp" in p.name or p.name.startswith(".scratch")) == []
+    print(f"\nMWMS PreemptMode=REQUEUE GraceTime={GRACE}: checkpoint at step {stopped_at} "
+          f"{took:.1f} s after the preemptor was submitted; 0 steps lost; end to end "
+          f"{time.monotonic() - sent:.1f} s after preemption")
+
+
+def wait_restarted_then_release(cluster, job: int, restarts: int, timeout: float = 60) -> None:
+    """wait_requeued_then_release for the n-th requeue."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (job_field(cluster, job, "Restarts") == str(restarts)
+                and job_field(cluster, job, "JobState") == "PENDING"):
+            time.sleep(3)
+            cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} was not requeued a {restarts}. time within {timeout} s: "
+                         f"{job_field(cluster, job, 'JobState')}")
+
+
+WAIT_FOR_STOP = (
+    "import time, tfslurm.runtime as r\n"
+    "print('ready', flush=True)\n"
+    "while not r.requested(): time.sleep(0.05)\n"
+    "print('stopping', flush=True)\n"
+)
+
+
+# ---------------------------------------------------------------- restart cap (no TF)
+def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
+    """Every run is stopped by `scancel --signal=TERM` to its steps and requeued; the third
+    run (restart 2) is over TFSLURM_MAX_RESTARTS=1: one line, exit 86, the job FAILED."""
+    cluster = preempt_cluster
+    script = tmp_path / "prog.py"
+    script.write_text(WAIT_FOR_STOP)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", str(script),
+                      options=("-p", "low", "--export", "ALL,TFSLURM_MAX_RESTARTS=1"))
+    for run in (1, 2):
+        wait_for(log, rf"run {run}, nodes[\s\S]*ready[\s\S]*ready", timeout=60)
+        cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
+        wait_restarted_then_release(cluster, job, run)
+    state = cluster.wait_job(job, timeout=60)
+    text = log.read_text()
+    assert state == "FAILED", text[-2000:]
+    assert job_field(cluster, job, "ExitCode") == "86:0"
+    capped = re.findall(r"^tfslurm run: error: (.*)$", text, re.MULTILINE)  # the batch script's check
+    assert capped == [("the job was restarted 2 times, more than --max-restarts 1: not starting "
+                       "again (exit 86; earlier runs of this log say why they stopped)")], text
+    assert text.count("stopped early by SIGTERM: exit 85") == 4  # 2 tasks x 2 runs
+    assert "run 3, nodes" in text and "run 4" not in text
+
+
+# ---------------------------------------------------------------- F1: no orphans (no TF)
+def _pids_with(cmdline: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == cmdline:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster, tmp_path):
+    cluster = preempt_cluster
+    marker = f"333.{time.time_ns() % 1000}"
+    srun = subprocess.Popen(["srun", "-N1", "-n1", tfslurm_command(), "run", "--", "sleep", marker],
+                            env={**cluster.env, **job_env(tmp_path)}, cwd=str(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sleeper: list[int] = []
+        deadline = time.monotonic() + 30
+        while not sleeper and time.monotonic() < deadline:
+            sleeper = _pids_with(f"sleep\0{marker}\0".encode())
+            time.sleep(0.1)
+        assert len(sleeper) == 1, srun.stderr.read() if srun.poll() is not None else "no sleep"
+        child = int(Path(f"/proc/{sleeper[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        supervisor = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert b"tfslurm" in Path(f"/proc/{supervisor}/cmdline").read_bytes()
+        killed = time.monotonic()
+        import os
+
+        os.kill(supervisor, signal.SIGKILL)
+        srun.wait(30)  # the step ends: nothing of the task is left to wait for
+        took = time.monotonic() - killed
+        deadline = time.monotonic() + 5
+        while _pids_with(f"sleep\0{marker}\0".encode()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _pids_with(f"sleep\0{marker}\0".encode()) == []
+        assert srun.returncode != 0  # the task was killed: never success
+        print(f"\nSIGKILL of tfslurm run: step ended {took:.2f} s later, no process left")
+    finally:
+        if srun.poll() is None:
+            srun.kill()
+            srun.wait()
+
+
+# ---------------------------------------------------------------- signal to the steps
+def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(preempt_cluster, tmp_path):
+    """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) once ended the job
+    COMPLETED at step 45 of 300. Now the tasks checkpoint and exit 85; with
+    TFSLURM_REQUEUE=exit the script runs no Slurm command and exits 85, and slurm.conf
+    RequeueExit=85 requeues the job; the next run finishes every step."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 200
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
+                      options=("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit"))
+    wait_for(log, r"step 40/200", timeout=120)
+    sent = time.monotonic()
+    cluster.run(["scancel", "--signal=USR1", str(job)], timeout=10)
+    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
+    stopped_at = int(saved.group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert "tfslurm: training stopped early: exit 85 (RequeueExit=85" in text, text[-3000:]
+    assert "tfslurm: requeueing job" not in text  # no scontrol
+    resumed = re.findall(r"\[worker:(\d)\] restart 1: resumed from \S+ at step (\d+)", text)
+    assert sorted(resumed) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
+          f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED")
+
+
+# ---------------------------------------------------------------- PS + ClusterCoordinator
+def ps_done(text: str) -> tuple[int, int]:
+    done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
+    assert done, text[-3000:]
+    return int(done.group(1)), int(done.group(2))
+
+
+# PreemptMode=REQUEUE for PS behaves the same (measured: checkpoint on SIGTERM, 0 steps lost,
+# 41-50 s to COMPLETED); only CANCEL runs here, to keep the suite short (REQUEUE: MWMS test).
+@pytest.mark.parametrize("partition", ["low-cancel"])
+def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tmp_path, partition):
+    """ParameterServerStrategy, preempted: SIGTERM to every task; the ps and workers stay up
+    while the chief checkpoints from them, the chief exits 85 and the template requeues the
+    job — with PreemptMode=CANCEL too: `scontrol requeue` from the batch script succeeds
+    during the GraceTime (observed on 22.05), so the job comes back instead of ending
+    PREEMPTED. Every step is trained exactly once after the resume."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 150
+    job, log = submit(cluster, tmp_path, "ps.sbatch", "python", "-m", "tfslurm.examples.ps",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "10",
+                      options=("-p", partition))
+    wait_for(log, r"step 30/150", timeout=120)
+    sent = time.monotonic()
+    preemptor = preempt(cluster, tmp_path)
+    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
+    stopped_at = int(saved.group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(r"ps:0: SIGTERM received: staying up until the chief", text), text[-3000:]
+    assert "stopped early by SIGTERM: exit 85" in text
+    assert "tfslurm: requeueing job" in text
+    resumed = re.search(r"resumed from \S+ at step (\d+)", text)
+    assert resumed and int(resumed.group(1)) == stopped_at, text[-3000:]
+    scheduled, counter = ps_done(text)
+    assert scheduled == steps - stopped_at and counter >= steps, (scheduled, counter, stopped_at)
+    print(f"\nPS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
+          f"{time.monotonic() - sent:.1f} s from preemption to COMPLETED")
+
+
+# ---------------------------------------------------------------- TF's own handler
+def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_cluster, tmp_path):
+    """tf.distribute.experimental.PreemptionCheckpointHandler with
+    tfslurm.termination_config(): SIGTERM to the steps, TF saves on every worker and exits
+    85, the template requeues, TF's handler restores, every step is trained once."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 200
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m",
+                      "tfslurm.examples.mwms_handler", "--steps", str(steps),
+                      "--step-delay", "0.03", "--log-every", "20", options=("-p", "low"))
+    wait_for(log, r"step 40/200", timeout=120)
+    sent = time.monotonic()
+    cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
+    wait_for(log, r"checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit 85",
+             timeout=60)
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    starts = re.findall(r"\[worker:(\d)\] restart 1: PreemptionCheckpointHandler starts at step (\d+)", text)
+    assert len(starts) == 2 and starts[0][1] == starts[1][1] and int(starts[0][1]) > 40, text[-3000:]
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
+          f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED")
+
+
+def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_path):
+    """Keras fit + BackupAndRestore in one task: SIGTERM to the step, fit ends at the
+    epoch's end after the backup, exit 85, requeue, fit continues from that epoch."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, epochs = preempt_cluster, 60
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.keras_fit",
+                      "--epochs", str(epochs), "--step-delay", "0.1",
+                      options=("-p", "low", "-N1"))
+    wait_for(log, r"epoch 10/60", timeout=120)
+    sent = time.monotonic()
+    cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
+    stopped = int(wait_for(log, r"stopped at epoch (\d+): BackupAndRestore saved it", timeout=60).group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(rf"restart 1: fit starts at epoch {stopped}\b", text), text[-3000:]
+    assert re.search(rf"final epoch {epochs} weights \w+", text), text[-3000:]
+    print(f"\nKeras fit + BackupAndRestore: stopped at epoch {stopped}, resumed there, "
+          f"{time.monotonic() - sent:.1f} s to COMPLETED")
+
+
+# ---------------------------------------------------------------- admin requeue, node failure
+def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tmp_path):
+    """`scontrol requeue` (SIGTERM, SIGKILL after KillWait=2 s): the tasks checkpoint on the
+    SIGTERM, 0 steps lost. Then a node fails (set DOWN) in the resumed run: Slurm requeues
+    the --requeue job, which resumes from its last checkpoint (<= 20 steps lost: periodic
+    every 20; a node set DOWN keeps its processes, which get SIGTERM and checkpoint too)."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    cluster, steps = preempt_cluster, 200
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
+                      "--checkpoint-every", "20", options=("-p", "low"))
+    wait_for(log, r"step 40/200", timeout=120)
+    cluster.run(["scontrol", "requeue", str(job)], timeout=10)
+    saved = int(wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=30).group(1))
+    wait_requeued_then_release(cluster, job, timeout=90)
+    wait_for(log, r"restart 1: resumed from \S+ at step \d+[\s\S]*step (1[0-9]\d)/200", timeout=120)
+    node = "node2"
+    try:
+        cluster.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"], timeout=10)
+        wait_restarted = time.monotonic()
+        while job_field(cluster, job, "Restarts") != "2" and time.monotonic() - wait_restarted < 60:
+            time.sleep(0.2)
+    finally:
+        cluster.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=10)
+    assert job_field(cluster, job, "Restarts") == "2", log.read_text()[-3000:]
+    before_failure = max(int(s) for s in re.findall(r"step (\d+)/200", log.read_text()))
+    time.sleep(3)
+    cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
+    assert cluster.wait_job(job, timeout=300) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    resumed = dict(re.findall(r"restart (\d): resumed from \S+ at step (\d+)", text))
+    assert resumed["1"] == str(saved), text[-3000:]  # scontrol requeue: 0 steps lost
+    # at most one interval (20) is lost: the last periodic checkpoint, or (as here, where a
+    # DOWN node's processes still live and get SIGTERM) the one taken on the signal
+    assert int(resumed["2"]) >= before_failure - 20, (before_failure, resumed)
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nscontrol requeue: checkpoint at step {saved}, 0 lost; node failure after step "
+          f"~{before_failure}: resumed at {resumed['2']} (periodic checkpoint every 20)")
+
+
+# ---------------------------------------------------------------- in-allocation restart
+def test_mwms_failed_step_reruns_in_the_allocation(preempt_cluster, tmp_path):
+    """TFSLURM_STEP_RESTARTS=1: a worker SIGKILLed mid-training fails the step; the
+    template runs it again in the same allocation (srun only: no requeue, no queue wait)
+    and it resumes from the last periodic checkpoint."""
+    if not HAVE_TF:
+        pytest.skip("tensorflow is not installed")
+    from test_runtime_cluster import kill_task
+
+    cluster, steps = preempt_cluster, 200
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
+                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
+                      "--checkpoint-every", "20",
+                      options=("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1"))
+    wait_for(log, r"step 60/200", timeout=120)
+    killed = time.monotonic()
+    kill_task(job, 1)
+    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(r"tfslurm: step failed \(exit \d+\): running it again in this allocation "
+                     r"\(0 more\)", text), text[-3000:]
+    assert job_field(cluster, job, "Restarts") == "0"
+    resumed = re.findall(r"\[worker:(\d)\] restart 0: resumed from \S+ at step (\d+)", text)
+    assert len(resumed) == 2 and resumed[0][1] == resumed[1][1], text[-3000:]
+    assert int(resumed[0][1]) >= 60 and int(resumed[0][1]) % 20 == 0
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nMWMS worker killed, step re-run in the allocation: resumed at step "
+          f"{resumed[0][1]}, {time.monotonic() - killed:.1f} s from the kill to COMPLETED")
