@@ -42,3 +42,8 @@ class PlanError(TfslurmError):
 
 class ClusterError(RuntimeError):
     """The local test cluster could not be started or used (not bad user input)."""
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """User text shortened for a one-line error message (the input may be megabytes)."""
+    return text if len(text) <= limit else text[:limit] + "..."

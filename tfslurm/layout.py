@@ -30,6 +30,8 @@ from itertools import repeat
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
 from tfslurm.step import Step
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -259,7 +261,7 @@ def parse_hostfile(text: str, source: str = "hostfile", limit: int | None = None
                 hosts.append(word)
                 continue
             expr, star, times = word.rpartition("*") if "*" in word else (word, "", "")
-            if star and (not times.isascii() or not times.isdigit() or not expr):
+            if star and (not is_ascii_number(times, 19) or not expr):
                 raise LayoutError(f"{source} line {number}: {word!r} is not HOST or HOSTLIST*N")
             try:
                 group = hostlist.expand(expr)
@@ -328,6 +330,12 @@ def layout_for(step: Step) -> Layout:
     except HostlistError as exc:
         raise SlurmEnvError(f"SLURM_STEP_TASKS_PER_NODE: {exc}") from None
     _check_counts(nodes, counts)
+    if 0 in counts:
+        raise SlurmEnvError(
+            f"SLURM_STEP_TASKS_PER_NODE={_clip(step.tasks_per_node)!r} gives node "
+            f"{nodes[counts.index(0)]} no task; Slurm starts at least one task on every node "
+            "of a step: these are not a step's variables"
+        )
     if len(set(nodes)) != len(nodes):
         raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
 
@@ -377,7 +385,7 @@ def _node_distribution(step: Step) -> tuple[str, int | None]:
     plane = step.plane_size
     if first.startswith("plane="):
         size = first.partition("=")[2]
-        if not size.isascii() or not size.isdigit() or int(size) < 1:
+        if not is_ascii_number(size, 19) or int(size) < 1:
             raise SlurmEnvError(f"SLURM_DISTRIBUTION={raw!r}: bad plane size")
         first, plane = "plane", int(size)
     if first in ("", "*"):
@@ -514,21 +522,9 @@ def _verify(
             f"{layout.method} puts {hostlist.compress_counts(per_node)} tasks per node but "
             f"SLURM_STEP_TASKS_PER_NODE={step.tasks_per_node!r}"
         )
-    nodeid = step.nodeid
-    if nodeid is None:
+    name = _own_node(step, layout, node_order)
+    if name is None:
         return  # nothing of this task's own placement to check against (not in a task)
-    by_nodeid = list(layout.nodes) if node_order is None else node_order
-    if nodeid >= len(by_nodeid):
-        raise LayoutError(
-            f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}"
-        )
-    name = by_nodeid[nodeid]
-    if step.node_name is not None and step.node_name != name:
-        where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
-        raise LayoutError(
-            f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
-            f"but this task runs on SLURMD_NODENAME={step.node_name}"
-        )
     nodeid = layout.index_of(name)
     expected = layout.ranks_on(nodeid)
     seen = step.gtids
@@ -552,6 +548,43 @@ def _verify(
     )
 
 
+def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str | None:
+    """The node this task runs on, from SLURM_NODEID (checked against SLURMD_NODENAME), else
+    from SLURMD_NODENAME alone, else the node whose ranks are SLURM_GTIDS; None when the
+    task says nothing of where it runs. Without SLURM_NODEID the placement is still checked
+    with what the task does have, never skipped."""
+    nodeid = step.nodeid
+    if nodeid is not None:
+        by_nodeid = list(layout.nodes) if node_order is None else node_order
+        if nodeid >= len(by_nodeid):
+            raise LayoutError(f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}")
+        name = by_nodeid[nodeid]
+        if step.node_name is not None and step.node_name != name:
+            where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
+            raise LayoutError(
+                f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
+                f"but this task runs on SLURMD_NODENAME={step.node_name}"
+            )
+        return name
+    if step.node_name is not None:
+        if step.node_name not in layout._node_index:
+            raise LayoutError(
+                f"SLURMD_NODENAME={_clip(step.node_name)!r} is not in SLURM_STEP_NODELIST="
+                f"{_clip(step.nodelist or '')!r}: the task's Slurm variables contradict each other"
+            )
+        return step.node_name
+    if step.gtids is not None:
+        wanted = tuple(step.gtids)
+        for index, name in enumerate(layout.nodes):
+            if layout.ranks_on(index) == wanted:
+                return name
+        raise LayoutError(
+            f"no node of the {layout.method} layout has ranks SLURM_GTIDS="
+            f"{_clip(','.join(map(str, wanted)))}; {_fix(step, layout, node_order is not None)}"
+        )
+    return None
+
+
 def _shape(step: Step, layout: Layout, het: bool) -> str:
     dist = f"-m {step.distribution}" if step.distribution else "no -m"
     kind = "heterogeneous step" if het else "step"
@@ -573,7 +606,3 @@ def _fix(step: Step, layout: Layout, het: bool) -> str:
             "(Slurm >= 26.05 follows the network topology); launch with -m block"
         )
     return "the environment does not match Slurm's documented layout; launch with -m block"
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

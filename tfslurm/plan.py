@@ -38,6 +38,7 @@ from functools import cached_property
 from tfslurm import jobspec
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
+from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobsSpec, parse_jobs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -221,6 +222,8 @@ class Plan:
         if not all(map(_json_plain, names)) or not all(map(_json_plain, self.hosts)):
             import json  # only names that need escaping pay for json
 
+            self.require_text_hosts("TF_CONFIG")
+
             return json.dumps(self.cluster_spec(), separators=(",", ":"))
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
         # for 100k addresses, and gives the same text.
@@ -232,6 +235,20 @@ class Plan:
             parts.append(f'"{name}":[{body}]')
             start += count
         return "{" + ",".join(parts) + "}"
+
+    def require_text_hosts(self, what: str) -> None:
+        """PlanError when a host name is not UTF-8 text (a node name is bytes to Slurm; it
+        reaches Python as surrogates), which ``what`` (JSON, a ClusterSpec) cannot carry."""
+        for host in self.hosts:
+            if not host.isascii():
+                try:
+                    host.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = host.encode("utf-8", "surrogateescape")
+                    raise PlanError(
+                        f"host {_clip(repr(shown))} is not UTF-8 text, which {what} needs; set "
+                        "TFSLURM_HOST_TEMPLATE (or host_template=) to a name of the node that is"
+                    ) from None
 
     def tf_config(self, rank: int | None = None) -> str:
         """TF_CONFIG of a rank (default: this task) as compact JSON."""

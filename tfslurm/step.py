@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tfslurm.errors import SlurmEnvError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
@@ -214,7 +216,7 @@ def _int(env: Mapping[str, str], *names: str, positive: bool = False) -> int | N
 
 
 def _parse_int(name: str, raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+    if not is_ascii_number(raw, 19):
         raise SlurmEnvError(f"{name}={raw!r} is not a non-negative integer")
     return int(raw)
 
@@ -257,7 +259,3 @@ def _het_components(env: Mapping[str, str]) -> tuple[HetComponent, ...]:
         )
         for n in range(size)
     )
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
