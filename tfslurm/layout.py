@@ -356,7 +356,7 @@ def layout_for(step: Step) -> Layout:
     elif kind == "plane":
         if plane is None:
             raise LayoutError(
-                f"SLURM_DISTRIBUTION={step.distribution!r} but SLURM_DIST_PLANESIZE is not set"
+                f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} but SLURM_DIST_PLANESIZE is not set"
             )
         layout = plane_layout(nodes, counts, plane)
     elif kind == "block":
@@ -369,7 +369,7 @@ def layout_for(step: Step) -> Layout:
         layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, "default (block)")
     else:
         raise LayoutError(
-            f"SLURM_DISTRIBUTION={step.distribution!r} is a distribution tfslurm cannot "
+            f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} is a distribution tfslurm cannot "
             "reproduce; launch the step with -m block, -m cyclic, -m plane=N or -m arbitrary"
         )
     _verify(step, layout, counts)
@@ -386,7 +386,7 @@ def _node_distribution(step: Step) -> tuple[str, int | None]:
     if first.startswith("plane="):
         size = first.partition("=")[2]
         if not is_ascii_number(size, 19) or int(size) < 1:
-            raise SlurmEnvError(f"SLURM_DISTRIBUTION={raw!r}: bad plane size")
+            raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
         first, plane = "plane", int(size)
     if first in ("", "*"):
         return "default", None
@@ -563,7 +563,7 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
             where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
             raise LayoutError(
                 f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
-                f"but this task runs on SLURMD_NODENAME={step.node_name}"
+                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)}"
             )
         return name
     if step.node_name is not None:

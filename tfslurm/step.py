@@ -210,14 +210,14 @@ def _int(env: Mapping[str, str], *names: str, positive: bool = False) -> int | N
             continue
         value = _parse_int(name, raw.strip())
         if positive and value == 0:
-            raise SlurmEnvError(f"{name}={raw!r} must be a positive integer")
+            raise SlurmEnvError(f"{name}={_clip(raw)!r} must be a positive integer")
         return value
     return None
 
 
 def _parse_int(name: str, raw: str) -> int:
     if not is_ascii_number(raw, 19):
-        raise SlurmEnvError(f"{name}={raw!r} is not a non-negative integer")
+        raise SlurmEnvError(f"{name}={_clip(raw)!r} is not a non-negative integer")
     return int(raw)
 
 
