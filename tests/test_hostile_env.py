@@ -125,3 +125,22 @@ def test_s1_a_consistent_task_without_nodeid_gets_its_own_rank() -> None:
     assert done.returncode == 0, done.stderr
     assert b'"index":3' in done.stdout
     assert b'"n2:' in done.stdout
+
+
+def _arbitrary(hostfile: str) -> dict[str, str]:
+    return {**S1, "SLURM_PROCID": "0", "SLURM_DISTRIBUTION": "arbitrary", "SLURM_HOSTFILE": hostfile}
+
+
+def test_a_hostfile_that_is_a_fifo_is_refused_not_waited_on(tmp_path) -> None:
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)  # nobody writes it: reading would block forever
+    one_line_error(tfslurm(["tf-config"], _arbitrary(str(fifo))), "is not a regular file")
+    one_line_error(tfslurm(["tf-config"], _arbitrary("/dev/zero")), "is not a regular file")
+
+
+def test_a_hostfile_name_with_a_nul_byte_is_refused() -> None:
+    from tfslurm.layout import layout_for
+    from tfslurm.step import Step
+
+    with pytest.raises(TfslurmError, match="holds a NUL byte"):
+        layout_for(Step.from_environ(_arbitrary("/tmp/x\x00y")))

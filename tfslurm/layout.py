@@ -24,6 +24,8 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
@@ -301,8 +303,16 @@ def _words(line: str) -> list[str]:
 
 
 def _read_hostfile(path: str, limit: int) -> list[str]:
+    if "\x00" in path:
+        raise LayoutError(f"SLURM_HOSTFILE={_clip(path)!r} is not a file name (it holds a NUL byte)")
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: a FIFO or a device must be refused, not waited on forever.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise LayoutError(
+                    f"SLURM_HOSTFILE={_clip(path)!r} is not a regular file (a FIFO, device or "
+                    "directory); give srun a hostfile written before the step starts"
+                )
             data = handle.read(MAX_HOSTFILE_BYTES + 1)
     except OSError as exc:
         raise LayoutError(
