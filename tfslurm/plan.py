@@ -211,6 +211,7 @@ class Plan:
             start += count
         return out
 
+    @cached_property
     def _cluster_json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         digits = min(len(str(self.ports.port(local))) for local in range(max(self.counts)))
@@ -265,7 +266,7 @@ class Plan:
     def task_env(self) -> dict[str, str]:
         """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""
         out: dict[str, str] = {}
-        if self._cluster_json_floor() > TF_CONFIG_MAX_BYTES:
+        if self._cluster_json_floor > TF_CONFIG_MAX_BYTES:
             out[DESCRIPTOR_VARIABLE] = self.descriptor()  # clearly too big: skip building it
         else:
             config = self.tf_config()
@@ -276,6 +277,16 @@ class Plan:
         if self.gpus is not None:
             out.update(self.gpus.env)
         return out
+
+    def for_task(self, rank: int, gpus: GpuPlan | None) -> Plan:
+        """The plan another task of the same step sees (its rank, its GPUs), sharing what is
+        the same for every task — node counts, hosts, addresses, the cluster's JSON — so the
+        per-node hook (``tfslurm prolog --node``) builds the step's plan once per node."""
+        other = dataclasses.replace(self, rank=self._check_rank(rank), gpus=gpus)
+        for name in _STEP_WIDE_CACHES:
+            if name in self.__dict__:
+                other.__dict__[name] = self.__dict__[name]
+        return other
 
     # -- tasks ---------------------------------------------------------------------------
     def task_of(self, rank: int) -> TaskPlan:
@@ -323,6 +334,10 @@ class Plan:
     # -- descriptor ----------------------------------------------------------------------
     def descriptor(self) -> str:
         """Compact text from which :meth:`from_descriptor` rebuilds this plan (no GPUs)."""
+        return self._descriptor
+
+    @cached_property
+    def _descriptor(self) -> str:
         return Descriptor(
             nodes=self.nodes,
             counts=self.counts,
@@ -433,8 +448,13 @@ def plan_for(
         nodelist=step.nodelist if from_step else None,
         tasks_per_node=step.tasks_per_node if from_step else None,
     )
+    plan.__dict__["counts"] = counts  # the cached property, already counted above
     plan._check_ports()
     return plan
+
+
+# Plan's cached properties that do not depend on the rank or the GPUs (see Plan.for_task).
+_STEP_WIDE_CACHES = ("counts", "hosts", "addresses", "_cluster_json", "_cluster_json_floor", "_descriptor")
 
 
 def plan_from_environ(
