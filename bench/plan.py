@@ -56,6 +56,22 @@ def time_tfslurm(env: dict[str, str]) -> tuple[float, float, int]:
     return exported_at - start, done - start, sum(len(v) for v in exported.values())
 
 
+def time_node_hook(env: dict[str, str]) -> tuple[float, float]:
+    """(seconds for one task's hook output, seconds for ``prolog --node``: every task of
+    the node), timed back to back on the same step."""
+    import io
+
+    from tfslurm import prolog
+
+    hooked = {**env, "TFSLURM_TF_DIST": "chief:1,worker:*"}
+    start = time.perf_counter()
+    prolog.main(hooked, io.StringIO())
+    one = time.perf_counter() - start
+    start = time.perf_counter()
+    prolog.node_output(hooked)
+    return one, time.perf_counter() - start
+
+
 def time_tf(env: dict[str, str]) -> float:
     import tensorflow as tf
 
@@ -97,6 +113,15 @@ def main() -> None:
     )
     print(f"  ... plus the full TF_CONFIG JSON in-process: median {full_median:.1f} ms")
     print(f"ratio to the {BUDGET_MS:.0f} ms budget: {median / BUDGET_MS:.2f} (with TF_CONFIG: {full_median / BUDGET_MS:.2f})")
+    node_env = step_env(args.tasks, args.per_node, rank=0)
+    time_node_hook(node_env)  # warm-up
+    pairs = [time_node_hook(node_env) for _ in range(args.repeat)]
+    one_ms = statistics.median(p[0] for p in pairs) * 1000
+    node_ms = statistics.median(p[1] for p in pairs) * 1000
+    print(
+        f"prolog --node ({args.per_node} tasks on the node): median {node_ms:.1f} ms against "
+        f"{one_ms:.1f} ms for one task's hook; ratio {node_ms / one_ms:.2f} (target <= 1.5)"
+    )
     if args.tf:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow  # noqa: F401 - imported outside the timing

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import sys
 
 from tfslurm.errors import TfslurmError
@@ -66,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    # Host names are bytes to Slurm: a name that is not UTF-8 (it reaches Python as
+    # surrogates, from the environment or arguments) is written back as the same bytes, in
+    # any locale, instead of a UnicodeEncodeError traceback in the middle of the output.
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     try:
         return int(_load(args.command).run(args) or 0)
     except TfslurmError as exc:

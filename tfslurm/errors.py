@@ -8,8 +8,29 @@ the CLI can print one line and exit 2.
 from __future__ import annotations
 
 
+MAX_MESSAGE = 400  # characters; the input in a message may be megabytes
+
+
 class TfslurmError(ValueError):
-    """Base class: bad input or an environment tfslurm cannot work with."""
+    """Base class: bad input or an environment tfslurm cannot work with.
+
+    The message is made one bounded line here, whatever text of the input it quotes: a
+    newline would split the CLI's one-line error, and a quoted input may be megabytes.
+    """
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(one_line(str(message)), *args)
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` with line breaks escaped and its middle elided past ``limit`` characters
+    (the end of a message says how to fix it, so it is kept)."""
+    if "\n" in text or "\r" in text:
+        text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) > limit:
+        tail = limit // 3
+        text = text[: limit - tail - 5] + " ... " + text[-tail:]
+    return text
 
 
 class HostlistError(TfslurmError):
@@ -42,3 +63,8 @@ class PlanError(TfslurmError):
 
 class ClusterError(RuntimeError):
     """The local test cluster could not be started or used (not bad user input)."""
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """User text shortened for a one-line error message (the input may be megabytes)."""
+    return text if len(text) <= limit else text[:limit] + "..."

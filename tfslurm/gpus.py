@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import GpuError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -144,7 +145,7 @@ def parse_devices(name: str, value: str) -> tuple[str, ...]:
     seen: set[str] = set()
     for raw in text.split(","):
         entry = raw.strip()
-        if entry.startswith("-") and entry[1:].isdigit():
+        if entry.startswith("-") and is_ascii_number(entry[1:], 19):
             break  # CUDA stops at the first invalid ordinal; "-1" is the usual "none" idiom
         if not (entry[:1].isalnum() and entry.isascii() and _TOKEN_CHARS.issuperset(entry)):
             raise GpuError(f"{name}={_clip(value)!r}: {entry!r} is not a device index or id")
@@ -490,7 +491,7 @@ def _origin(env: Mapping[str, str], variable: str) -> str:
 def _slurm_count(env: Mapping[str, str]) -> int:
     raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
     if raw:
-        if not raw.isdigit() or len(raw) > 6:
+        if not is_ascii_number(raw, 6):
             raise GpuError(f"SLURM_GPUS_ON_NODE={_clip(raw)!r} is not a GPU count")
         return int(raw)
     ids = env.get("SLURM_STEP_GPUS", "").strip()

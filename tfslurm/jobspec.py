@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import JobSpecError
 
 __all__ = ["REST", "JobsSpec", "format_jobs", "parse_jobs", "split_spec", "tf_order"]
@@ -145,7 +146,7 @@ def _check_name(spec: str, name: str) -> str:
 def _check_count(spec: str, name: str, count: str) -> int | None:
     if count == REST:
         return None
-    if not (count.isascii() and count.isdigit() and len(count) <= _MAX_COUNT_DIGITS):
+    if not is_ascii_number(count, _MAX_COUNT_DIGITS):
         raise JobSpecError(
             f"jobs spec {_show(spec)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
         )

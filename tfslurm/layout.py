@@ -24,12 +24,16 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
 from tfslurm.step import Step
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -259,7 +263,7 @@ def parse_hostfile(text: str, source: str = "hostfile", limit: int | None = None
                 hosts.append(word)
                 continue
             expr, star, times = word.rpartition("*") if "*" in word else (word, "", "")
-            if star and (not times.isascii() or not times.isdigit() or not expr):
+            if star and (not is_ascii_number(times, 19) or not expr):
                 raise LayoutError(f"{source} line {number}: {word!r} is not HOST or HOSTLIST*N")
             try:
                 group = hostlist.expand(expr)
@@ -299,8 +303,16 @@ def _words(line: str) -> list[str]:
 
 
 def _read_hostfile(path: str, limit: int) -> list[str]:
+    if "\x00" in path:
+        raise LayoutError(f"SLURM_HOSTFILE={_clip(path)!r} is not a file name (it holds a NUL byte)")
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: a FIFO or a device must be refused, not waited on forever.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise LayoutError(
+                    f"SLURM_HOSTFILE={_clip(path)!r} is not a regular file (a FIFO, device or "
+                    "directory); give srun a hostfile written before the step starts"
+                )
             data = handle.read(MAX_HOSTFILE_BYTES + 1)
     except OSError as exc:
         raise LayoutError(
@@ -328,6 +340,12 @@ def layout_for(step: Step) -> Layout:
     except HostlistError as exc:
         raise SlurmEnvError(f"SLURM_STEP_TASKS_PER_NODE: {exc}") from None
     _check_counts(nodes, counts)
+    if 0 in counts:
+        raise SlurmEnvError(
+            f"SLURM_STEP_TASKS_PER_NODE={_clip(step.tasks_per_node)!r} gives node "
+            f"{nodes[counts.index(0)]} no task; Slurm starts at least one task on every node "
+            "of a step: these are not a step's variables"
+        )
     if len(set(nodes)) != len(nodes):
         raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
 
@@ -348,7 +366,7 @@ def layout_for(step: Step) -> Layout:
     elif kind == "plane":
         if plane is None:
             raise LayoutError(
-                f"SLURM_DISTRIBUTION={step.distribution!r} but SLURM_DIST_PLANESIZE is not set"
+                f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} but SLURM_DIST_PLANESIZE is not set"
             )
         layout = plane_layout(nodes, counts, plane)
     elif kind == "block":
@@ -361,7 +379,7 @@ def layout_for(step: Step) -> Layout:
         layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, "default (block)")
     else:
         raise LayoutError(
-            f"SLURM_DISTRIBUTION={step.distribution!r} is a distribution tfslurm cannot "
+            f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} is a distribution tfslurm cannot "
             "reproduce; launch the step with -m block, -m cyclic, -m plane=N or -m arbitrary"
         )
     _verify(step, layout, counts)
@@ -377,8 +395,8 @@ def _node_distribution(step: Step) -> tuple[str, int | None]:
     plane = step.plane_size
     if first.startswith("plane="):
         size = first.partition("=")[2]
-        if not size.isascii() or not size.isdigit() or int(size) < 1:
-            raise SlurmEnvError(f"SLURM_DISTRIBUTION={raw!r}: bad plane size")
+        if not is_ascii_number(size, 19) or int(size) < 1:
+            raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
         first, plane = "plane", int(size)
     if first in ("", "*"):
         return "default", None
@@ -514,21 +532,9 @@ def _verify(
             f"{layout.method} puts {hostlist.compress_counts(per_node)} tasks per node but "
             f"SLURM_STEP_TASKS_PER_NODE={step.tasks_per_node!r}"
         )
-    nodeid = step.nodeid
-    if nodeid is None:
+    name = _own_node(step, layout, node_order)
+    if name is None:
         return  # nothing of this task's own placement to check against (not in a task)
-    by_nodeid = list(layout.nodes) if node_order is None else node_order
-    if nodeid >= len(by_nodeid):
-        raise LayoutError(
-            f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}"
-        )
-    name = by_nodeid[nodeid]
-    if step.node_name is not None and step.node_name != name:
-        where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
-        raise LayoutError(
-            f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
-            f"but this task runs on SLURMD_NODENAME={step.node_name}"
-        )
     nodeid = layout.index_of(name)
     expected = layout.ranks_on(nodeid)
     seen = step.gtids
@@ -552,6 +558,43 @@ def _verify(
     )
 
 
+def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str | None:
+    """The node this task runs on, from SLURM_NODEID (checked against SLURMD_NODENAME), else
+    from SLURMD_NODENAME alone, else the node whose ranks are SLURM_GTIDS; None when the
+    task says nothing of where it runs. Without SLURM_NODEID the placement is still checked
+    with what the task does have, never skipped."""
+    nodeid = step.nodeid
+    if nodeid is not None:
+        by_nodeid = list(layout.nodes) if node_order is None else node_order
+        if nodeid >= len(by_nodeid):
+            raise LayoutError(f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}")
+        name = by_nodeid[nodeid]
+        if step.node_name is not None and step.node_name != name:
+            where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
+            raise LayoutError(
+                f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
+                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)}"
+            )
+        return name
+    if step.node_name is not None:
+        if step.node_name not in layout._node_index:
+            raise LayoutError(
+                f"SLURMD_NODENAME={_clip(step.node_name)!r} is not in SLURM_STEP_NODELIST="
+                f"{_clip(step.nodelist or '')!r}: the task's Slurm variables contradict each other"
+            )
+        return step.node_name
+    if step.gtids is not None:
+        wanted = tuple(step.gtids)
+        for index, name in enumerate(layout.nodes):
+            if layout.ranks_on(index) == wanted:
+                return name
+        raise LayoutError(
+            f"no node of the {layout.method} layout has ranks SLURM_GTIDS="
+            f"{_clip(','.join(map(str, wanted)))}; {_fix(step, layout, node_order is not None)}"
+        )
+    return None
+
+
 def _shape(step: Step, layout: Layout, het: bool) -> str:
     dist = f"-m {step.distribution}" if step.distribution else "no -m"
     kind = "heterogeneous step" if het else "step"
@@ -573,7 +616,3 @@ def _fix(step: Step, layout: Layout, het: bool) -> str:
             "(Slurm >= 26.05 follows the network topology); launch with -m block"
         )
     return "the environment does not match Slurm's documented layout; launch with -m block"
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -38,6 +38,7 @@ from functools import cached_property
 from tfslurm import jobspec
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
+from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobsSpec, parse_jobs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -210,6 +211,7 @@ class Plan:
             start += count
         return out
 
+    @cached_property
     def _cluster_json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         digits = min(len(str(self.ports.port(local))) for local in range(max(self.counts)))
@@ -220,6 +222,8 @@ class Plan:
         names = [name for name, _ in self.jobs]
         if not all(map(_json_plain, names)) or not all(map(_json_plain, self.hosts)):
             import json  # only names that need escaping pay for json
+
+            self.require_text_hosts("TF_CONFIG")
 
             return json.dumps(self.cluster_spec(), separators=(",", ":"))
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
@@ -232,6 +236,20 @@ class Plan:
             parts.append(f'"{name}":[{body}]')
             start += count
         return "{" + ",".join(parts) + "}"
+
+    def require_text_hosts(self, what: str) -> None:
+        """PlanError when a host name is not UTF-8 text (a node name is bytes to Slurm; it
+        reaches Python as surrogates), which ``what`` (JSON, a ClusterSpec) cannot carry."""
+        for host in self.hosts:
+            if not host.isascii():
+                try:
+                    host.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = host.encode("utf-8", "surrogateescape")
+                    raise PlanError(
+                        f"host {_clip(repr(shown))} is not UTF-8 text, which {what} needs; set "
+                        "TFSLURM_HOST_TEMPLATE (or host_template=) to a name of the node that is"
+                    ) from None
 
     def tf_config(self, rank: int | None = None) -> str:
         """TF_CONFIG of a rank (default: this task) as compact JSON."""
@@ -248,7 +266,7 @@ class Plan:
     def task_env(self) -> dict[str, str]:
         """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""
         out: dict[str, str] = {}
-        if self._cluster_json_floor() > TF_CONFIG_MAX_BYTES:
+        if self._cluster_json_floor > TF_CONFIG_MAX_BYTES:
             out[DESCRIPTOR_VARIABLE] = self.descriptor()  # clearly too big: skip building it
         else:
             config = self.tf_config()
@@ -259,6 +277,16 @@ class Plan:
         if self.gpus is not None:
             out.update(self.gpus.env)
         return out
+
+    def for_task(self, rank: int, gpus: GpuPlan | None) -> Plan:
+        """The plan another task of the same step sees (its rank, its GPUs), sharing what is
+        the same for every task — node counts, hosts, addresses, the cluster's JSON — so the
+        per-node hook (``tfslurm prolog --node``) builds the step's plan once per node."""
+        other = dataclasses.replace(self, rank=self._check_rank(rank), gpus=gpus)
+        for name in _STEP_WIDE_CACHES:
+            if name in self.__dict__:
+                other.__dict__[name] = self.__dict__[name]
+        return other
 
     # -- tasks ---------------------------------------------------------------------------
     def task_of(self, rank: int) -> TaskPlan:
@@ -306,6 +334,10 @@ class Plan:
     # -- descriptor ----------------------------------------------------------------------
     def descriptor(self) -> str:
         """Compact text from which :meth:`from_descriptor` rebuilds this plan (no GPUs)."""
+        return self._descriptor
+
+    @cached_property
+    def _descriptor(self) -> str:
         return Descriptor(
             nodes=self.nodes,
             counts=self.counts,
@@ -416,8 +448,13 @@ def plan_for(
         nodelist=step.nodelist if from_step else None,
         tasks_per_node=step.tasks_per_node if from_step else None,
     )
+    plan.__dict__["counts"] = counts  # the cached property, already counted above
     plan._check_ports()
     return plan
+
+
+# Plan's cached properties that do not depend on the rank or the GPUs (see Plan.for_task).
+_STEP_WIDE_CACHES = ("counts", "hosts", "addresses", "_cluster_json", "_cluster_json_floor", "_descriptor")
 
 
 def plan_from_environ(

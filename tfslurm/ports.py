@@ -44,7 +44,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import PortError
+from tfslurm.errors import clip as _clip
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
@@ -140,7 +142,7 @@ class PortRule:
         if code == "r":
             return cls("reserved", ports=parse_port_list(body, f"port rule {_clip(text)!r}"))
         kind = {"d": "derived", "e": "explicit"}.get(code)
-        if kind is None or not body.isascii() or not body.isdigit() or len(body) > 5:
+        if kind is None or not is_ascii_number(body, 5):
             raise PortError(f"port rule {_clip(text)!r} is not an encoded port rule")
         return cls(kind, base=int(body))
 
@@ -170,7 +172,7 @@ def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int
 
 def _port_digits(text: str) -> bool:
     """1 to 5 ASCII digits (int() alone would take blanks, '+' and other scripts' digits)."""
-    return 0 < len(text) <= 5 and text.isascii() and text.isdigit()
+    return is_ascii_number(text, 5)
 
 
 def format_port_list(ports: Sequence[int]) -> str:
@@ -280,7 +282,7 @@ def _explicit_base(step: Step, port_base: int | None) -> tuple[int | None, str]:
     raw = step.env.get("TFSLURM_PORT_BASE", "").strip()
     if not raw:
         return None, ""
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 5 or not 1 <= int(raw) <= _MAX_PORT:
+    if not is_ascii_number(raw, 5) or not 1 <= int(raw) <= _MAX_PORT:
         raise PortError(f"TFSLURM_PORT_BASE={_clip(raw)!r} is not a port (1..65535)")
     return int(raw), "TFSLURM_PORT_BASE"
 
@@ -312,7 +314,3 @@ def _check_range(rng: tuple[int, int]) -> None:
         or not 1 <= rng[0] <= rng[1] <= _MAX_PORT
     ):
         raise PortError(f"ephemeral range {rng!r} is not a (low, high) pair of ports")
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -27,9 +27,14 @@ from tfslurm.errors import TfslurmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
     from typing import TextIO
+
+    from tfslurm.plan import Plan
+    from tfslurm.step import Step
+
+    PlanSource = Callable[[Step, str], Plan]
 
 __all__ = [
     "MARKER",
@@ -69,13 +74,14 @@ class PrologError(TfslurmError):
     """Variables that cannot be passed through Slurm's TaskProlog protocol."""
 
 
-def task_changes(env: Mapping[str, str]) -> dict[str, str | None]:
+def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) -> dict[str, str | None]:
     """The variables to set (str) or unset (None) in this task, in output order.
 
     Empty when the marker is absent or this is not a task of a step (the batch script of an
     ``sbatch`` that exported ``TFSLURM_TF_DIST`` itself runs the hook too, and needs nothing).
     The plan always comes from Slurm's variables, never from an inherited TF_CONFIG or
-    descriptor: those are replaced or unset, so a stale one cannot survive.
+    descriptor: those are replaced or unset, so a stale one cannot survive. ``plan_source``
+    makes the plan instead of :func:`plan_for` (the per-node mode shares one per node).
     """
     spec = env.get(MARKER, "")
     if not spec.strip():
@@ -87,7 +93,7 @@ def task_changes(env: Mapping[str, str]) -> dict[str, str | None]:
         return {}
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 
-    plan = plan_for(step, spec)
+    plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
     if env.get("TFSLURM_FOR", "").strip() or env.get("TFSLURM_IFACE", "").strip():
         from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
 
@@ -134,13 +140,16 @@ def format_lines(changes: Mapping[str, str | None]) -> list[str]:
     return lines
 
 
-def prolog_lines(env: Mapping[str, str] | None = None) -> list[str]:
+def prolog_lines(env: Mapping[str, str] | None = None, plan_source: PlanSource | None = None) -> list[str]:
     """Every line the hook prints for a task with environment ``env`` (default: os.environ)."""
-    return format_lines(task_changes(os.environ if env is None else env))
+    return format_lines(task_changes(os.environ if env is None else env, plan_source))
 
 
 def main(
-    env: Mapping[str, str] | None = None, out: TextIO | None = None, argv: list[str] | None = None
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    argv: list[str] | None = None,
+    plan_source: PlanSource | None = None,
 ) -> int:
     """Run the hook: print the lines; on error print a ``print`` line and return non-zero.
 
@@ -163,7 +172,7 @@ def main(
         return 0
     asked = bool(env.get(MARKER, "").strip())
     try:
-        lines = prolog_lines(env)
+        lines = prolog_lines(env, plan_source)
     except TfslurmError as exc:
         return _fail(out, env, asked, f"error: {exc}", 2)
     except Exception as exc:  # a bug must still reach the user as one readable line
@@ -191,16 +200,50 @@ def node_output(env: Mapping[str, str]) -> str:
         raw = env.get("SLURM_GTIDS", "")
         raise PrologError(f"SLURM_GTIDS={_clip(raw)!r} is not a list of at most {NODE_TASKS_MAX} task ids")
     parts = [NODE_HEADER + "\n"]
+    shared = _NodePlans()
     for local, gtid in enumerate(gtids):
         task_env = dict(env)
         task_env["SLURM_PROCID"] = str(gtid)
         task_env["SLURM_LOCALID"] = str(local)
         lines = StringIO()
-        status = main(task_env, lines)
+        status = main(task_env, lines, plan_source=shared)
         parts.append(f"task {local} {status}\ninput SLURM_PROCID={gtid}\ninput SLURM_LOCALID={local}\n")
         parts.append(lines.getvalue())
     parts.append("end\n")
     return "".join(parts)
+
+
+class _NodePlans:
+    """One plan per node for :func:`node_output`: the first task's plan is made and
+    verified as usual; the node's other tasks take it with their own rank and GPUs.
+
+    That is sound because they differ from the first only in SLURM_PROCID/SLURM_LOCALID,
+    and the first task's verification already checked the whole node: its SLURM_GTIDS
+    equal the layout's ranks on this node, in local-id order, so rank ``SLURM_GTIDS[i]`` has
+    local id ``i`` on this node, which is what each other task's own check would find.
+    """
+
+    def __init__(self) -> None:
+        self.first: tuple[Plan, object, str] | None = None  # plan, layout, jobs spec
+
+    def __call__(self, step: Step, spec: str) -> Plan:
+        from dataclasses import replace
+
+        from tfslurm.layout import layout_for
+        from tfslurm.plan import gpu_plan_for, plan_for
+
+        if self.first is None or self.first[2] != spec:
+            layout = layout_for(step)
+            given = plan_for(step, spec, layout=layout)
+            # The layout is the step's own, so Slurm's compact strings describe it (the
+            # descriptor uses them), as in a plan that computed its layout itself.
+            plan = replace(given, nodelist=step.nodelist, tasks_per_node=step.tasks_per_node)
+            plan.__dict__["counts"] = given.counts
+            self.first = (plan, layout, spec)
+            return plan
+        plan, layout, _ = self.first
+        assert step.procid is not None
+        return plan.for_task(step.procid, gpu_plan_for(step, layout))  # type: ignore[arg-type]
 
 
 def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:

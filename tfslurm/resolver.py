@@ -147,7 +147,10 @@ class SlurmResolverMixin:
     def cluster_spec(self) -> Any:
         """The cluster as ``tf.train.ClusterSpec`` (a dict of lists without TF)."""
         spec = self._plan.cluster_spec()
-        return spec if self._cluster_spec_type is None else self._cluster_spec_type(spec)
+        if self._cluster_spec_type is None:
+            return spec
+        self._plan.require_text_hosts("TensorFlow's ClusterSpec")
+        return self._cluster_spec_type(spec)
 
     def master(
         self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tfslurm.errors import SlurmEnvError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
@@ -208,14 +210,14 @@ def _int(env: Mapping[str, str], *names: str, positive: bool = False) -> int | N
             continue
         value = _parse_int(name, raw.strip())
         if positive and value == 0:
-            raise SlurmEnvError(f"{name}={raw!r} must be a positive integer")
+            raise SlurmEnvError(f"{name}={_clip(raw)!r} must be a positive integer")
         return value
     return None
 
 
 def _parse_int(name: str, raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
-        raise SlurmEnvError(f"{name}={raw!r} is not a non-negative integer")
+    if not is_ascii_number(raw, 19):
+        raise SlurmEnvError(f"{name}={_clip(raw)!r} is not a non-negative integer")
     return int(raw)
 
 
@@ -257,7 +259,3 @@ def _het_components(env: Mapping[str, str]) -> tuple[HetComponent, ...]:
         )
         for n in range(size)
     )
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

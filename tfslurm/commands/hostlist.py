@@ -7,7 +7,6 @@ needing a Slurm installation (see ``docs/hostlist.md``).
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 
 from tfslurm.errors import HostlistError
@@ -55,11 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfslurm import hostlist
 
-    # Host names are bytes to Slurm: names that are not UTF-8 pass through unchanged (as
-    # they do in arguments) instead of failing to decode or print in a UTF-8 locale.
-    for stream in (sys.stdin, sys.stdout):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="surrogateescape")
     if args.action == "expand":
         hosts = hostlist.expand(args.expr)
         if hosts:
