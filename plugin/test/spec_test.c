@@ -14,6 +14,8 @@
  * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
  * valgrind see any read past the end.
  */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -186,6 +189,12 @@ static void unit_config(void)
 	config_case("host_template={node}\x1b", 0, NULL, NULL, "'\\x1b' at byte 6");
 	config_case("host_template=\xc3\xa9{node}", 0, NULL, NULL, "'\\xc3' at byte 0");
 	config_case("verbose", 0, NULL, NULL, "unknown argument");
+	config_case("hook_timeout=5", 1, "worker:*", "", NULL);
+	config_case("hook_timeout=0", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=3601", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=5s", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=999999999", 0, NULL, NULL, "whole seconds from 1 to 3600");
 	config_case("default_spec=worker:*|tfdist=1", 0, NULL, NULL, "'tfdist=1': unknown");
 
 	/* a control character in the argument itself, and a template that is too long */
@@ -292,13 +301,31 @@ static void hook_case(const char *output, size_t len, int want_rc, const char *w
 
 #define HOOK(s, rc, log, e) hook_case(s, sizeof(s) - 1, rc, log, e)
 
+/* Whether pid runs (a zombie waiting for its reaper does not). */
+static int alive(int pid)
+{
+	char path[64], line[512];
+	FILE *f;
+	char *close_paren;
+	int running = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(line, sizeof(line), f) && (close_paren = strrchr(line, ')')) && close_paren[1])
+		running = close_paren[2] != 'Z';
+	fclose(f);
+	return running;
+}
+
 static void unit_hook(void)
 {
 	char script[] = "/tmp/tfd_hook_test_XXXXXX";
 	char *env[] = { "TFSLURM_TF_DIST=worker:*", "PATH=/usr/bin:/bin", NULL };
 	char *out = NULL, err[256];
 	size_t out_len = 0;
-	int fd, status = 0;
+	int fd, status = 0, rc, saved_stderr, devnull;
 	FILE *f;
 
 	HOOK("", 0, "", NULL);
@@ -348,7 +375,7 @@ static void unit_hook(void)
 		   "echo \"print $PATH\"\nexit 3\n");
 	fclose(f);
 	chmod(script, 0700);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	if (tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err)) != 0 ||
 	    strcmp(out, "export GOT=worker:*\nprint /usr/bin:/bin\n") != 0 || out_len != strlen(out) ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) != 3) {
 		printf("FAIL hook run: %s / '%s' / %d\n", err, out ? out : "(null)", status);
@@ -359,14 +386,63 @@ static void unit_hook(void)
 	f = fopen(script, "w");
 	fprintf(f, "#!/bin/sh\nexec yes export A=1\n");
 	fclose(f);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != -1 ||
+	if (tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err)) != -1 ||
 	    !strstr(err, "more than") || out != NULL) {
 		printf("FAIL hook run flood: %s\n", err);
 		failures++;
 	}
-	/* not executable */
+	/* a hook that never finishes (it reads a FIFO nobody writes): killed after the limit,
+	 * with its children, and says so */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\necho 'export A=1'\nsleep 30 &\necho $! > %s.child\nwait\n", script);
+	fclose(f);
+	chmod(script, 0700);
+	{
+		char childfile[sizeof(script) + 8];
+		FILE *cf;
+		int child = 0;
+		time_t t0 = time(NULL);
+		rc = tfd_hook_run(script, env, 1, &out, &out_len, &status, err, sizeof(err));
+
+		if (rc != -2 || out != NULL || !strstr(err, "did not finish within 1 s") ||
+		    time(NULL) - t0 > 5) {
+			printf("FAIL hook run timeout: rc %d, %s\n", rc, err);
+			failures++;
+		}
+		snprintf(childfile, sizeof(childfile), "%s.child", script);
+		cf = fopen(childfile, "r");
+		if (cf) {
+			if (fscanf(cf, "%d", &child) != 1)
+				child = 0;
+			fclose(cf);
+		}
+		unlink(childfile);
+		usleep(100000);
+		if (child <= 0 || alive(child)) {
+			printf("FAIL hook run timeout: the hook's child %d survived\n", child);
+			failures++;
+		}
+	}
+	/* output closed but the hook keeps running: the limit still holds */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\necho 'export A=1'\nexec >&-\nsleep 30\n");
+	fclose(f);
+	if (tfd_hook_run(script, env, 1, &out, &out_len, &status, err, sizeof(err)) != -2) {
+		printf("FAIL hook run timeout after closing stdout: %s\n", err);
+		failures++;
+	}
+	/* not executable (the child's "cannot run" line goes to /dev/null here, so that a
+	 * passing `make check` prints nothing alarming) */
 	chmod(script, 0600);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	fflush(stderr);
+	saved_stderr = dup(2);
+	devnull = open("/dev/null", O_WRONLY);
+	dup2(devnull, 2);
+	close(devnull);
+	rc = tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err));
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	if (rc != 0 ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) != 127) {
 		printf("FAIL hook run not executable: %d\n", status);
 		failures++;
