@@ -14,6 +14,7 @@
  * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
  * valgrind see any read past the end.
  */
+#include <ctype.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -551,6 +552,23 @@ static int unit(void)
 	size_t i;
 
 	expect("worker:4", 1, NULL);
+	/* TF's job names are exact: another case or one typo is refused, naming the real one */
+	expect("Worker:*", 0, "not TensorFlow's 'worker'");
+	expect("WORKER:2", 0, "write worker");
+	expect("ps:1,wokrer:*", 0, "not TensorFlow's 'worker'");
+	expect("workers:*", 0, "not TensorFlow's 'worker'");
+	expect("worke:*", 0, "not TensorFlow's 'worker'");
+	expect("chef:1,worker:*", 0, "not TensorFlow's 'chief'");
+	expect("PS:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("pss:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("sp:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("evaluatr:1,worker:*", 0, "not TensorFlow's 'evaluator'");
+	expect("chief:1,worker:*,Evaluator:1", 0, "not TensorFlow's 'evaluator'");
+	/* names two edits or more away stay allowed */
+	expect("wrkr:2", 1, NULL);
+	expect("server:2", 1, NULL);
+	expect("ps2x:1,worker:*", 1, NULL);
+	expect("learner:1,actor:*", 1, NULL);
 	expect("worker:*", 1, NULL);
 	expect("chief:1,ps:2,worker:*", 1, NULL);
 	expect("ps:1,worker:3", 1, NULL);
@@ -664,6 +682,49 @@ static void trim(const char *s, size_t *lo, size_t *hi)
 		(*hi)--;
 }
 
+/* Optimal-string-alignment distance, case folded: the model's own near-miss rule. */
+static size_t model_distance(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b), d[64][16], i, j;
+
+	if (alen >= 64)
+		return 99;
+	for (i = 0; i <= alen; i++)
+		d[i][0] = i;
+	for (j = 0; j <= blen; j++)
+		d[0][j] = j;
+	for (i = 1; i <= alen; i++) {
+		for (j = 1; j <= blen; j++) {
+			char ca = (char) tolower((unsigned char) a[i - 1]);
+			size_t best = d[i - 1][j - 1] + (ca != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && ca == b[j - 2] &&
+			    tolower((unsigned char) a[i - 2]) == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[alen][blen];
+}
+
+static int model_near_miss(const char *name, size_t len)
+{
+	static const char *const tf[] = { "chief", "worker", "ps", "evaluator" };
+	size_t k;
+
+	for (k = 0; k < 4; k++)
+		if (strlen(tf[k]) == len && memcmp(name, tf[k], len) == 0)
+			return 0;
+	for (k = 0; k < 4; k++)
+		if (model_distance(name, len, tf[k]) <= 1)
+			return 1;
+	return 0;
+}
+
 static int model_valid(const char *s, size_t n)
 {
 	size_t start = 0, i, e = 0, k, j;
@@ -692,6 +753,8 @@ static int model_valid(const char *s, size_t n)
 			if (!((s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
 			      (s[j] >= '0' && s[j] <= '9') || s[j] == '_'))
 				return 0;
+		if (model_near_miss(s + nlo, nhi - nlo))
+			return 0;
 		if (chi - clo == 1 && s[clo] == '*') {
 			stars++;
 		} else {
@@ -729,7 +792,8 @@ static size_t random_input(char *buf, size_t cap)
 		"\xc3\xa9", "\xff", "\x01", "-", "::", ",,", "j1", "j2",
 	};
 	static const char *names[] = { "worker", "ps", "chief", "evaluator", "J1", "a_2",
-				       " ps", "ps\t" };
+				       " ps", "ps\t", "Worker", "wokrer", "workers", "PS", "p",
+				       "chef", "evaluater", "psx", "wrkr", "Chief_", "sp" };
 	static const char *counts[] = { "*", "1", "2", "17", "123456789012345678", "0",
 					"01", " 3", "* ", "1234567890123456789" };
 	size_t n = 0, target;
