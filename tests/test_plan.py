@@ -495,9 +495,26 @@ def test_cli_tf_config_env_and_plan() -> None:
     assert json.loads(shell.stdout)["task"] == {"type": "worker", "index": 1}
     done = run_cli(["env", "--format", "json", "--port-base", "7000"], env)
     assert json.loads(done.stdout)["CUDA_VISIBLE_DEVICES"] == "1"
-    done = run_cli(["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"], env)
+    done = run_cli(["plan", "--all-tasks", "--jobs", "ps:1,worker:2", "--port-base", "7000"], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split() == ["0", "ps", "0", "n9:7000", "0"]
+
+
+def test_plan_is_printed_once_per_step_by_rank_0() -> None:
+    """`srun -n3 tfslurm plan` printed three interleaved tables; now rank 0 prints the one
+    table (and a note on '?'), the others only check; --all-tasks prints in every task."""
+    args = ["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"]
+    other = run_cli(args, task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))
+    assert other.returncode == 0 and other.stdout == "" and other.stderr == ""
+    first = run_cli(args, task_env(SLURM_PROCID="0", SLURM_LOCALID="0", CUDA_VISIBLE_DEVICES="0,1",
+                                   SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))  # fmt: skip
+    lines = first.stdout.splitlines()
+    assert first.returncode == 0 and len(lines) == 5, first.stdout
+    assert lines[1].split() == ["0", "ps", "0", "n9:7000", "0", "*"]
+    assert lines[3].split() == ["2", "worker", "1", "n10:7000", "?"]
+    assert lines[4].startswith("(? = GPUs of a task on another node") and "--all-tasks" in lines[4]
+    bad = run_cli(["plan", "--jobs", "ps:1,worker:1"], task_env())  # errors still in every task
+    assert bad.returncode == 2 and "asks for 2 tasks" in bad.stderr
 
 
 @pytest.mark.parametrize("command", ["tf-config", "env", "plan"])
