@@ -178,3 +178,15 @@ def test_near_tf_name_is_one_edit_ignoring_case(base: str, noise: str, at: int) 
         if name not in TF_JOB_NAMES:
             expected = next((t for t in TF_JOB_NAMES if _osa_distance(name.lower(), t) <= 1), None)
         assert near_tf_name(name) == expected, name
+
+
+def test_count_mismatch_advice_is_in_the_form_the_user_wrote() -> None:
+    """A dict (TF's resolver takes jobs={...}) gets dict advice, a string gets spec grammar."""
+    with pytest.raises(JobSpecError) as caught:
+        parse_jobs({"ps": 1, "worker": 1}, 3)
+    assert str(caught.value) == (
+        "jobs spec {'ps': 1, 'worker': 1} asks for 2 tasks but the step has 3; "
+        "give one job the rest with {'NAME': '*'}"
+    )
+    with pytest.raises(JobSpecError, match=r"^jobs spec 'ps:1,worker:1' asks .* rest with NAME:\*$"):
+        parse_jobs("ps:1,worker:1", 3)

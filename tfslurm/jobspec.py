@@ -71,7 +71,7 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         shown = _show(spec)
     elif isinstance(spec, Mapping):
         entries = _mapping_entries(spec)
-        shown = _show(format_jobs(spec))
+        shown = _show_mapping(spec)
     else:
         raise JobSpecError(
             f"jobs spec {spec!r} is neither a string like 'ps:1,worker:3' nor a dict like {{'worker': 4}}"
@@ -82,7 +82,8 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         raise JobSpecError(
             f"jobs spec {shown} asks for {fixed} task{'s' if fixed != 1 else ''} "
             f"but the step has {num_tasks}"
-            + ("" if has_rest else "; give one job the rest with NAME:*")
+            + ("" if has_rest else "; give one job the rest with "
+               + ("NAME:*" if isinstance(spec, str) else "{'NAME': '*'}"))
         )
     jobs: dict[str, int] = {}
     for name, count in entries:
@@ -194,6 +195,12 @@ def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:
         seen.add(name)
     if sum(count is None for _, count in entries) > 1:
         raise JobSpecError(f"jobs spec {_show(spec)}: only one job can take the rest ('*')")
+
+
+def _show_mapping(spec: Mapping[str, int | str], limit: int = 80) -> str:
+    """A dict spec as the user wrote it (dict form), bounded like :func:`_show`."""
+    text = "{" + ", ".join(f"{name!r}: {count!r}" for name, count in spec.items()) + "}"
+    return text if len(text) <= limit else text[:limit] + "...}"
 
 
 def _show(text: str, limit: int = 80) -> str:
