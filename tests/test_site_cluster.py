@@ -245,6 +245,7 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
     done = site_cluster.run([command, "--help"], timeout=30)
     assert done.returncode == 0
     assert "--tf-dist" in done.stdout and "ps:1,worker:*" in done.stdout
+    assert "TaskProlog" not in done.stdout  # set-up A has none: the help must not claim one
 
 
 # --- srun --------------------------------------------------------------------------------
@@ -402,6 +403,7 @@ def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site
     assert done.returncode != 0
     lines = [l for l in done.stdout.splitlines() if l.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
     assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in l for l in lines)
+    assert "Exited with exit code 2" in done.stderr
 
 
 # --- jobs without --tf-dist see no trace of tfslurm -----------------------------------
@@ -482,6 +484,7 @@ def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: Loc
     printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
     assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
     assert "the hook" in done.stderr and "exit status 2" in done.stderr
+    assert "Exited with exit code 2" in done.stderr  # as under a TaskProlog= (docs/tf-dist.md)
     assert not unhealthy_nodes(hook_cluster)
     assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node
 

@@ -78,13 +78,18 @@ static int is_tf_step(spank_t sp)
 	}
 }
 
+/* The hook's own exit status when it failed this task (hook_failed), so the task exits
+ * with the same code as under a TaskProlog= (set-up B): 2 for a user error. */
+static int hook_exit_status;
+
 /* Say why this task cannot start: slurmstepd copies its errors to the task's stderr
  * ("slurmstepd-NODE: error: tfslurm: ...") and to the slurmd log. */
 static int task_fail(const char *why)
 {
 	slurm_error("tfslurm: %s", why);
 	if (stepd_pid != 0 && getpid() != stepd_pid)
-		exit(1); /* this task's process, before exec: fail it even when "optional" */
+		exit(hook_exit_status > 0 ? hook_exit_status : 1); /* this task's process, before
+		exec: fail it even when "optional" */
 	return -1;
 }
 
@@ -168,6 +173,7 @@ static void hook_print(void *ctx, const char *text, size_t len)
 /* The hook ran and exited non-zero for this task: it has told the user why. */
 static int hook_failed(const char *path, int status, char *err, size_t errlen)
 {
+	hook_exit_status = status;
 	snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
 		 "task's output)", path, status);
 	return -1;
