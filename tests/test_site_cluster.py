@@ -730,6 +730,37 @@ def test_broken_installation_never_fails_other_jobs(
     assert not unhealthy_nodes(cluster)
 
 
+def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrapper_fails_all(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Set-up B (TaskProlog= the wrapper). The wrapper is safe: with its Python gone, plain
+    jobs run and --tf-dist tasks fail with one line naming the fix. The wrapper file itself
+    missing on a node is Slurm's business: Slurm 22.05 fails every task there (why
+    docs/admin-guide.md recommends set-up A and says so)."""
+    work = tmp_path_factory.mktemp("setup-b")
+    work.chmod(0o755)
+    gone = work / "wrapper-python-gone"
+    gone.write_text(prolog.wrapper_script(python="/nonexistent/python"))
+    gone.chmod(0o755)
+    cluster = slurm_cluster_factory(
+        num_nodes=2, gpus=0, task_prolog=str(gone),
+        plugstack_lines=[f"optional {site_files['plugin']}"],
+    )  # fmt: skip
+    plain = cluster.srun("-N2", "-n2", "true")
+    assert plain.returncode == 0, plain.stderr
+    asked = cluster.srun("--tf-dist=worker:*", "-N2", "-n2", "true")
+    assert asked.returncode != 0
+    printed = [l for l in asked.stdout.splitlines() if l.startswith("tfslurm: Python /nonexistent/python")]
+    assert len(printed) == 2 and all("reinstall tfslurm" in l for l in printed), asked.stdout + asked.stderr
+    lost = work / "wrapper-lost-later"
+    lost.write_text(prolog.wrapper_script())
+    lost.chmod(0o755)
+    missing = slurm_cluster_factory(num_nodes=2, gpus=0, task_prolog=str(lost))
+    lost.unlink()  # as on a node where the wrapper was never installed or got removed
+    done = missing.srun("-N1", "-n1", "true")
+    assert done.returncode != 0  # Slurm's own rule: a TaskProlog it cannot run fails the task
+
+
 def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: LocalCluster) -> None:
     """Slurm ignores an optional plugin's task_init failure; the plugin ends the task."""
     done = site_cluster.srun("-N2", "-n2", "printenv", "SLURM_PROCID",
