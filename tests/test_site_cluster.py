@@ -512,6 +512,20 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(hook_cluster: Loca
     assert not unhealthy_nodes(hook_cluster)
 
 
+def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster, tmp_path: Path) -> None:
+    """srun reads a relative SLURM_HOSTFILE from where it runs; --chdir moves the tasks, so
+    they cannot find it. The message says so (it used to blame the shared file system)."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "hosts").write_text("node1\nnode1\n")
+    done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
+                             cwd=str(tmp_path), env_extra={"SLURM_HOSTFILE": "hosts"})  # fmt: skip
+    assert done.returncode != 0
+    lines = [l for l in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in l]
+    assert len(lines) == 2, done.stdout + done.stderr
+    assert all("'/tmp'" in l and "--chdir" in l and "absolute path" in l for l in lines)
+    assert "shared file system" not in done.stdout
+
+
 def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(hook_cluster: LocalCluster, site_files) -> None:
     """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
     and each task fails with one line naming the limit; no second wait per task."""
