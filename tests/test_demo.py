@@ -121,3 +121,45 @@ def test_demo_rejects_bad_options():
                           check=False, timeout=60, env=_clean_env())
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --timeout nan: choose a positive number of seconds"
+
+
+def test_demo_rejects_bad_cluster_options_in_one_line():
+    for args, needle in ((["--state-dir", "rel/dir"], "--state-dir 'rel/dir': must be an absolute path"),
+                         (["--ctld-port", "80"], "--ctld-port 80: expected an integer in 1024..65534"),
+                         (["--resv-ports", "30000-20000"], "--resv-ports '30000-20000': expected LOW-HIGH")):
+        done = subprocess.run([*TFSLURM, "demo", *args], capture_output=True, text=True, check=False,
+                              timeout=60, env=_clean_env())
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"tfslurm demo: error: {needle}" or (
+            len(done.stderr.splitlines()) == 1 and needle in done.stderr), done.stderr
+
+
+@pytest.mark.cluster
+@pytest.mark.tf
+def test_demo_takes_its_state_dir_and_ports(slurm_cluster_factory, tmp_path):
+    """--state-dir, --ctld-port and --resv-ports reach the cluster the demo starts."""
+    slurm_cluster_factory()
+    _need_tensorflow()
+    state = Path(f"/tmp/tfs-demo-opts-{os.getpid()}")
+    port = 30000 + os.getpid() % 2000 * 2
+    proc = subprocess.Popen([*TFSLURM, "demo", "--steps", "100000", "--state-dir", str(state), "--ctld-port",
+                             str(port), "--resv-ports", "21000-21100"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_clean_env())
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "cluster up" in line:
+                break
+        assert f"(state {state})" in "".join(lines), "".join(lines)
+        conf = (state / "etc" / "slurm.conf").read_text()
+        assert f"SlurmctldPort={port}\n" in conf and "MpiParams=ports=21000-21100\n" in conf
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert not _processes_mentioning(str(state))
+    shutil.rmtree(state, ignore_errors=True)

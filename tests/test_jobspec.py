@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tfslurm.errors import JobSpecError, TfslurmError
-from tfslurm.jobspec import format_jobs, parse_jobs, split_spec, tf_order
+from tfslurm.jobspec import TF_JOB_NAMES, format_jobs, near_tf_name, parse_jobs, split_spec, tf_order
 
 
 def test_string_spec_keeps_written_order():
@@ -135,3 +135,58 @@ def test_arbitrary_text_parses_or_raises_job_spec_error(text):
         assert "\n" not in str(exc)
     else:
         assert sum(jobs.values()) == 8
+
+
+# --- TF's job names are exact --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [("Worker", "worker"), ("WORKER", "worker"), ("wokrer", "worker"), ("workers", "worker"),
+     ("worke", "worker"), ("Chief", "chief"), ("chef", "chief"), ("PS", "ps"), ("pss", "ps"),
+     ("sp", "ps"), ("evaluatr", "evaluator"), ("Evaluator", "evaluator")],
+)  # fmt: skip
+def test_near_miss_of_a_tf_job_name_is_refused_naming_it(name: str, meant: str) -> None:
+    for spec in (f"{name}:*", {name: "*"}):
+        with pytest.raises(JobSpecError, match=f"is not TensorFlow's '{meant}'.*write {meant}$"):
+            parse_jobs(spec, 4)
+
+
+@pytest.mark.parametrize("name", ["chief", "worker", "ps", "evaluator", "wrkr", "server", "learner", "ps2x", "x"])
+def test_exact_and_distant_names_are_allowed(name: str) -> None:
+    assert parse_jobs(f"{name}:1", 1) == {name: 1}
+
+
+def _osa_distance(a: str, b: str) -> int:
+    """Textbook optimal-string-alignment distance: the model near_tf_name must match."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+@given(st.sampled_from(["chief", "worker", "ps", "evaluator"]), st.text("abcdefhikloprstuvwxyzCEKOPRSW_2", max_size=3), st.integers(0, 9))
+def test_near_tf_name_is_one_edit_ignoring_case(base: str, noise: str, at: int) -> None:
+    at = min(at, len(base))
+    for name in (base[:at] + noise + base[at:], base[:at] + noise + base[at + 1 :], base.upper()):
+        if not name[:1].isalpha():
+            continue
+        expected = None
+        if name not in TF_JOB_NAMES:
+            expected = next((t for t in TF_JOB_NAMES if _osa_distance(name.lower(), t) <= 1), None)
+        assert near_tf_name(name) == expected, name
+
+
+def test_count_mismatch_advice_is_in_the_form_the_user_wrote() -> None:
+    """A dict (TF's resolver takes jobs={...}) gets dict advice, a string gets spec grammar."""
+    with pytest.raises(JobSpecError) as caught:
+        parse_jobs({"ps": 1, "worker": 1}, 3)
+    assert str(caught.value) == (
+        "jobs spec {'ps': 1, 'worker': 1} asks for 2 tasks but the step has 3; "
+        "give one job the rest with {'NAME': '*'}"
+    )
+    with pytest.raises(JobSpecError, match=r"^jobs spec 'ps:1,worker:1' asks .* rest with NAME:\*$"):
+        parse_jobs("ps:1,worker:1", 3)

@@ -29,6 +29,7 @@ from tfslurm.plan import (
     Plan,
     plan_for,
     plan_from_environ,
+    tf_config_json,
 )
 from tfslurm.ports import PortRule
 from tfslurm.step import Step
@@ -178,6 +179,48 @@ def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
     assert json.loads(plan.tf_config(0))["task"] == {"type": "chief", "index": 0}
     grpc = plan_for(Step.from_environ(task_env()), port_base=2222, rpc_layer="grpc")
     assert json.loads(grpc.tf_config())["rpc_layer"] == "grpc"
+
+
+def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> None:
+    """One evaluator rule (docs/ps.md): the hook's TF_CONFIG equals what `tfslurm run`
+    writes (Role.tf_config, through tf_config_json): the evaluator sees everything, the
+    training tasks do not see it."""
+    from tfslurm.runtime.roles import role_from_tf_config
+
+    plan = plan_for(Step.from_environ(task_env()), "chief:1,evaluator:1,worker:*", port_base=2222)
+    full = {"chief": ["n9:2222"], "evaluator": ["n9:2223"], "worker": ["n10:2222"]}
+    assert plan.cluster_spec() == full
+    assert json.loads(plan.tf_config(0))["cluster"] == {"chief": ["n9:2222"], "worker": ["n10:2222"]}
+    assert json.loads(plan.tf_config(2))["cluster"] == {"chief": ["n9:2222"], "worker": ["n10:2222"]}
+    assert json.loads(plan.tf_config(1)) == {"cluster": full, "task": {"type": "evaluator", "index": 0}}
+    for rank in range(3):
+        job, index = plan.job_of(rank)
+        assert plan.tf_config(rank) == tf_config_json(full, job, index)
+        # tfslurm run, given the evaluator's full view, writes the same text for every task
+        evaluator_view = role_from_tf_config(plan.tf_config(1))
+        rebuilt = type(evaluator_view)(job, index, evaluator_view.cluster, "test")
+        assert rebuilt.tf_config() == plan.tf_config(rank)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["chief", "evaluator", "ps", "worker", "server"]), min_size=1, max_size=5, unique=True),
+    st.integers(1, 9),
+    st.sampled_from([None, "grpc"]),
+    st.sampled_from(["{node}", 'we"ird{node}']),
+)
+def test_plan_tf_config_fast_path_equals_the_one_writer(names: list[str], extra: int, rpc: str | None, template: str) -> None:
+    spec = ",".join(f"{n}:{'*' if n == names[-1] and n not in ('chief', 'evaluator') else 1}" for n in names)
+    tasks = len(names) - 1 + (extra if names[-1] not in ("chief", "evaluator") else 1)
+    env = task_env(SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE=str(tasks), SLURM_STEP_NUM_TASKS=str(tasks),
+                   SLURM_STEP_NUM_NODES="1", SLURMD_NODENAME="n1", SLURM_GTIDS=",".join(map(str, range(tasks))), SLURM_PROCID="0", SLURM_LOCALID="0",
+                   TFSLURM_HOST_TEMPLATE=template)  # fmt: skip
+    plan = plan_for(Step.from_environ(env), spec, port_base=3000, rpc_layer=rpc)
+    for rank in range(tasks):
+        job, index = plan.job_of(rank)
+        text = plan.tf_config(rank)
+        assert text == tf_config_json(plan.cluster_spec(), job, index, rpc)
+        assert ("evaluator" in json.loads(text)["cluster"]) == (job == "evaluator")
 
 
 def test_host_template_maps_node_names_to_addresses() -> None:
@@ -452,9 +495,26 @@ def test_cli_tf_config_env_and_plan() -> None:
     assert json.loads(shell.stdout)["task"] == {"type": "worker", "index": 1}
     done = run_cli(["env", "--format", "json", "--port-base", "7000"], env)
     assert json.loads(done.stdout)["CUDA_VISIBLE_DEVICES"] == "1"
-    done = run_cli(["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"], env)
+    done = run_cli(["plan", "--all-tasks", "--jobs", "ps:1,worker:2", "--port-base", "7000"], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split() == ["0", "ps", "0", "n9:7000", "0"]
+
+
+def test_plan_is_printed_once_per_step_by_rank_0() -> None:
+    """`srun -n3 tfslurm plan` printed three interleaved tables; now rank 0 prints the one
+    table (and a note on '?'), the others only check; --all-tasks prints in every task."""
+    args = ["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"]
+    other = run_cli(args, task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))
+    assert other.returncode == 0 and other.stdout == "" and other.stderr == ""
+    first = run_cli(args, task_env(SLURM_PROCID="0", SLURM_LOCALID="0", CUDA_VISIBLE_DEVICES="0,1",
+                                   SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))  # fmt: skip
+    lines = first.stdout.splitlines()
+    assert first.returncode == 0 and len(lines) == 5, first.stdout
+    assert lines[1].split() == ["0", "ps", "0", "n9:7000", "0", "*"]
+    assert lines[3].split() == ["2", "worker", "1", "n10:7000", "?"]
+    assert lines[4].startswith("(? = GPUs of a task on another node") and "--all-tasks" in lines[4]
+    bad = run_cli(["plan", "--jobs", "ps:1,worker:1"], task_env())  # errors still in every task
+    assert bad.returncode == 2 and "asks for 2 tasks" in bad.stderr
 
 
 @pytest.mark.parametrize("command", ["tf-config", "env", "plan"])

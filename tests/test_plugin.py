@@ -177,7 +177,8 @@ def python_accepts(spec: str) -> bool:
     return False
 
 
-NAMES = st.sampled_from(["worker", "ps", "chief", "evaluator", "W2", "a_b", "x"])
+NAMES = st.sampled_from(["worker", "ps", "chief", "evaluator", "W2", "a_b", "x",
+                         "Worker", "wokrer", "workers", "PS", "p", "chef", "wrkr", "ps2x"])
 COUNTS = st.sampled_from(["*", "0", "1", "2", "3", "007", "123456789012345678", "1234567890123456789"])
 BLANK = st.sampled_from(["", "", "", " ", "\t", "  "])
 # Noise that may turn a good spec into a bad one: separators, signs, control and non-ASCII.
@@ -210,7 +211,9 @@ def plain(spec: str) -> bool:
     ["worker:4", "chief:1,ps:2,worker:*", " ps : 1 ,\tworker:* ", "worker:0,ps:*", "Ab_1:2",
      "worker", "worker:", "worker:-1", "worker:*,ps:*", "ps:1,ps:2", "chief:2", "worker:0",
      "", "   ", ",", "worker:1,", "wor ker:1", "worker:1:2", "x" * 5000 + ":1",
-     "worker:1234567890123456789", "w" * 4094 + ":1", "w" * 4095 + ":1"],
+     "worker:1234567890123456789", "w" * 4094 + ":1", "w" * 4095 + ":1",
+     "Worker:*", "wokrer:2", "ps:1,workers:*", "PS:1,worker:*", "chef:1,worker:*", "evaluatr:1,worker:*",
+     "wrkr:2", "learner:1,actor:*"],
 )  # fmt: skip
 def test_c_and_python_agree_on_examples(build_dir: Path, spec: str) -> None:
     (verdict,) = c_verdicts(build_dir, [spec])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import random
 import re
@@ -96,6 +98,41 @@ def test_het_step_over_two_components_does_not_trust_the_union_of_reservations()
             assert port_rule(step, 3, ephemeral_range=LINUX).kind == "derived"
     for _task, _step, rule in rules_of("21_sbatch_hetjob", "s1_het1"):  # one component: fine
         assert rule == PortRule("reserved", ports=(20079, 20080, 20081, 20082))
+
+
+# Ranges sites give MpiParams=ports: Slurm's documented example, Cray's, this suite's.
+USUAL_MPI_RANGES = [(12000, 12999), (20000, 32767), (20000, 20100)]
+
+
+def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> None:
+    """Recorded het steps (MpiParams=ports=20000-20100): for every job id, their derived
+    ports stay outside every usual MpiParams range and every port they were shown.  Before,
+    derived_base(2, 2, 4) = 20018 sat inside 20000-20100."""
+    multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
+    for fid, label in multi:
+        _task, step, _rule = rules_of(fid, label)[0]
+        shown = parse_port_list(step.resv_ports)
+        for job_id in list(range(1, 3000)) + [2, 4242, 2**31 + 7]:
+            for step_id in (0, 1, 2, 7):
+                rule = port_rule(
+                    dataclasses.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
+                )
+                ports = [rule.port(i) for i in range(4)]
+                assert rule.kind == "derived"
+                assert not any(lo <= p <= hi for p in ports for lo, hi in USUAL_MPI_RANGES), (job_id, ports)
+                assert not set(ports) & set(shown)
+
+
+def test_mpi_clear_window_moves_on_when_the_shown_ports_are_inside_it() -> None:
+    assert derived_window(LINUX, reserved=(20007, 20011)) == (13000, 19999)
+    assert derived_window(LINUX, reserved=()) == (13000, 19999)
+    assert derived_window(LINUX, reserved=(15000, 15001)) == (61000, 65535)
+    with pytest.raises(PortError, match="reserved ports leave no room"):
+        derived_window((10000, 65535), reserved=(15000,))
+    # without MpiParams (reserved None) the wide window and its values stay as they were
+    assert derived_window(LINUX) == (10000, 32767)
+    assert derived_base(2, 2, 4) == 20018
+    assert 13000 <= derived_base(2, 2, 4, LINUX, reserved=()) <= 19999 - 4
 
 
 def test_bare_resv_ports_reserves_nothing_so_ports_are_derived() -> None:

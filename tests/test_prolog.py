@@ -299,7 +299,9 @@ def test_wrapper_file(wrapper: Path) -> None:
 
 
 def test_wrapper_without_marker_starts_no_python(tmp_path: Path) -> None:
-    path = prolog.write_wrapper(tmp_path / "hook", python="/nonexistent/python")
+    path = tmp_path / "hook"  # write_wrapper refuses a missing python: write the text itself
+    path.write_text(prolog.wrapper_script(python="/nonexistent/python"))
+    path.chmod(0o755)
     env = {"PATH": os.environ["PATH"], **fixture_env()}
     done = run_wrapper(path, env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "unset SLURM_SCRIPT_CONTEXT\n", "")
@@ -348,6 +350,17 @@ def test_write_wrapper_errors(tmp_path: Path) -> None:
         prolog.wrapper_script(python="/usr/bin/python3", package_parent="relative/dir")
     with pytest.raises(prolog.PrologError, match="newline"):
         prolog.wrapper_script(python="/usr/bin/py\nthon3")
+    # a wrapper naming a python that is not there would fail every --tf-dist task (127)
+    for python in ("/nonexistent/python", str(tmp_path)):
+        with pytest.raises(prolog.PrologError, match="is not an executable file"):
+            prolog.write_wrapper(tmp_path / "hook", python=python)
+    assert not (tmp_path / "hook").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "prolog", "--write-wrapper", str(tmp_path / "hook"), "--python", "/nonexistent"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1
+    assert "'/nonexistent' is not an executable file" in done.stderr
     assert isinstance(prolog.PrologError("x"), TfslurmError)
 
 

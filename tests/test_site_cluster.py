@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,6 +28,7 @@ from tfslurm.localcluster import LocalCluster
 pytestmark = pytest.mark.cluster
 
 SITE_ARGS = "default_spec=chief:1,worker:* host_template={node}"
+HOOK_TIMEOUT = 20  # hook_cluster's hook_timeout=: generous for a loaded machine, short for a test
 
 # Run in every task: report what the task sees; with --connect, also prove the addresses
 # in TF_CONFIG are right by listening on our own and reaching every other task's.
@@ -113,6 +116,7 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     logged.write_text(textwrap.dedent(f"""\
         #!/bin/sh
         echo "${{SLURMD_NODENAME:-?}} ${{SLURM_PROCID:-?}} $*" >> {log}
+        if [ -n "${{TEST_HOOK_SLEEP:-}}" ]; then sleep "$TEST_HOOK_SLEEP"; fi
         if [ "$1" = --node ] && [ -n "${{TEST_HOOK_PER_TASK:-}}" ]; then exit 3; fi
         if [ -n "${{TEST_HOOK_OLD_WRAPPER:-}}" ]; then exec {wrapper}; fi
         exec {wrapper} "$@"
@@ -134,9 +138,9 @@ def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files:
 @pytest.fixture(scope="module")
 def hook_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
     """No TaskProlog at all: the plugin runs the hook itself (prolog=) for --tf-dist tasks
-    (through a script that logs each run, see site_files)."""
+    (through a script that logs each run, see site_files), HOOK_TIMEOUT s at most."""
     return slurm_cluster_factory(
-        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['logged_hook']}"],
+        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['logged_hook']} hook_timeout={HOOK_TIMEOUT}"],
     )
 
 
@@ -241,6 +245,7 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
     done = site_cluster.run([command, "--help"], timeout=30)
     assert done.returncode == 0
     assert "--tf-dist" in done.stdout and "ps:1,worker:*" in done.stdout
+    assert "TaskProlog" not in done.stdout  # set-up A has none: the help must not claim one
 
 
 # --- srun --------------------------------------------------------------------------------
@@ -332,6 +337,34 @@ def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalC
     check_step(read_dumps(out), "chief:1,worker:*", 4, gpus=False)
 
 
+@pytest.mark.parametrize("how", ["sbatch --tf-dist", "#SBATCH --tf-dist", "salloc --tf-dist"])
+def test_bare_tf_dist_of_the_allocation_means_the_site_default_in_its_steps(
+    site_cluster: LocalCluster, site_files, tmp_path: Path, how: str
+) -> None:
+    """Slurm hands the steps of a bare `sbatch --tf-dist` the text "(null)"; the steps
+    must get the site default (chief:1,worker:*), as a bare `srun --tf-dist` does."""
+    tmp_path.chmod(0o755)
+    out = out_dir(tmp_path, "steps")
+    dump = " ".join(py(site_files["dump"]))
+    if how.startswith("salloc"):
+        done = site_cluster.run(
+            ["salloc", "--tf-dist", "-N2", "--ntasks-per-node=2", "srun", *py(site_files["dump"], "--out", str(out))],
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    else:
+        header = "#SBATCH --tf-dist\n" if how.startswith("#") else ""
+        args = [] if header else ["--tf-dist"]
+        job = site_cluster.sbatch(
+            f"#!/bin/sh\n{header}srun {dump} --out {out}\n", *args, "-N2", "--ntasks-per-node=2",
+            "-o", str(tmp_path / "job.out"), cwd=str(tmp_path),
+        )  # fmt: skip
+        assert site_cluster.wait_job(job, timeout=180) == "COMPLETED", (tmp_path / "job.out").read_text()
+    rows = read_dumps(out)
+    check_step(rows, "chief:1,worker:*", 4, gpus=False)
+    assert {r["TFSLURM_TF_DIST"] for r in rows} == {"chief:1,worker:*"}
+
+
 # --- bad specs fail at submit, and only the jobs that asked ----------------------------
 
 
@@ -370,6 +403,7 @@ def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site
     assert done.returncode != 0
     lines = [l for l in done.stdout.splitlines() if l.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
     assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in l for l in lines)
+    assert "Exited with exit code 2" in done.stderr
 
 
 # --- jobs without --tf-dist see no trace of tfslurm -----------------------------------
@@ -450,8 +484,65 @@ def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: Loc
     printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
     assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
     assert "the hook" in done.stderr and "exit status 2" in done.stderr
+    assert "Exited with exit code 2" in done.stderr  # as under a TaskProlog= (docs/tf-dist.md)
     assert not unhealthy_nodes(hook_cluster)
     assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node
+
+
+def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(hook_cluster: LocalCluster, tmp_path: Path) -> None:
+    """srun reads SLURM_HOSTFILE once; a FIFO is then empty, and a hook that opened it
+    again waited for a writer until scancel.  Now every task fails at once, saying why."""
+    tmp_path.chmod(0o755)
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    fifo.chmod(0o666)
+    writer = subprocess.Popen(["sh", "-c", f"printf 'node1\\nnode1\\n' > {fifo}"])
+    try:
+        started = time.monotonic()
+        done = hook_cluster.srun("-m", "arbitrary", "-n2", "--tf-dist=worker:*", "true", timeout=HOOK_TIMEOUT * 3,
+                                 env_extra={"SLURM_HOSTFILE": str(fifo)})  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode != 0
+    reasons = [l for l in done.stdout.splitlines() if "is not a regular file" in l]
+    assert len(reasons) == 2, done.stdout + done.stderr
+    assert took < HOOK_TIMEOUT, "refused at once, not by the time limit"
+    assert not unhealthy_nodes(hook_cluster)
+
+
+def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster, tmp_path: Path) -> None:
+    """srun reads a relative SLURM_HOSTFILE from where it runs; --chdir moves the tasks, so
+    they cannot find it. The message says so (it used to blame the shared file system)."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "hosts").write_text("node1\nnode1\n")
+    done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
+                             cwd=str(tmp_path), env_extra={"SLURM_HOSTFILE": "hosts"})  # fmt: skip
+    assert done.returncode != 0
+    lines = [l for l in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in l]
+    assert len(lines) == 2, done.stdout + done.stderr
+    assert all("'/tmp'" in l and "--chdir" in l and "absolute path" in l for l in lines)
+    assert "shared file system" not in done.stdout
+
+
+def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(hook_cluster: LocalCluster, site_files) -> None:
+    """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
+    and each task fails with one line naming the limit; no second wait per task."""
+    hook_runs(site_files, clear=True)
+    started = time.monotonic()
+    done = hook_cluster.srun("--tf-dist=worker:*", "-N2", "-n4", "true", timeout=HOOK_TIMEOUT * 4,
+                             env_extra={"TEST_HOOK_SLEEP": "601"})  # fmt: skip
+    took = time.monotonic() - started
+    assert done.returncode != 0
+    assert f"did not finish within {HOOK_TIMEOUT} s and was killed" in done.stderr, done.stderr
+    assert "hook_timeout=" in done.stderr
+    assert HOOK_TIMEOUT <= took < HOOK_TIMEOUT * 2.5, took
+    assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node, killed
+    assert not unhealthy_nodes(hook_cluster)
+    for node in ("node1", "node2"):  # the killed hook left nothing running
+        left = hook_cluster.on_node(node, ["pgrep", "-f", "sleep 601"])
+        assert left.stdout.strip() == "", left.stdout
 
 
 # Shapes for the per-node run. In the last, tasks on a node differ in more than their ids
@@ -633,14 +724,55 @@ def test_broken_installation_never_fails_other_jobs(
     )  # fmt: skip
     work = tmp_path_factory.mktemp("broken")
     work.chmod(0o755)
-    assert cluster.srun("-N2", "-n2", "true").returncode == 0
-    job = cluster.sbatch("#!/bin/sh\nsrun true\n", "-N1", "-o", "/dev/null", cwd=str(work))
+    plain = cluster.srun("-N2", "-n2", "true")
+    assert plain.returncode == 0
+    job = cluster.sbatch("#!/bin/sh\nsrun true\n", "-N1", "-o", str(work / "job.out"), cwd=str(work))
     assert cluster.wait_job(job) == "COMPLETED"
+    # the bad argument is the admins' business: no user who did not ask sees it
+    salloc = cluster.run(["salloc", "-N1", "srun", "true"], timeout=60)
+    assert salloc.returncode == 0
+    submitted = cluster.run(["sbatch", "-N1", "-o", "/dev/null", "--wrap", "true"], cwd=str(work))
+    for shown in (plain.stderr, salloc.stderr, submitted.stderr, (work / "job.out").read_text()):
+        assert "default_spec" not in shown and "tfslurm:" not in shown, shown
+    # ... it is in slurmd's log, where admins look
+    logs = "".join(p.read_text(errors="replace") for p in Path(cluster.layout.path("log")).glob("slurmd-*.log"))
+    assert "tfslurm: plugstack.conf argument 'default_spec=bogus'" in logs
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
     assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
     assert "Incompatible plugin version" in done.stderr  # the stale build is reported, not loaded
     assert not unhealthy_nodes(cluster)
+
+
+def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrapper_fails_all(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Set-up B (TaskProlog= the wrapper). The wrapper is safe: with its Python gone, plain
+    jobs run and --tf-dist tasks fail with one line naming the fix. The wrapper file itself
+    missing on a node is Slurm's business: Slurm 22.05 fails every task there (why
+    docs/admin-guide.md recommends set-up A and says so)."""
+    work = tmp_path_factory.mktemp("setup-b")
+    work.chmod(0o755)
+    gone = work / "wrapper-python-gone"
+    gone.write_text(prolog.wrapper_script(python="/nonexistent/python"))
+    gone.chmod(0o755)
+    cluster = slurm_cluster_factory(
+        num_nodes=2, gpus=0, task_prolog=str(gone),
+        plugstack_lines=[f"optional {site_files['plugin']}"],
+    )  # fmt: skip
+    plain = cluster.srun("-N2", "-n2", "true")
+    assert plain.returncode == 0, plain.stderr
+    asked = cluster.srun("--tf-dist=worker:*", "-N2", "-n2", "true")
+    assert asked.returncode != 0
+    printed = [l for l in asked.stdout.splitlines() if l.startswith("tfslurm: Python /nonexistent/python")]
+    assert len(printed) == 2 and all("reinstall tfslurm" in l for l in printed), asked.stdout + asked.stderr
+    lost = work / "wrapper-lost-later"
+    lost.write_text(prolog.wrapper_script())
+    lost.chmod(0o755)
+    missing = slurm_cluster_factory(num_nodes=2, gpus=0, task_prolog=str(lost))
+    lost.unlink()  # as on a node where the wrapper was never installed or got removed
+    done = missing.srun("-N1", "-n1", "true")
+    assert done.returncode != 0  # Slurm's own rule: a TaskProlog it cannot run fails the task
 
 
 def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: LocalCluster) -> None:

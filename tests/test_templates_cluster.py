@@ -15,7 +15,7 @@ import re
 import time
 
 import pytest
-from test_runtime_cluster import finish_times, submit
+from test_runtime_cluster import finish_times, job_env, submit
 
 pytestmark = [
     pytest.mark.cluster,
@@ -76,3 +76,23 @@ def test_mwms_template_with_the_plugin(plugin_cluster, tmp_path):
     finals = re.findall(r"\[worker:\d\] final step 60 weights (\w+)", text)
     assert len(finals) == 2 and finals[0] == finals[1], text[-3000:]
     print(f"\nmwms.sbatch --tf-dist through the plugin end to end: {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.parametrize("template", ["mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch"])
+def test_template_without_tfslurm_on_path_fails_at_once_naming_the_fix(slurm_cluster, tmp_path, template):
+    """Submitted from a shell where the tfslurm environment is not active: the job fails in
+    its first second with one line naming the fix, instead of execve() errors per task."""
+    from tfslurm.runtime.templates import template_path
+
+    tmp_path.chmod(0o755)
+    env = dict(job_env(tmp_path), PATH="/usr/sbin:/usr/bin:/sbin:/bin")
+    env.pop("TFSLURM", None)
+    out = slurm_cluster.run(["sbatch", "--parsable", "--output", str(tmp_path / "job.out"), template_path(template)],
+                            env_extra=env, cwd=str(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = int(out.stdout.strip().split(";")[0])
+    assert slurm_cluster.wait_job(job, timeout=60) == "FAILED"
+    lines = (tmp_path / "job.out").read_text().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("tfslurm: command 'tfslurm' not found on ") and "activate the environment" in lines[0]
+    assert "TFSLURM=/path/to/bin/tfslurm" in lines[0]

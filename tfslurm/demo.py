@@ -35,6 +35,11 @@ class DemoOptions:
     gpus_per_node: int = 2  # fake GPUs: shows the GPU column; tensorflow-cpu ignores them
     timeout: float = 180.0
     keep_logs: bool = False
+    # where the cluster lives and which ports it takes (None: a fresh temporary directory,
+    # a free slurmctld port, MpiParams=ports=20000-20100); see tfslurm.localcluster
+    state_dir: str | None = None
+    ctld_port: int | None = None
+    resv_ports: str | None = "20000-20100"
 
 
 def check_requirements() -> None:
@@ -97,7 +102,8 @@ def run_demo(options: DemoOptions = DemoOptions(), out: TextIO = sys.stdout) -> 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     ok = False
     try:
-        with LocalCluster(num_nodes=options.nodes, gpus=options.gpus_per_node) as cluster:
+        with LocalCluster(num_nodes=options.nodes, gpus=options.gpus_per_node, state_dir=options.state_dir,
+                          ctld_port=options.ctld_port, resv_ports=options.resv_ports) as cluster:
             _say(out, f"tfslurm demo: cluster up in {time.monotonic() - started:.1f} s: "
                  f"nodes {', '.join(cluster.nodes)}, one slurmd each (state {cluster.state_dir})")
             ok = _train(cluster, options, template, tfslurm, work, out, started)

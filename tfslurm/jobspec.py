@@ -16,13 +16,16 @@ from collections.abc import Mapping
 from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import JobSpecError
 
-__all__ = ["REST", "JobsSpec", "format_jobs", "parse_jobs", "split_spec", "tf_order"]
+__all__ = ["REST", "TF_JOB_NAMES", "JobsSpec", "format_jobs", "near_tf_name", "parse_jobs", "split_spec", "tf_order"]
 
 REST = "*"
 JobsSpec = str | Mapping[str, int | str] | None
 
 # TF's ClusterSpec accepts these names; the job names TF's strategies understand are
 # chief/worker/ps/evaluator, but a plan can name any job (e.g. for a custom server setup).
+# A name within one typo of TF's (near_tf_name) is refused: TF would not know it, and the
+# strategy would fail far from the cause.  plugin/src/spec.c applies the same rule.
+TF_JOB_NAMES = ("chief", "worker", "ps", "evaluator")
 _MAX_COUNT_DIGITS = 18
 # TF's multi_worker_util rejects clusters with more than one of these.
 _AT_MOST_ONE = ("chief", "evaluator")
@@ -69,7 +72,7 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         shown = _show(spec)
     elif isinstance(spec, Mapping):
         entries = _mapping_entries(spec)
-        shown = _show(format_jobs(spec))
+        shown = _show_mapping(spec)
     else:
         raise JobSpecError(
             f"jobs spec {spec!r} is neither a string like 'ps:1,worker:3' nor a dict like {{'worker': 4}}"
@@ -80,7 +83,8 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         raise JobSpecError(
             f"jobs spec {shown} asks for {fixed} task{'s' if fixed != 1 else ''} "
             f"but the step has {num_tasks}"
-            + ("" if has_rest else "; give one job the rest with NAME:*")
+            + ("" if has_rest else "; give one job the rest with "
+               + ("NAME:*" if isinstance(spec, str) else "{'NAME': '*'}"))
         )
     jobs: dict[str, int] = {}
     for name, count in entries:
@@ -134,11 +138,42 @@ def is_job_name(name: str) -> bool:
     return name.isascii() and name[:1].isalpha() and name.replace("_", "0").isalnum()
 
 
+def near_tf_name(name: str) -> str | None:
+    """The TF job name ``name`` nearly is (another case, or one character changed, added,
+    dropped or swapped with its neighbour), or None when it is one exactly or is further
+    from all of them."""
+    if name in TF_JOB_NAMES:
+        return None
+    folded = name.lower()
+    for tf_name in TF_JOB_NAMES:
+        if _within_one_edit(folded, tf_name):
+            return tf_name
+    return None
+
+
+def _within_one_edit(a: str, b: str) -> bool:
+    if abs(len(a) - len(b)) > 1:
+        return False
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        swapped = a[i : i + 2] == b[i : i + 2][::-1] and len(a[i : i + 2]) == 2
+        return a[i + 2 :] == b[i + 2 :] if swapped else a[i + 1 :] == b[i + 1 :]
+    return a[i + 1 :] == b[i:] if len(a) > len(b) else a[i:] == b[i + 1 :]
+
+
 def _check_name(spec: str, name: str) -> str:
     if not is_job_name(name):
         what = "an empty job name" if not name else f"job name {name!r}"
         raise JobSpecError(
             f"jobs spec {_show(spec)}: {what} is not a letter followed by letters, digits or '_'"
+        )
+    meant = near_tf_name(name)
+    if meant:
+        raise JobSpecError(
+            f"jobs spec {_show(spec)}: job {name!r} is not TensorFlow's {meant!r} (its job names "
+            f"are exact: {', '.join(TF_JOB_NAMES)}); write {meant}"
         )
     return name
 
@@ -161,6 +196,12 @@ def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:
         seen.add(name)
     if sum(count is None for _, count in entries) > 1:
         raise JobSpecError(f"jobs spec {_show(spec)}: only one job can take the rest ('*')")
+
+
+def _show_mapping(spec: Mapping[str, int | str], limit: int = 80) -> str:
+    """A dict spec as the user wrote it (dict form), bounded like :func:`_show`."""
+    text = "{" + ", ".join(f"{name!r}: {count!r}" for name, count in spec.items()) + "}"
+    return text if len(text) <= limit else text[:limit] + "...}"
 
 
 def _show(text: str, limit: int = 80) -> str:

@@ -303,22 +303,39 @@ def _words(line: str) -> list[str]:
 
 
 def _read_hostfile(path: str, limit: int) -> list[str]:
+    """Read SLURM_HOSTFILE as srun did, refusing what would hang the task (a FIFO, a
+    device) and naming the likely cause of a relative path that is not found."""
     if "\x00" in path:
         raise LayoutError(f"SLURM_HOSTFILE={_clip(path)!r} is not a file name (it holds a NUL byte)")
     try:
-        # O_NONBLOCK: a FIFO or a device must be refused, not waited on forever.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise LayoutError(
-                    f"SLURM_HOSTFILE={_clip(path)!r} is not a regular file (a FIFO, device or "
-                    "directory); give srun a hostfile written before the step starts"
-                )
-            data = handle.read(MAX_HOSTFILE_BYTES + 1)
+        # O_NONBLOCK: opening a FIFO without a writer would otherwise block for ever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        if not os.path.isabs(path):
+            raise LayoutError(
+                f"SLURM_HOSTFILE={path!r} is a relative path and cannot be read from this "
+                f"task's directory {os.getcwd()!r} ({exc.strerror}); srun read it from where it "
+                "ran (--chdir moves the tasks): set SLURM_HOSTFILE to an absolute path"
+            ) from None
         raise LayoutError(
             f"SLURM_HOSTFILE={path!r} cannot be read on this node ({exc.strerror}); "
             "put the hostfile on a shared file system"
         ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LayoutError(
+                f"SLURM_HOSTFILE={path!r} is not a regular file (a pipe or device cannot be "
+                "read again by every task); write the host list to a file"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(MAX_HOSTFILE_BYTES + 1)
+    except OSError as exc:
+        raise LayoutError(f"SLURM_HOSTFILE={path!r} cannot be read on this node ({exc.strerror})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > MAX_HOSTFILE_BYTES:
         raise LayoutError(f"SLURM_HOSTFILE={path!r} is larger than {MAX_HOSTFILE_BYTES} bytes")
     return parse_hostfile(data.decode("utf-8", "replace"), f"SLURM_HOSTFILE {path}", limit)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -59,6 +59,7 @@ __all__ = [
     "gpu_plan_for",
     "plan_for",
     "plan_from_environ",
+    "tf_config_json",
 ]
 
 #: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
@@ -219,13 +220,20 @@ class Plan:
 
     @cached_property
     def _cluster_json(self) -> str:
+        return self._cluster_json_of(include_evaluator=True)
+
+    @cached_property
+    def _training_cluster_json(self) -> str:
+        return self._cluster_json_of(include_evaluator=False)
+
+    def _cluster_json_of(self, include_evaluator: bool) -> str:
         names = [name for name, _ in self.jobs]
         if not all(map(_json_plain, names)) or not all(map(_json_plain, self.hosts)):
             import json  # only names that need escaping pay for json
 
             self.require_text_hosts("TF_CONFIG")
-
-            return json.dumps(self.cluster_spec(), separators=(",", ":"))
+            cluster = self.cluster_spec()
+            return json.dumps(cluster if include_evaluator else _training_cluster(cluster), separators=(",", ":"))
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
         # for 100k addresses, and gives the same text.
         parts = []
@@ -233,7 +241,8 @@ class Plan:
         addresses = self.addresses
         for name, count in self.jobs:
             body = '"' + '","'.join(addresses[start : start + count]) + '"' if count else ""
-            parts.append(f'"{name}":[{body}]')
+            if include_evaluator or _seen_in_training(name, count):
+                parts.append(f'"{name}":[{body}]')
             start += count
         return "{" + ",".join(parts) + "}"
 
@@ -252,12 +261,12 @@ class Plan:
                     ) from None
 
     def tf_config(self, rank: int | None = None) -> str:
-        """TF_CONFIG of a rank (default: this task) as compact JSON."""
+        """TF_CONFIG of a rank (default: this task) as compact JSON; the evaluator rule of
+        :func:`tf_config_json` (training tasks do not see the evaluator)."""
         rank = self._own_rank("TF_CONFIG") if rank is None else rank
         job, index = self.job_of(rank)
-        task = '{"type":' + _json_string(job) + ',"index":' + str(index) + "}"
-        extra = "" if self.rpc_layer is None else ',"rpc_layer":' + _json_string(self.rpc_layer)
-        return '{"cluster":' + self._cluster_json + ',"task":' + task + extra + "}"
+        cluster = self._cluster_json if job == EVALUATOR else self._training_cluster_json
+        return _tf_config_text(cluster, job, index, self.rpc_layer)
 
     def tf_config_fits(self, rank: int | None = None) -> bool:
         """Whether TF_CONFIG of a rank can pass through exec / Slurm's task environment."""
@@ -454,7 +463,15 @@ def plan_for(
 
 
 # Plan's cached properties that do not depend on the rank or the GPUs (see Plan.for_task).
-_STEP_WIDE_CACHES = ("counts", "hosts", "addresses", "_cluster_json", "_cluster_json_floor", "_descriptor")
+_STEP_WIDE_CACHES = (
+    "counts",
+    "hosts",
+    "addresses",
+    "_cluster_json",
+    "_training_cluster_json",
+    "_cluster_json_floor",
+    "_descriptor",
+)
 
 
 def plan_from_environ(
@@ -492,6 +509,40 @@ def plan_from_environ(
 
     layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, "descriptor")
     return dataclasses.replace(plan, gpus=gpu_plan_for(step, layout))
+
+
+EVALUATOR = "evaluator"
+
+
+def tf_config_json(
+    cluster: Mapping[str, Sequence[str]], job: str, index: int, rpc_layer: str | None = None
+) -> str:
+    """The TF_CONFIG a task of ``job`` sees, as compact JSON: the one writer for the hook
+    (:meth:`Plan.tf_config`) and ``tfslurm run`` alike.
+
+    The evaluator rule (TF's convention, docs/ps.md): the evaluator sees the whole cluster;
+    training tasks do not see the evaluator, which runs no server and joins no collective
+    (MultiWorkerMirroredStrategy would otherwise wait for it). Empty jobs are left out.
+    """
+    import json
+
+    full = {name: list(tasks) for name, tasks in cluster.items() if tasks}
+    shown = full if job == EVALUATOR else _training_cluster(full)
+    return _tf_config_text(json.dumps(shown, separators=(",", ":")), job, index, rpc_layer)
+
+
+def _seen_in_training(name: str, count: int) -> bool:
+    return name != EVALUATOR and count > 0
+
+
+def _training_cluster(cluster: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    return {name: tasks for name, tasks in cluster.items() if _seen_in_training(name, len(tasks))}
+
+
+def _tf_config_text(cluster_json: str, job: str, index: int, rpc_layer: str | None) -> str:
+    task = '{"type":' + _json_string(job) + ',"index":' + str(index) + "}"
+    extra = "" if rpc_layer is None else ',"rpc_layer":' + _json_string(rpc_layer)
+    return '{"cluster":' + cluster_json + ',"task":' + task + extra + "}"
 
 
 def _json_plain(text: str) -> bool:

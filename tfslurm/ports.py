@@ -25,7 +25,11 @@ The derived formula (``W`` = the window ``[lo, hi]``, ``C = 512``, ``G = 64``)::
 
 Window: ``10000..min(e_lo, 32768)-1`` when that holds at least 4096 ports (with Linux's
 default ephemeral range ``32768-60999``: ``10000-32767``, so M = 22256), else
-``max(e_hi + 1, 61000)..65535`` when that holds at least 2048, else PortError. Nodes whose
+``max(e_hi + 1, 61000)..65535`` when that holds at least 2048, else PortError. A
+heterogeneous step on a site with ``MpiParams=ports`` (it sees reserved ports it cannot use)
+takes ``13000..min(e_lo, 20000)-1`` instead (M = 6488), clear of the usual MpiParams ranges
+(Slurm's documented ``12000-12999``, Cray's ``20000-32767``) and of every port it was shown;
+else the high window. Nodes whose
 ephemeral range starts at or above 32768 all compute the same window; if nodes of one step
 differ below that, pass ``port_base``.
 
@@ -76,6 +80,9 @@ STEP_STRIDE = 64
 #: Knuth's multiplicative hashing constant (2**32 / golden ratio).
 _MIX = 2654435761
 _LOW_WINDOW = (10000, 32767)
+# For a heterogeneous step on a site with MpiParams=ports: clear of the ranges sites use for
+# it (Slurm's documented 12000-12999, Cray's 20000-32767, and the like).
+_MPI_CLEAR_WINDOW = (13000, 19999)
 _HIGH_FLOOR = 61000
 _MAX_PORT = 65535
 _KINDS = {"reserved": "r", "derived": "d", "explicit": "e"}
@@ -201,26 +208,45 @@ def read_ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
     return low, high
 
 
-def derived_window(ephemeral: tuple[int, int]) -> tuple[int, int]:
-    """The port window for derived ports: below the ephemeral range if room, else above."""
+def derived_window(ephemeral: tuple[int, int], reserved: Sequence[int] | None = None) -> tuple[int, int]:
+    """The port window for derived ports: below the ephemeral range if room, else above.
+
+    ``reserved`` (the ports Slurm showed a heterogeneous step, which cannot use them) says
+    the site has ``MpiParams=ports``: then the window also keeps clear of the usual
+    MpiParams ranges and of every port shown, so derived ports never land on a port Slurm
+    may hand to another step.
+    """
     e_lo, e_hi = ephemeral
-    low = (_LOW_WINDOW[0], min(e_lo, _LOW_WINDOW[1] + 1) - 1)
-    if low[1] - low[0] + 1 >= 4096:
-        return low
+    if reserved is not None:
+        low = (_MPI_CLEAR_WINDOW[0], min(e_lo, _MPI_CLEAR_WINDOW[1] + 1) - 1)
+        if low[1] - low[0] + 1 >= 4096 and not any(low[0] <= p <= low[1] for p in reserved):
+            return low
+    else:
+        low = (_LOW_WINDOW[0], min(e_lo, _LOW_WINDOW[1] + 1) - 1)
+        if low[1] - low[0] + 1 >= 4096:
+            return low
     high = (max(e_hi + 1, _HIGH_FLOOR), _MAX_PORT)
-    if high[1] - high[0] + 1 >= 2048:
+    if high[1] - high[0] + 1 >= 2048 and not any(high[0] <= p <= high[1] for p in reserved or ()):
         return high
     raise PortError(
-        f"the ephemeral port range {e_lo}-{e_hi} ({EPHEMERAL_RANGE_FILE}) leaves no room for "
-        "derived ports; pass port_base, set TFSLURM_PORT_BASE, or configure MpiParams=ports"
+        f"the ephemeral port range {e_lo}-{e_hi} ({EPHEMERAL_RANGE_FILE})"
+        + (" and the reserved ports" if reserved is not None else "")
+        + (" leave" if reserved is not None else " leaves")
+        + " no room for derived ports; pass port_base"
+        + (" or set TFSLURM_PORT_BASE" if reserved is not None else ", set TFSLURM_PORT_BASE, or configure MpiParams=ports")
     )
 
 
 def derived_base(
-    job_id: int, step_id: int, max_tasks_per_node: int, ephemeral: tuple[int, int] = DEFAULT_EPHEMERAL_RANGE
+    job_id: int,
+    step_id: int,
+    max_tasks_per_node: int,
+    ephemeral: tuple[int, int] = DEFAULT_EPHEMERAL_RANGE,
+    reserved: Sequence[int] | None = None,
 ) -> int:
-    """The port of local id 0 for a step without reserved ports (formula in the module doc)."""
-    lo, hi = derived_window(ephemeral)
+    """The port of local id 0 for a step without usable reserved ports (formula in the
+    module doc; ``reserved`` as in :func:`derived_window`)."""
+    lo, hi = derived_window(ephemeral, reserved)
     positions = (hi - lo + 1) - max(SPAN_RESERVE, max_tasks_per_node)
     if positions < STEP_STRIDE:
         raise PortError(
@@ -256,7 +282,8 @@ def port_rule(
                 f"but a node runs {max_tasks_per_node}"
             )
         return rule
-    if step.resv_ports and not _spans_het_components(step, layout):
+    spans_het = bool(step.resv_ports) and _spans_het_components(step, layout)
+    if step.resv_ports and not spans_het:
         ports = parse_port_list(step.resv_ports)
         if len(ports) < max_tasks_per_node:
             raise PortError(
@@ -271,7 +298,13 @@ def port_rule(
     step_id = step.step_id if step.step_id is not None else 0
     rng = ephemeral_range if ephemeral_range is not None else read_ephemeral_range()
     _check_range(rng)
-    return PortRule("derived", base=derived_base(step.job_id, step_id, max_tasks_per_node, rng))
+    reserved: tuple[int, ...] | None = None
+    if spans_het:  # MpiParams=ports is set: keep clear of its range (see derived_window)
+        try:
+            reserved = parse_port_list(step.resv_ports or "")
+        except PortError:
+            reserved = ()
+    return PortRule("derived", base=derived_base(step.job_id, step_id, max_tasks_per_node, rng, reserved))
 
 
 def _explicit_base(step: Step, port_base: int | None) -> tuple[int | None, str]:

@@ -311,11 +311,22 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
 def write_wrapper(
     path: str | os.PathLike[str], python: str | None = None, package_parent: str | None = None
 ) -> Path:
-    """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return the path."""
+    """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return the path.
+
+    The interpreter must exist here: a wrapper naming a Python that is not there would fail
+    every ``--tf-dist`` task with exit status 127. (``wrapper_script`` alone, for
+    ``--print-wrapper``, may name one that exists only on other machines.)
+    """
     from pathlib import Path
 
     target = Path(path)
     text = wrapper_script(python, package_parent)
+    exe = os.path.abspath(python or sys.executable)
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        raise PrologError(
+            f"python {exe!r} is not an executable file; give --python the interpreter tfslurm "
+            "is installed for (the same path must exist on every compute node)"
+        )
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

@@ -9,6 +9,9 @@
 #define DEFAULT_SPEC_KEY "default_spec="
 #define HOST_TEMPLATE_KEY "host_template="
 #define PROLOG_KEY "prolog="
+#define HOOK_TIMEOUT_KEY "hook_timeout="
+#define HOOK_TIMEOUT_DEFAULT 60
+#define HOOK_TIMEOUT_MAX 3600
 #define NODE_FIELD "{node}"
 
 int tfd_host_template_check(const char *template, char *err, size_t errlen)
@@ -59,6 +62,7 @@ void tfd_config_parse(struct tfd_config *cfg, int ac, char **av)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->valid = 1;
 	snprintf(cfg->default_spec, sizeof(cfg->default_spec), "%s", TFD_BUILTIN_DEFAULT_SPEC);
+	cfg->hook_timeout = HOOK_TIMEOUT_DEFAULT;
 
 	for (i = 0; i < ac && av; i++) {
 		const char *arg = av[i];
@@ -104,9 +108,21 @@ void tfd_config_parse(struct tfd_config *cfg, int ac, char **av)
 				}
 			}
 			snprintf(cfg->prolog, sizeof(cfg->prolog), "%s", value);
+		} else if (strncmp(arg, HOOK_TIMEOUT_KEY, strlen(HOOK_TIMEOUT_KEY)) == 0) {
+			const char *value = arg + strlen(HOOK_TIMEOUT_KEY);
+			unsigned seconds = 0;
+			size_t k;
+
+			for (k = 0; value[k] >= '0' && value[k] <= '9' && k < 5; k++)
+				seconds = seconds * 10 + (unsigned) (value[k] - '0');
+			if (k == 0 || value[k] != '\0' || seconds < 1 || seconds > HOOK_TIMEOUT_MAX) {
+				config_error(cfg, arg, "must be whole seconds from 1 to 3600");
+				return;
+			}
+			cfg->hook_timeout = seconds;
 		} else {
 			config_error(cfg, arg, "unknown argument (known: default_spec=SPEC, "
-				     "host_template=TEMPLATE, prolog=PATH)");
+				     "host_template=TEMPLATE, prolog=PATH, hook_timeout=SECONDS)");
 			return;
 		}
 	}

@@ -10,6 +10,8 @@
  *                         writes) for --tf-dist tasks from the plugin itself (once per
  *                         node and step, see node.h), instead of a site-wide TaskProlog=
  *                         that runs for every task of every job
+ * hook_timeout=SECONDS    most time one run of that hook may take (default 60, 1 to 3600);
+ *                         a hook past it is killed and the task fails saying so
  *
  * Arguments are read in every context.  A bad argument never fails a job that did not ask
  * for --tf-dist: it is logged, and only --tf-dist itself is then refused with the reason.
@@ -36,6 +38,7 @@ struct tfd_config {
 	char default_spec[TFD_SPEC_MAX + 1];  /* spec for a bare --tf-dist */
 	char host_template[TFD_TEMPLATE_MAX + 1]; /* "" = none given */
 	char prolog[TFD_PATH_MAX + 1];            /* "" = none given */
+	unsigned hook_timeout;                    /* seconds, for prolog= */
 };
 
 /* Check a host template ({node} at least once; printable ASCII without blanks, braces

@@ -5,12 +5,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "spec.h"
@@ -104,20 +106,49 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 	return 0;
 }
 
-int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_len,
-		 int *status, char *err, size_t errlen)
+int tfd_hook_run(const char *path, char *const env[], unsigned timeout_s, char **out,
+		 size_t *out_len, int *status, char *err, size_t errlen)
 {
-	return tfd_hook_run_arg(path, NULL, env, out, out_len, status, err, errlen);
+	return tfd_hook_run_arg(path, NULL, env, timeout_s, out, out_len, status, err, errlen);
 }
 
-int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char **out,
-		     size_t *out_len, int *status, char *err, size_t errlen)
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before `deadline` (-1: no deadline, wait for ever). */
+static int left_ms(long deadline)
+{
+	long left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	return left <= 0 ? 0 : (left > 1000000 ? 1000000 : (int) left);
+}
+
+/* Kill the hook and everything it started (its own process group), then reap it. */
+static void kill_hook(pid_t pid, int *status)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+}
+
+int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsigned timeout_s,
+		     char **out, size_t *out_len, int *status, char *err, size_t errlen)
 {
 	int fds[2];
 	pid_t pid;
 	char *buf;
 	size_t cap = 8192, n = 0;
-	int too_long = 0;
+	int too_long = 0, timed_out = 0;
+	long deadline = timeout_s ? now_ms() + (long) timeout_s * 1000 : -1;
 
 	*out = NULL;
 	*out_len = 0;
@@ -136,6 +167,7 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 		char *argv[3];
 		int devnull = open("/dev/null", O_RDONLY);
 
+		setpgid(0, 0); /* so a timeout kills what the hook started, too */
 		if (devnull >= 0) {
 			dup2(devnull, 0);
 			close(devnull);
@@ -150,10 +182,13 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 		fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
+	setpgid(pid, pid); /* the child does it too: whichever runs first */
 	close(fds[1]);
 	buf = malloc(cap + 1);
 	while (buf) {
 		ssize_t got;
+		struct pollfd pfd = { fds[0], POLLIN, 0 };
+		int ready;
 
 		if (n == cap) {
 			char *grown;
@@ -171,6 +206,13 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 			}
 			buf = grown;
 		}
+		ready = poll(&pfd, 1, left_ms(deadline));
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready == 0) {
+			timed_out = 1;
+			break;
+		}
 		got = read(fds[0], buf + n, cap - n);
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -179,14 +221,37 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char 
 		n += (size_t) got;
 	}
 	close(fds[0]);
-	if (!buf || too_long)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR) {
-			tfd_set_err(err, errlen, "waitpid: %s", strerror(errno));
-			free(buf);
-			return -1;
+	if (!buf || too_long || timed_out) {
+		kill_hook(pid, status);
+	} else {
+		/* output closed: wait for the exit, within what is left of the time */
+		for (;;) {
+			pid_t done = waitpid(pid, status, deadline < 0 ? 0 : WNOHANG);
+
+			if (done == pid)
+				break;
+			if (done < 0 && errno != EINTR) {
+				tfd_set_err(err, errlen, "waitpid: %s", strerror(errno));
+				free(buf);
+				kill(-pid, SIGKILL);
+				return -1;
+			}
+			if (done == 0) {
+				if (left_ms(deadline) == 0) {
+					timed_out = 1;
+					kill_hook(pid, status);
+					break;
+				}
+				poll(NULL, 0, 10);
+			}
 		}
+	}
+	if (timed_out) {
+		tfd_set_err(err, errlen, "the hook %.300s did not finish within %u s and was killed "
+			    "(a SLURM_HOSTFILE that is a pipe, or a hung file system?); the limit is "
+			    "hook_timeout= in plugstack.conf", path, timeout_s);
+		free(buf);
+		return -2;
 	}
 	if (!buf) {
 		tfd_set_err(err, errlen, "out of memory reading the hook's output");

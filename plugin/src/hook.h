@@ -38,17 +38,23 @@ struct tfd_hook_ops {
 int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *err,
 		   size_t errlen);
 
+/* Default limit on one run of the hook, in seconds (plugstack.conf hook_timeout=). */
+#define TFD_HOOK_TIMEOUT_DEFAULT 60
+
 /*
  * Run `path` (no arguments) with environment `env`, stdin from /dev/null, stdout captured
- * (at most TFD_HOOK_OUTPUT_MAX bytes), stderr inherited.  On success *out is a malloc'd,
- * NUL-terminated buffer of *out_len bytes and *status the wait status.
- * Returns 0, or -1 with a reason in err (nothing to free then).
+ * (at most TFD_HOOK_OUTPUT_MAX bytes), stderr inherited, in a process group of its own.
+ * A hook still running after timeout_s seconds (0: no limit) is killed with its group:
+ * a hook that reads a FIFO or a hung file system must not hold the step for ever.
+ * On success *out is a malloc'd, NUL-terminated buffer of *out_len bytes and *status the
+ * wait status.  Returns 0; -2 when the time ran out; -1 otherwise; with a one-line
+ * reason in err (nothing to free then).
  */
-int tfd_hook_run(const char *path, char *const env[], char **out, size_t *out_len,
-		 int *status, char *err, size_t errlen);
+int tfd_hook_run(const char *path, char *const env[], unsigned timeout_s, char **out,
+		 size_t *out_len, int *status, char *err, size_t errlen);
 
 /* The same, with one argument `arg` (NULL: none). */
-int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], char **out,
-		     size_t *out_len, int *status, char *err, size_t errlen);
+int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsigned timeout_s,
+		     char **out, size_t *out_len, int *status, char *err, size_t errlen);
 
 #endif

@@ -43,8 +43,12 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		return tfd_setup(sp, ac, av);
 	case S_CTX_REMOTE:
 		return tfd_remote_init(sp, ac, av);
+	case S_CTX_SLURMD:
+		/* where admins look: a bad plugstack.conf argument, in slurmd's log at start */
+		tfd_log_config(ac, av);
+		return 0;
 	default:
-		return 0; /* slurmd and job_script contexts: nothing to do */
+		return 0; /* job_script context: nothing to do */
 	}
 }
 

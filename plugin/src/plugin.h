@@ -20,7 +20,11 @@
 struct spank_option *tfd_option(void);
 const struct tfd_config *tfd_config(void);
 int tfd_setup(spank_t sp, int ac, char **av); /* parse args + register; never fails */
-/* Choose the spec for an option argument (NULL/"" = bare --tf-dist) and check it.
+/* slurmd: log a bad plugstack.conf argument to slurmd's log, once at start. */
+void tfd_log_config(int ac, char **av);
+/* Whether an option argument means a bare --tf-dist (NULL, "", or Slurm's "(null)"). */
+int tfd_bare(const char *optarg);
+/* Choose the spec for an option argument (tfd_bare = the site default) and check it.
  * Returns the spec, or NULL with a one-line reason in err. */
 const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen);
 

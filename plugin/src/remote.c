@@ -78,13 +78,18 @@ static int is_tf_step(spank_t sp)
 	}
 }
 
+/* The hook's own exit status when it failed this task (hook_failed), so the task exits
+ * with the same code as under a TaskProlog= (set-up B): 2 for a user error. */
+static int hook_exit_status;
+
 /* Say why this task cannot start: slurmstepd copies its errors to the task's stderr
  * ("slurmstepd-NODE: error: tfslurm: ...") and to the slurmd log. */
 static int task_fail(const char *why)
 {
 	slurm_error("tfslurm: %s", why);
 	if (stepd_pid != 0 && getpid() != stepd_pid)
-		exit(1); /* this task's process, before exec: fail it even when "optional" */
+		exit(hook_exit_status > 0 ? hook_exit_status : 1); /* this task's process, before
+		exec: fail it even when "optional" */
 	return -1;
 }
 
@@ -168,6 +173,7 @@ static void hook_print(void *ctx, const char *text, size_t len)
 /* The hook ran and exited non-zero for this task: it has told the user why. */
 static int hook_failed(const char *path, int status, char *err, size_t errlen)
 {
+	hook_exit_status = status;
 	snprintf(err, errlen, "the hook %.300s failed with exit status %d (its message is in the "
 		 "task's output)", path, status);
 	return -1;
@@ -185,7 +191,8 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read the task environment to run %.300s", path);
 		return -1;
 	}
-	if (tfd_hook_run(path, env, &out, &out_len, &status, err, errlen) != 0)
+	if (tfd_hook_run(path, env, tfd_config()->hook_timeout, &out, &out_len, &status, err,
+			 errlen) != 0)
 		return -1;
 	rc = tfd_hook_apply(out, out_len, &ops, err, errlen);
 	free(out);
@@ -201,9 +208,13 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 /* --- prolog=PATH, once per node: see the top of this file and node.h ---------------- */
 
 #define NODE_SHARED_SIZE (8u << 20)  /* address space only: pages are used as written */
-#define NODE_WAIT_MS (120 * 1000)     /* then a task gives up waiting and runs the hook itself */
+/* then a task gives up waiting and runs the hook itself: the first task's hook run is
+ * bounded by hook_timeout, so this only fires when that task itself is stuck */
+#define NODE_WAIT_MS ((long) tfd_config()->hook_timeout * 1000 + 10000)
 
-enum { NODE_PENDING, NODE_READY, NODE_FAILED };
+/* NODE_TIMED_OUT: the node run hit hook_timeout; every task fails with that reason
+ * rather than waiting as long again on its own run. */
+enum { NODE_PENDING, NODE_READY, NODE_FAILED, NODE_TIMED_OUT };
 
 struct node_shared {
 	volatile int state;
@@ -247,7 +258,7 @@ static void node_lead(const char *path, char **env)
 	size_t room = NODE_SHARED_SIZE - sizeof(*node), used = 0, i;
 	char *out = NULL, err[512];
 	size_t out_len = 0;
-	int status = 0, state = NODE_FAILED;
+	int status = 0, state = NODE_FAILED, rc;
 
 	for (i = 0; env && env[i]; i++) {
 		size_t len = strlen(env[i]) + 1;
@@ -260,7 +271,13 @@ static void node_lead(const char *path, char **env)
 	node->env_len = used;
 	if (!env)
 		goto publish;
-	if (tfd_hook_run_arg(path, "--node", env, &out, &out_len, &status, err, sizeof(err)) != 0) {
+	rc = tfd_hook_run_arg(path, "--node", env, tfd_config()->hook_timeout, &out, &out_len,
+			      &status, err, sizeof(err));
+	if (rc == -2) {
+		state = NODE_TIMED_OUT;
+		goto publish;
+	}
+	if (rc != 0) {
 		slurm_debug("tfslurm: per-node hook run failed (%s); tasks run the hook each", err);
 		goto publish;
 	}
@@ -326,6 +343,12 @@ static int node_apply(spank_t sp, const char *path, char *err, size_t errlen)
 		return 1;
 	}
 	__sync_synchronize();
+	if (node->state == NODE_TIMED_OUT) {
+		snprintf(err, errlen, "the hook %.300s did not finish within %u s and was killed "
+			 "(a SLURM_HOSTFILE that is a pipe, or a hung file system?); the limit is "
+			 "hook_timeout= in plugstack.conf", path, tfd_config()->hook_timeout);
+		return -1;
+	}
 	if (node->state != NODE_READY)
 		return 1;
 	if (tfd_node_find(node->data + node->env_len, node->out_len, (unsigned long) localid, &block) != 0) {

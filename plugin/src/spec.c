@@ -98,6 +98,56 @@ static void bad_byte(char *err, size_t errlen, const char *spec, size_t pos, con
 		tfd_set_err(err, errlen, "unexpected '%s' at byte %zu %s", shown, pos, where);
 }
 
+/* TensorFlow's own job names: exact, lower case (tfslurm/jobspec.py TF_JOB_NAMES). */
+static const char *const tf_names[] = { "chief", "worker", "ps", "evaluator" };
+
+static char lower(char c) { return (c >= 'A' && c <= 'Z') ? (char) (c - 'A' + 'a') : c; }
+
+/* Whether a[0..alen) turns into b (NUL-terminated) by at most one edit, ignoring case:
+ * one byte changed, added or dropped, or two neighbours swapped. */
+static int within_one_edit(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b), i = 0, j;
+
+	if (alen + 1 < blen || blen + 1 < alen)
+		return 0;
+	while (i < alen && i < blen && lower(a[i]) == b[i])
+		i++;
+	if (i == alen && i == blen)
+		return 1;
+	if (alen == blen) {
+		/* changed at i, or a[i], a[i+1] swapped */
+		if (i + 1 < alen && lower(a[i]) == b[i + 1] && lower(a[i + 1]) == b[i])
+			i += 2;
+		else
+			i += 1;
+		for (j = i; j < alen; j++)
+			if (lower(a[j]) != b[j])
+				return 0;
+		return 1;
+	}
+	/* one byte more in the longer: skip it at i, the rest must match */
+	for (j = i; j + (alen > blen) < alen && j + (blen > alen) < blen; j++)
+		if (lower(a[j + (alen > blen)]) != b[j + (blen > alen)])
+			return 0;
+	return 1;
+}
+
+/* The TF job name that name[0..nlen) nearly is (another case, or one typo), or NULL when
+ * it is one exactly or is far from all of them (other names are allowed). */
+static const char *near_tf_name(const char *name, size_t nlen)
+{
+	size_t k;
+
+	for (k = 0; k < sizeof(tf_names) / sizeof(tf_names[0]); k++)
+		if (strlen(tf_names[k]) == nlen && memcmp(name, tf_names[k], nlen) == 0)
+			return NULL;
+	for (k = 0; k < sizeof(tf_names) / sizeof(tf_names[0]); k++)
+		if (within_one_edit(name, nlen, tf_names[k]))
+			return tf_names[k];
+	return NULL;
+}
+
 static size_t skip_space(const char *spec, size_t pos, size_t len)
 {
 	while (pos < len && is_space(spec[pos]))
@@ -150,6 +200,16 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 			pos++;
 		nlen = pos - start;
 		tfd_quote_n(spec + start, nlen, shown, sizeof(shown));
+		{
+			const char *meant = near_tf_name(spec + start, nlen);
+
+			if (meant) {
+				tfd_set_err(err, errlen, "job '%s' is not TensorFlow's '%s' (its job names "
+					"are exact: chief, worker, ps, evaluator); write %s", shown,
+					meant, meant);
+				return -1;
+			}
+		}
 		pos = skip_space(spec, pos, len);
 		if (pos == len || spec[pos] == ',') {
 			tfd_set_err(err, errlen, "job '%s' has no count; write %s:N or %s:*", shown,

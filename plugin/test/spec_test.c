@@ -14,6 +14,9 @@
  * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
  * valgrind see any read past the end.
  */
+#include <ctype.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -186,6 +190,12 @@ static void unit_config(void)
 	config_case("host_template={node}\x1b", 0, NULL, NULL, "'\\x1b' at byte 6");
 	config_case("host_template=\xc3\xa9{node}", 0, NULL, NULL, "'\\xc3' at byte 0");
 	config_case("verbose", 0, NULL, NULL, "unknown argument");
+	config_case("hook_timeout=5", 1, "worker:*", "", NULL);
+	config_case("hook_timeout=0", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=3601", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=5s", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=", 0, NULL, NULL, "whole seconds from 1 to 3600");
+	config_case("hook_timeout=999999999", 0, NULL, NULL, "whole seconds from 1 to 3600");
 	config_case("default_spec=worker:*|tfdist=1", 0, NULL, NULL, "'tfdist=1': unknown");
 
 	/* a control character in the argument itself, and a template that is too long */
@@ -292,13 +302,31 @@ static void hook_case(const char *output, size_t len, int want_rc, const char *w
 
 #define HOOK(s, rc, log, e) hook_case(s, sizeof(s) - 1, rc, log, e)
 
+/* Whether pid runs (a zombie waiting for its reaper does not). */
+static int alive(int pid)
+{
+	char path[64], line[512];
+	FILE *f;
+	char *close_paren;
+	int running = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(line, sizeof(line), f) && (close_paren = strrchr(line, ')')) && close_paren[1])
+		running = close_paren[2] != 'Z';
+	fclose(f);
+	return running;
+}
+
 static void unit_hook(void)
 {
 	char script[] = "/tmp/tfd_hook_test_XXXXXX";
 	char *env[] = { "TFSLURM_TF_DIST=worker:*", "PATH=/usr/bin:/bin", NULL };
 	char *out = NULL, err[256];
 	size_t out_len = 0;
-	int fd, status = 0;
+	int fd, status = 0, rc, saved_stderr, devnull;
 	FILE *f;
 
 	HOOK("", 0, "", NULL);
@@ -348,7 +376,7 @@ static void unit_hook(void)
 		   "echo \"print $PATH\"\nexit 3\n");
 	fclose(f);
 	chmod(script, 0700);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	if (tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err)) != 0 ||
 	    strcmp(out, "export GOT=worker:*\nprint /usr/bin:/bin\n") != 0 || out_len != strlen(out) ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) != 3) {
 		printf("FAIL hook run: %s / '%s' / %d\n", err, out ? out : "(null)", status);
@@ -359,14 +387,63 @@ static void unit_hook(void)
 	f = fopen(script, "w");
 	fprintf(f, "#!/bin/sh\nexec yes export A=1\n");
 	fclose(f);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != -1 ||
+	if (tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err)) != -1 ||
 	    !strstr(err, "more than") || out != NULL) {
 		printf("FAIL hook run flood: %s\n", err);
 		failures++;
 	}
-	/* not executable */
+	/* a hook that never finishes (it reads a FIFO nobody writes): killed after the limit,
+	 * with its children, and says so */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\necho 'export A=1'\nsleep 30 &\necho $! > %s.child\nwait\n", script);
+	fclose(f);
+	chmod(script, 0700);
+	{
+		char childfile[sizeof(script) + 8];
+		FILE *cf;
+		int child = 0;
+		time_t t0 = time(NULL);
+		rc = tfd_hook_run(script, env, 1, &out, &out_len, &status, err, sizeof(err));
+
+		if (rc != -2 || out != NULL || !strstr(err, "did not finish within 1 s") ||
+		    time(NULL) - t0 > 5) {
+			printf("FAIL hook run timeout: rc %d, %s\n", rc, err);
+			failures++;
+		}
+		snprintf(childfile, sizeof(childfile), "%s.child", script);
+		cf = fopen(childfile, "r");
+		if (cf) {
+			if (fscanf(cf, "%d", &child) != 1)
+				child = 0;
+			fclose(cf);
+		}
+		unlink(childfile);
+		usleep(100000);
+		if (child <= 0 || alive(child)) {
+			printf("FAIL hook run timeout: the hook's child %d survived\n", child);
+			failures++;
+		}
+	}
+	/* output closed but the hook keeps running: the limit still holds */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\necho 'export A=1'\nexec >&-\nsleep 30\n");
+	fclose(f);
+	if (tfd_hook_run(script, env, 1, &out, &out_len, &status, err, sizeof(err)) != -2) {
+		printf("FAIL hook run timeout after closing stdout: %s\n", err);
+		failures++;
+	}
+	/* not executable (the child's "cannot run" line goes to /dev/null here, so that a
+	 * passing `make check` prints nothing alarming) */
 	chmod(script, 0600);
-	if (tfd_hook_run(script, env, &out, &out_len, &status, err, sizeof(err)) != 0 ||
+	fflush(stderr);
+	saved_stderr = dup(2);
+	devnull = open("/dev/null", O_WRONLY);
+	dup2(devnull, 2);
+	close(devnull);
+	rc = tfd_hook_run(script, env, 0, &out, &out_len, &status, err, sizeof(err));
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	if (rc != 0 ||
 	    !WIFEXITED(status) || WEXITSTATUS(status) != 127) {
 		printf("FAIL hook run not executable: %d\n", status);
 		failures++;
@@ -475,6 +552,23 @@ static int unit(void)
 	size_t i;
 
 	expect("worker:4", 1, NULL);
+	/* TF's job names are exact: another case or one typo is refused, naming the real one */
+	expect("Worker:*", 0, "not TensorFlow's 'worker'");
+	expect("WORKER:2", 0, "write worker");
+	expect("ps:1,wokrer:*", 0, "not TensorFlow's 'worker'");
+	expect("workers:*", 0, "not TensorFlow's 'worker'");
+	expect("worke:*", 0, "not TensorFlow's 'worker'");
+	expect("chef:1,worker:*", 0, "not TensorFlow's 'chief'");
+	expect("PS:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("pss:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("sp:1,worker:*", 0, "not TensorFlow's 'ps'");
+	expect("evaluatr:1,worker:*", 0, "not TensorFlow's 'evaluator'");
+	expect("chief:1,worker:*,Evaluator:1", 0, "not TensorFlow's 'evaluator'");
+	/* names two edits or more away stay allowed */
+	expect("wrkr:2", 1, NULL);
+	expect("server:2", 1, NULL);
+	expect("ps2x:1,worker:*", 1, NULL);
+	expect("learner:1,actor:*", 1, NULL);
 	expect("worker:*", 1, NULL);
 	expect("chief:1,ps:2,worker:*", 1, NULL);
 	expect("ps:1,worker:3", 1, NULL);
@@ -588,6 +682,49 @@ static void trim(const char *s, size_t *lo, size_t *hi)
 		(*hi)--;
 }
 
+/* Optimal-string-alignment distance, case folded: the model's own near-miss rule. */
+static size_t model_distance(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b), d[64][16], i, j;
+
+	if (alen >= 64)
+		return 99;
+	for (i = 0; i <= alen; i++)
+		d[i][0] = i;
+	for (j = 0; j <= blen; j++)
+		d[0][j] = j;
+	for (i = 1; i <= alen; i++) {
+		for (j = 1; j <= blen; j++) {
+			char ca = (char) tolower((unsigned char) a[i - 1]);
+			size_t best = d[i - 1][j - 1] + (ca != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && ca == b[j - 2] &&
+			    tolower((unsigned char) a[i - 2]) == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[alen][blen];
+}
+
+static int model_near_miss(const char *name, size_t len)
+{
+	static const char *const tf[] = { "chief", "worker", "ps", "evaluator" };
+	size_t k;
+
+	for (k = 0; k < 4; k++)
+		if (strlen(tf[k]) == len && memcmp(name, tf[k], len) == 0)
+			return 0;
+	for (k = 0; k < 4; k++)
+		if (model_distance(name, len, tf[k]) <= 1)
+			return 1;
+	return 0;
+}
+
 static int model_valid(const char *s, size_t n)
 {
 	size_t start = 0, i, e = 0, k, j;
@@ -616,6 +753,8 @@ static int model_valid(const char *s, size_t n)
 			if (!((s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
 			      (s[j] >= '0' && s[j] <= '9') || s[j] == '_'))
 				return 0;
+		if (model_near_miss(s + nlo, nhi - nlo))
+			return 0;
 		if (chi - clo == 1 && s[clo] == '*') {
 			stars++;
 		} else {
@@ -653,7 +792,8 @@ static size_t random_input(char *buf, size_t cap)
 		"\xc3\xa9", "\xff", "\x01", "-", "::", ",,", "j1", "j2",
 	};
 	static const char *names[] = { "worker", "ps", "chief", "evaluator", "J1", "a_2",
-				       " ps", "ps\t" };
+				       " ps", "ps\t", "Worker", "wokrer", "workers", "PS", "p",
+				       "chef", "evaluater", "psx", "wrkr", "Chief_", "sp" };
 	static const char *counts[] = { "*", "1", "2", "17", "123456789012345678", "0",
 					"01", " 3", "* ", "1234567890123456789" };
 	size_t n = 0, target;

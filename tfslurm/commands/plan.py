@@ -3,6 +3,10 @@
 One row per rank: rank, job, task index, ``host:port`` and GPUs as far as this task can
 know them (``?`` = another node's, not knowable here; ``-`` = none; ``*`` marks this task).
 The options here are shared by ``tfslurm tf-config`` and ``tfslurm env``.
+
+Under ``srun`` every task computes the plan (so each checks it), but only rank 0 prints it:
+one table per step instead of one per task, interleaved. ``--all-tasks`` prints every
+task's own view (its own GPUs filled in).
 """
 
 from __future__ import annotations
@@ -53,11 +57,20 @@ def plan_options(args: argparse.Namespace, gpus: bool = True) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
     add_gpu_options(parser)
+    parser.add_argument(
+        "--all-tasks", action="store_true",
+        help="print the table in every task of the step (default: rank 0 only, once per step)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from tfslurm.plan import plan_from_environ
 
     plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
-    print(plan.table())
+    if plan.rank not in (None, 0) and not args.all_tasks:
+        return 0  # checked here too; rank 0 prints the step's one table
+    table = plan.table()
+    print(table)
+    if not args.all_tasks and plan.num_tasks > 1 and "?" in table:
+        print("(? = GPUs of a task on another node, known only there: --all-tasks prints each task's own view)")
     return 0

@@ -114,13 +114,11 @@ class Role:
         return {j: list(v) for j, v in self.cluster.items() if j != "evaluator" and v}
 
     def tf_config(self) -> str:
-        """The TF_CONFIG this task's TensorFlow should see (compact JSON)."""
-        cluster = dict(self.cluster) if self.job == "evaluator" else self.training_cluster()
-        value = {
-            "cluster": {j: list(v) for j, v in cluster.items()},
-            "task": {"type": self.job, "index": self.index},
-        }
-        return json.dumps(value, separators=(",", ":"))
+        """The TF_CONFIG this task's TensorFlow should see (compact JSON), written by the
+        plan's writer, so that ``tfslurm run`` and the hook follow one evaluator rule."""
+        from tfslurm.plan import tf_config_json
+
+        return tf_config_json(self.cluster, self.job, self.index)
 
     def describe(self) -> str:
         return f"{self.job}:{self.index} ({self.strategy}, from {self.source})"
