@@ -275,11 +275,42 @@ def test_bad_slurm_gpus_on_node() -> None:
         assign_gpus_from_env({"SLURM_GPUS_ON_NODE": "two"})
 
 
-def test_other_bindings_are_per_task() -> None:
-    for bind in ("gpu:map_gpu:1,0", "gpu:single:2", "gpu:closest", "gpu:verbose,per_task:1", "gres/gpu:mask_gpu:0x1"):
+def test_explicit_and_own_share_bindings_are_kept_per_task() -> None:
+    # A list shorter than the node's (a socket's share under closest, an explicit map/mask) is
+    # this task's own and kept as Slurm bound it.
+    for bind in ("gpu:map_gpu:1,0", "gpu:single:2", "gpu:closest", "gpu:verbose,per_task:1", "gres/gpu:mask_gpu:0x1",
+                 "gres/gpu:closest"):
         env = {"CUDA_VISIBLE_DEVICES": "1", "SLURMD_TRES_BIND": bind, "SLURM_GPUS_ON_NODE": "2"}
         gpu = assign_gpus_from_env(env, local_id=1, local_tasks=2)
         assert gpu.devices == ("1",) and gpu.source.startswith("per-task binding"), bind
+
+
+@pytest.mark.parametrize("bind", ["gpu:closest", "gres/gpu:closest", "gpu:single:1", "gres/gpu:per_task:2"])
+def test_a_per_task_list_that_is_the_whole_node_list_is_split(bind: str) -> None:
+    # srun --gpus-per-task=2 --gpu-bind=closest on a one-socket node: Slurm hands each of the
+    # node's tasks the whole step list 0,1,2,3 (measured); they must not share it.
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_STEP_GPUS": "0,1,2,3", "SLURMD_TRES_BIND": bind,
+           "SLURM_GPUS_ON_NODE": "4"}
+    gpus = [assign_gpus_from_env(env, local_id=i, local_tasks=2) for i in range(2)]
+    assert [g.devices for g in gpus] == [("0", "1"), ("2", "3")]
+    assert all(not g.per_task and "gave every local task the node's list" in g.source for g in gpus)
+    # the node's only task keeps the whole list; map/mask name devices on purpose and are kept
+    assert assign_gpus_from_env(env, local_id=0, local_tasks=1).devices == ("0", "1", "2", "3")
+    mapped = dict(env, SLURMD_TRES_BIND="gpu:map_gpu:0,0")
+    assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).devices == ("0", "1", "2", "3")
+
+
+def test_whole_node_list_split_by_the_gpus_per_task_slurm_was_asked_for() -> None:
+    # --gpus-per-task=1 --gpu-bind=closest with 4 GPUs and 2 tasks: one each (24.11+ says
+    # SLURM_TRES_PER_TASK, older sbatch jobs SLURM_GPUS_PER_TASK), not a balanced 2 each.
+    base = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gres/gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    for extra in ({"SLURM_TRES_PER_TASK": "cpu=1,gres/gpu=1"}, {"SLURM_GPUS_PER_TASK": "1"}):
+        gpus = [assign_gpus_from_env({**base, **extra}, local_id=i, local_tasks=2) for i in range(2)]
+        assert [g.devices for g in gpus] == [("0",), ("1",)]
+        assert gpus[1].split_per_task == 1
+    # a count that does not fit the list is ignored: balanced split
+    odd = {**base, "SLURM_TRES_PER_TASK": "gres/gpu=3"}
+    assert assign_gpus_from_env(odd, local_id=1, local_tasks=2).devices == ("2", "3")
 
 
 # --- nvidia-smi, only for --gpu-bind=none -------------------------------------------------

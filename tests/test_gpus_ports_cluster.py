@@ -180,6 +180,20 @@ def test_gpus_per_task_binding_is_kept(slurm_cluster: Any) -> None:
         assert row["source"].startswith("per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)")
 
 
+def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluster: Any) -> None:
+    # On one-socket nodes Slurm's closest gives every task of the node the step's whole list
+    # (0,1,2,3 here); tfslurm splits it: each task its own pair, the pairs disjoint.
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-task=2", "--gpu-bind=closest", hold=1.0, oracle=True
+    )
+    check_common(results, allocated, disjoint=True)
+    for row in results:
+        assert row["slurm"]["SLURMD_TRES_BIND"] == "gpu:closest"
+        assert row["slurm"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"  # Slurm's own shared list
+        assert row["devices"] == (["0", "1"] if row["local"] == 0 else ["2", "3"])
+        assert "gave every local task the node's list" in row["source"]
+
+
 def test_gpus_3_over_two_nodes_is_uneven(slurm_cluster: Any) -> None:
     results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus=3", hold=1.0, oracle=True)
     check_common(results, allocated, disjoint=True)

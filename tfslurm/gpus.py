@@ -78,6 +78,8 @@ NVIDIA_SMI_TIMEOUT = 5.0
 
 # --gpu-bind values under which Slurm computed a per-task device list itself.
 _PER_TASK_BINDINGS = frozenset({"per_task", "map_gpu", "mask_gpu", "single", "closest"})
+# Of those, the ones whose list may be the node's whole list shared by its tasks (split it).
+_SPLITTABLE_BINDINGS = frozenset({"per_task", "single", "closest"})
 # Characters of a device entry: an index, a GPU/MIG UUID or a ZE sub-device id ("0.1").
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/-")
 
@@ -93,6 +95,8 @@ class GpuAssignment:
     ``exports`` (filled by :func:`assign_gpus`) are the exact variables to set.
     ``per_task`` is True when ``node_devices`` is already this task's own list (Slurm's
     per-task binding, or narrowed earlier): it must not be split to find other tasks' devices.
+    ``split_per_task`` is the equal share the node's list was split by (None: balanced), so
+    other tasks' devices can be worked out the same way.
     """
 
     devices: tuple[str, ...]
@@ -102,6 +106,7 @@ class GpuAssignment:
     unbound: int = 0
     exports: tuple[tuple[str, str], ...] | None = None
     per_task: bool = False
+    split_per_task: int | None = None
 
     @property
     def count(self) -> int:
@@ -286,19 +291,24 @@ def assign_gpus_from_env(
         node_devices = parse_devices(variable, env[variable])
         origin = _origin(env, variable)
         narrowed = _assigned_before(env, variable) or _narrowed_after_slurm(env, variable, node_devices)
-        per_task = binding in _PER_TASK_BINDINGS or narrowed is not None
+        shared = narrowed is None and _shared_node_list(env, binding, node_devices, local_tasks)
+        per_task = (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
+        if shared and gpus_per_task is None:
+            gpus_per_task = _slurm_per_task_count(env, len(node_devices), local_tasks)
+        if shared:
+            origin = f"{origin}; {_tres_bind(env)} gave every local task the node's list"
         chosen: tuple[str, ...]
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
         elif per_task:
-            how = narrowed or f"per-task binding (SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()})"
+            how = narrowed or f"per-task binding ({_tres_bind(env)})"
             chosen, why = _per_task(node_devices, variable, how, gpus_per_task)
         else:
             chosen, why = _per_node(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
         exports = _with_marker(env, _exports(env, present, node_devices, chosen))
-        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task)
+        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None)
 
     on_node = _slurm_count(env)
     if on_node:
@@ -314,6 +324,47 @@ def assign_gpus_from_env(
 
 
 # --- the cases ---------------------------------------------------------------------------
+
+
+def _shared_node_list(
+    env: Mapping[str, str], binding: str | None, devices: tuple[str, ...], local_tasks: int | None
+) -> bool:
+    """Whether a "per-task" list is in fact the node's whole list, handed to several tasks.
+
+    ``--gpu-bind=closest`` on a node whose GPUs all sit by one socket gives every task of
+    the node the step's whole list (``closest`` picks GPUs, not a share of them). A list as
+    long as ``SLURM_GPUS_ON_NODE`` while other tasks share the node is that case: it is
+    split like a per-node list. ``map_gpu``/``mask_gpu`` name devices explicitly (sharing
+    them is the user's choice) and stay as Slurm bound them.
+    """
+    if binding not in _SPLITTABLE_BINDINGS or local_tasks is None or local_tasks < 2 or not devices:
+        return False
+    raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    return raw.isdigit() and int(raw) == len(devices)
+
+
+def _slurm_per_task_count(env: Mapping[str, str], devices: int, local_tasks: int | None) -> int | None:
+    """GPUs per task the user asked Slurm for, if it fits the node's list; else None.
+
+    Slurm says it as ``SLURMD_TRES_BIND=…per_task:N``, ``SLURM_TRES_PER_TASK=gres/gpu=N``
+    (23.02+) or ``SLURM_GPUS_PER_TASK=N`` (older sbatch jobs).
+    """
+    count: int | None = None
+    bind = env.get("SLURMD_TRES_BIND", "")
+    if "per_task:" in bind:
+        digits = bind.split("per_task:", 1)[1].split(",")[0].split(";")[0].strip()
+        count = int(digits) if digits.isdigit() else None
+    if count is None:
+        for part in env.get("SLURM_TRES_PER_TASK", "").split(","):
+            name, _, value = part.strip().partition("=")
+            if name in ("gres/gpu", "gres:gpu", "gpu") and value.strip().isdigit():
+                count = int(value)
+    if count is None:
+        raw = env.get("SLURM_GPUS_PER_TASK", "").strip()
+        count = int(raw) if raw.isdigit() else None
+    if count is None or count < 1 or local_tasks is None or count * local_tasks > devices:
+        return None
+    return count
 
 
 def _per_task(
@@ -517,6 +568,10 @@ def _gpu_binding(tres_bind: str) -> str | None:
                 words = [w for w in part[len(prefix) :].replace(":", ",").split(",") if w and w != "verbose"]
                 return words[0] if words else None
     return None
+
+
+def _tres_bind(env: Mapping[str, str]) -> str:
+    return f"SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()}"
 
 
 def _check_count(name: str, value: object) -> None:

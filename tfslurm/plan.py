@@ -521,7 +521,7 @@ def gpu_plan_for(
         source=assignment.source,
         node_devices=node_devices,
         nodes=None if uniform else frozenset([layout.rank_node[rank]]),
-        gpus_per_task=gpus_per_task,
+        gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,
         env=assignment.env(),
     )
