@@ -26,10 +26,26 @@ from tfslurm.gpus import (
 from tfslurm.layout import layout_for
 from tfslurm.step import Step
 
-FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
+FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths(observed.VERSIONS)}
+VERSIONS = observed.VERSIONS
 GPU_FIXTURES = ["11_gres_gpu2", "12_gpus_per_task", "13_gpus_per_node_bind_none", "13b_gpus_per_node",
                 "13c_gpus_total_3", "22_sbatch_gpus"]
 NO_SMI = "/nonexistent/nvidia-smi"  # the observed cluster has no nvidia-smi either
+# How SLURMD_TRES_BIND names the gpu part (``gres/gpu:`` since 23.11's --tres-bind).
+TRES_PREFIX = {"22.05": "gpu:", "24.11": "gres/gpu:", "26.05": "gres/gpu:"}
+
+
+def fid_of(version: str, name: str) -> str:
+    """The fixture id of recording ``name`` made on Slurm ``version``."""
+    return name if version == observed.BASE_VERSION else f"{version}/{name}"
+
+
+def gpu_fids(*, exclude: tuple[str, ...] = ()) -> list[str]:
+    return [fid_of(v, n) for v in VERSIONS for n in GPU_FIXTURES if n not in exclude]
+
+
+def job_id(fid: str) -> str:
+    return FIXTURES[fid].steps["s0"][0].env["SLURM_JOB_ID"]
 
 
 def assignments(fid: str, **kwargs: object) -> list[tuple[observed.Task, Step, GpuAssignment]]:
@@ -52,7 +68,14 @@ def per_node(results: list[tuple[observed.Task, Step, GpuAssignment]]) -> dict[s
     return nodes
 
 
-# --- the recorded shapes ---------------------------------------------------------------
+# --- the recorded shapes, on every recorded Slurm version ---------------------------------
+
+
+def test_every_version_is_recorded() -> None:
+    assert VERSIONS == ("22.05", "24.11", "26.05")
+    for version in VERSIONS:
+        for name in GPU_FIXTURES:
+            assert fid_of(version, name) in FIXTURES
 
 
 @pytest.mark.parametrize("fid", sorted(FIXTURES))
@@ -68,15 +91,18 @@ def test_recorded_tasks_never_get_a_device_slurm_did_not_give(fid: str) -> None:
             assert set(filter(None, value.split(","))) <= set(task.env[name].split(","))
 
 
-@pytest.mark.parametrize("fid", [f for f in GPU_FIXTURES if f != "13_gpus_per_node_bind_none"])
+@pytest.mark.parametrize("fid", gpu_fids(exclude=("13_gpus_per_node_bind_none",))
+                         + [fid_of(v, "13_gpus_per_node_bind_none") for v in VERSIONS[1:]])
 def test_recorded_gpu_shapes_give_disjoint_devices_per_node(fid: str) -> None:
     for node, gpus in per_node(assignments(fid)).items():
         owned = [d for gpu in gpus for d in gpu.devices]
         assert len(owned) == len(set(owned)), f"{fid}: tasks on {node} share a device: {gpus}"
 
 
-def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
-    results = assignments("11_gres_gpu2")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_two_tasks_per_node_split_the_node_list(version: str) -> None:
+    fid = fid_of(version, "11_gres_gpu2")
+    results = assignments(fid)
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ("1",)]
     _, _, first = results[0]
     assert first.node_devices == ("0", "1")
@@ -84,42 +110,49 @@ def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
         "CUDA_VISIBLE_DEVICES": "0",
         "ROCR_VISIBLE_DEVICES": "0",
         "GPU_DEVICE_ORDINAL": "0",
-        ASSIGNED_VARIABLE: f"{FIXTURES['11_gres_gpu2'].steps['s0'][0].env['SLURM_JOB_ID']}.0.0:CUDA_VISIBLE_DEVICES=0",
+        ASSIGNED_VARIABLE: f"{job_id(fid)}.0.0:CUDA_VISIBLE_DEVICES=0",
     }
     assert "balanced split over 2 local tasks" in first.source and not first.per_task
 
 
-def test_gres_gpu2_with_gpus_per_task_two_is_too_many() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_with_gpus_per_task_two_is_too_many(version: str) -> None:
     with pytest.raises(GpuError, match=r"gpus_per_task=2 for 2 task\(s\) on this node needs 4 GPU\(s\), but only 2"):
-        assignments("11_gres_gpu2", gpus_per_task=2)
+        assignments(fid_of(version, "11_gres_gpu2"), gpus_per_task=2)
 
 
-def test_per_task_binding_is_kept_as_slurm_bound_it() -> None:
-    for fid in ("12_gpus_per_task", "22_sbatch_gpus"):
-        for task, _step, gpu in assignments(fid):
+@pytest.mark.parametrize("version", VERSIONS)
+def test_per_task_binding_is_kept_as_slurm_bound_it(version: str) -> None:
+    for name in ("12_gpus_per_task", "22_sbatch_gpus"):
+        for task, _step, gpu in assignments(fid_of(version, name)):
+            assert task.env["SLURMD_TRES_BIND"] == f"{TRES_PREFIX[version]}per_task:1"
             assert gpu.devices == (task.env["CUDA_VISIBLE_DEVICES"],)
-            assert gpu.source == "per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)"
+            assert gpu.source == f"per-task binding (SLURMD_TRES_BIND={TRES_PREFIX[version]}per_task:1)"
             assert gpu.per_task
     with pytest.raises(GpuError, match=r"gpus_per_task=2 but Slurm bound 1 GPU\(s\) to this task"):
-        assignments("12_gpus_per_task", gpus_per_task=2)
+        assignments(fid_of(version, "12_gpus_per_task"), gpus_per_task=2)
 
 
-def test_gpus_total_3_is_uneven_over_two_nodes() -> None:
-    results = assignments("13c_gpus_total_3")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gpus_total_3_is_uneven_over_two_nodes(version: str) -> None:
+    fid = fid_of(version, "13c_gpus_total_3")
+    results = assignments(fid)
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ()]
     last = results[3][2]
     assert last.env() == {
         "CUDA_VISIBLE_DEVICES": "",
         "ROCR_VISIBLE_DEVICES": "",
         "GPU_DEVICE_ORDINAL": "",
-        ASSIGNED_VARIABLE: "17.0.3:CUDA_VISIBLE_DEVICES=",
+        ASSIGNED_VARIABLE: f"{job_id(fid)}.0.3:CUDA_VISIBLE_DEVICES=",
     }
     with pytest.raises(GpuError, match="needs 2 GPU"):
-        assignments("13c_gpus_total_3", gpus_per_task=1)
+        assignments(fid, gpus_per_task=1)
 
 
-def test_gpu_bind_none_names_no_device_and_touches_nothing() -> None:
-    for _task, _step, gpu in assignments("13_gpus_per_node_bind_none"):
+def test_gpu_bind_none_names_no_device_and_touches_nothing_on_22_05() -> None:
+    # 22.05 sets only SLURM_GPUS_ON_NODE: no variable says which devices.
+    for task, _step, gpu in assignments("13_gpus_per_node_bind_none"):
+        assert "CUDA_VISIBLE_DEVICES" not in task.env and task.env["SLURMD_TRES_BIND"] == "gpu:none"
         assert gpu.devices == () and gpu.unbound == 2 and gpu.count == 2
         assert gpu.env() == {}
         assert gpu.source.startswith("--gpu-bind=none: Slurm allocated 2 GPU(s) without naming them")
@@ -127,22 +160,47 @@ def test_gpu_bind_none_names_no_device_and_touches_nothing() -> None:
         assignments("13_gpus_per_node_bind_none", gpus_per_task=1)
 
 
-def test_batch_script_keeps_the_job_list() -> None:
-    step = Step.from_environ(FIXTURES["22_sbatch_gpus"].batch.env)
-    gpu = assign_gpus(step)
+@pytest.mark.parametrize("version", VERSIONS[1:])
+def test_gpu_bind_none_on_24_11_and_later_lists_the_node_and_is_split(version: str) -> None:
+    # 24.11+ set CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS to the node's list under
+    # --gpu-bind=none: a per-node list like --gpus-per-node=2's, split the same way.
+    fid = fid_of(version, "13_gpus_per_node_bind_none")
+    results = assignments(fid)
+    for task, _step, _gpu in results:
+        assert task.env["CUDA_VISIBLE_DEVICES"] == "0,1" and task.env["SLURMD_TRES_BIND"] == "gres/gpu:none"
+    assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ("1",)]
+    assert all(g.unbound == 0 and not g.per_task for _, _, g in results)
+    assert [g.devices for _, _, g in assignments(fid, gpus_per_task=1)] == [("0",), ("1",), ("0",), ("1",)]
+
+
+@pytest.mark.parametrize("version", [
+    *VERSIONS[:2],
+    pytest.param("26.05", marks=pytest.mark.xfail(
+        strict=True, raises=TfslurmError,
+        reason="Step rejects 26.05's batch SLURM_STEP_ID=-5 (tfslurm/step.py, not the GPU code)")),
+])
+def test_batch_script_keeps_the_job_list(version: str) -> None:
+    batch = FIXTURES[fid_of(version, "22_sbatch_gpus")].batch
+    if version == "22.05":
+        assert batch.env["SLURM_GPUS_PER_TASK"] == "1" and "SLURM_TRES_PER_TASK" not in batch.env
+    else:
+        assert batch.env["SLURM_TRES_PER_TASK"] == "gres/gpu=1" and "SLURM_GPUS_PER_TASK" not in batch.env
+    gpu = assign_gpus(Step.from_environ(batch.env))
     assert gpu.devices == ("0", "1")
     assert "the node's only task" in gpu.source
 
 
-def test_cpu_only_shapes_get_zero_gpus_and_no_variables() -> None:
-    for _task, _step, gpu in assignments("01_block_N3_tpn2"):
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cpu_only_shapes_get_zero_gpus_and_no_variables(version: str) -> None:
+    for _task, _step, gpu in assignments(fid_of(version, "01_block_N3_tpn2")):
         assert gpu.devices == () and gpu.count == 0 and gpu.env() == {}
         assert gpu.source == "no GPU allocated"
 
 
-def test_asking_for_gpus_in_a_cpu_only_step_is_one_clear_line() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_asking_for_gpus_in_a_cpu_only_step_is_one_clear_line(version: str) -> None:
     with pytest.raises(GpuError) as info:
-        assignments("01_block_N3_tpn2", gpus_per_task=1)
+        assignments(fid_of(version, "01_block_N3_tpn2"), gpus_per_task=1)
     assert "\n" not in str(info.value)
     assert str(info.value).startswith("gpus_per_task=1 asks for GPUs, but Slurm gave this task none")
     assert isinstance(info.value, TfslurmError)
@@ -449,7 +507,7 @@ def test_binding_helpers() -> None:
     assert not bound_per_task({"SLURMD_TRES_BIND": "gpu:none"}) and not bound_per_task({})
 
 
-@pytest.mark.parametrize("fid", GPU_FIXTURES)
+@pytest.mark.parametrize("fid", gpu_fids())
 def test_assigning_again_after_exporting_is_idempotent(fid: str) -> None:
     # The TaskProlog exports env(); a resolver in the task then assigns again: no drift.
     for task, step, first in assignments(fid):
