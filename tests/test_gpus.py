@@ -557,3 +557,149 @@ def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> Non
         fresh = assign_gpus_from_env({**env, "CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: stale},
                                      local_id=1, local_tasks=2)
         assert fresh.devices == () and not fresh.per_task
+
+
+# --- warnings ----------------------------------------------------------------------------
+
+
+def plan_warnings(env: dict[str, str], dev_dir: str = "/nonexistent-dev", **kwargs: object) -> tuple[str, ...]:
+    from tfslurm.gpus import gpu_warnings
+
+    step = Step.from_environ(env)
+    layout = layout_for(step)
+    gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI, **kwargs)
+    return gpu_warnings(step, layout, gpu, dev_dir=dev_dir, **kwargs)  # type: ignore[arg-type]
+
+
+def fixture_warnings(fid: str, **kwargs: object) -> dict[int, tuple[str, ...]]:
+    out = {}
+    for task in FIXTURES[fid].steps["s0"]:
+        lines = plan_warnings(task.env, **kwargs)
+        if lines:
+            out[task.procid] = lines
+    return out
+
+
+UNEVEN_TAIL = ("; MultiWorkerMirroredStrategy needs the same count on every worker: request --gpus-per-task=N "
+               "or --gres=gpu:N with N a multiple of the tasks per node (TFSLURM_UNEVEN_GPUS=error makes this an error)")
+ZERO_3 = ("tfslurm: warning: task 3 on node2 gets 0 GPUs while other tasks of the step have some (1 GPU(s) for "
+          "2 task(s) on the node): it runs on the CPU; request --gpus-per-task=N, or --gres=gpu:N with N a "
+          "multiple of the tasks per node")
+FEWER_NODE2 = ("tfslurm: warning: node node2 has 1 GPU(s) for 2 tasks: 1 task(s) get none (a GPU is never "
+               "shared); request at least one GPU per task (--gpus-per-task=1)")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gpus_3_over_two_nodes_warns_exactly_the_uneven_tasks(version: str) -> None:
+    got = fixture_warnings(fid_of(version, "13c_gpus_total_3"))
+    wanted = {
+        2: (FEWER_NODE2, "tfslurm: warning: tasks get unequal GPU counts (1, 0 on node node2)" + UNEVEN_TAIL),
+        3: (ZERO_3,),
+    }
+    if version != "22.05":  # SLURM_GPUS=3 (24.11+) tells rank 0 that node2 got fewer
+        wanted[0] = ("tfslurm: warning: tasks get unequal GPU counts (SLURM_GPUS=3 over 2 nodes, 2 here)"
+                     + UNEVEN_TAIL,)
+    assert got == wanted
+
+
+@pytest.mark.parametrize("fid", [f for f in sorted(FIXTURES) if not f.endswith("13c_gpus_total_3")
+                                 and "09_arbitrary" not in f and "26_sbatch_arbitrary" not in f])
+def test_no_warning_for_even_shapes(fid: str) -> None:
+    for tasks in FIXTURES[fid].steps.values():
+        for task in tasks:
+            step = Step.from_environ(task.env)
+            try:
+                layout = layout_for(step)
+            except LayoutError:
+                continue
+            from tfslurm.gpus import gpu_warnings
+
+            gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI)
+            assert gpu_warnings(step, layout, gpu, dev_dir="/nonexistent-dev") == (), (fid, task.procid)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_uneven_counts_are_an_error_on_request(version: str) -> None:
+    fid = fid_of(version, "13c_gpus_total_3")
+    for task in FIXTURES[fid].steps["s0"]:
+        env = dict(task.env, TFSLURM_UNEVEN_GPUS="error")
+        if task.procid in (2, 3) or version != "22.05":
+            with pytest.raises(GpuError, match=r"^tasks get unequal GPU counts .*\(TFSLURM_UNEVEN_GPUS=error\)$"):
+                plan_warnings(env)
+        else:  # node1 of 22.05 cannot see node2's count: no error there, node2's tasks fail
+            assert plan_warnings(env) == ()
+    with pytest.raises(GpuError, match="^TFSLURM_UNEVEN_GPUS='maybe' must be 'warn' or 'error'$"):
+        plan_warnings(dict(FIXTURES[fid].steps["s0"][0].env, TFSLURM_UNEVEN_GPUS="maybe"))
+
+
+def with_gpus(env: dict[str, str], devices: str) -> dict[str, str]:
+    """A recorded CPU-only task as if the step had asked for --gres=gpu:N (N = len(devices))."""
+    n = str(len(devices.split(",")))
+    return dict(env, CUDA_VISIBLE_DEVICES=devices, SLURM_STEP_GPUS=devices, SLURM_GPUS_ON_NODE=n)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
+    # srun -N2 -n5 (4 + 1 tasks) as if with --gres=gpu:2: node1 splits 1,1,0,0, node2's only
+    # task gets 2. Node1's local task 0 says "fewer" and "unequal", each task with 0 says so;
+    # node2 (not rank 0) stays quiet about the cross-node difference node1 already reports.
+    got = {}
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1"))
+        if lines:
+            got[task.procid] = [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+    zero = "task {} on node1 gets 0 GPUs while other tasks of the step have some (2 GPU(s) for 4 task(s) on the node)"
+    assert got == {
+        0: ["node node1 has 2 GPU(s) for 4 tasks", "tasks get unequal GPU counts (1, 1, 0, 0 on node node1)"],
+        2: [zero.format(2)],
+        3: [zero.format(3)],
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> None:
+    # --gres=gpu:4: node1 1,1,1,1, node2 4. Each node is even in itself; rank 0 says the
+    # cross-node line once.
+    got = {}
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
+        if lines:
+            got[task.procid] = lines
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes)" + UNEVEN_TAIL,)}
+    # with gpus_per_task=1 every task has one: even, silent
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None:
+    # srun -N3 -n7 (4, 2, 1 tasks) with --gres=gpu:4: 1,1,1,1 / 2,2 / 4.
+    got = {}
+    for task in FIXTURES[fid_of(version, "07_uneven_N3_n7")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
+        if lines:
+            got[task.procid] = lines
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes)" + UNEVEN_TAIL,)}
+
+
+def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (dev / name).write_text("")
+    tasks = FIXTURES["01_block_N3_tpn2"].steps["s0"]
+    got = {t.procid: plan_warnings(t.env, dev_dir=str(dev)) for t in tasks}
+    local0 = {t.procid for t in tasks if t.env["SLURM_LOCALID"] == "0"}
+    for procid, lines in got.items():
+        if procid in local0:
+            node = next(t.hostname for t in tasks if t.procid == procid)
+            assert lines == (
+                f"tfslurm: warning: Slurm allocated no GPUs to this step, but node {node} has 2 "
+                f"({dev}/nvidia0...): the tasks train on the CPU; request --gres=gpu:N (or "
+                "--gpus-per-node=N), or pass gpus_per_node=N",
+            )
+        else:
+            assert lines == ()
+    assert all(plan_warnings(t.env, dev_dir=str(tmp_path)) == () for t in tasks)  # no device files
+    # gpus_per_node=N (TF's argument) is the user's answer: silent
+    assert all(plan_warnings(t.env, dev_dir=str(dev), gpus_per_node=0) == () for t in tasks)

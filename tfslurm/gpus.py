@@ -50,6 +50,8 @@ __all__ = [
     "parse_devices",
     "slurm_gpu_binding",
     "split_devices",
+    "gpu_warnings",
+    "node_gpu_files",
 ]
 
 #: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
@@ -583,3 +585,146 @@ def _check_count(name: str, value: object) -> None:
 
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- warnings: a task's GPUs that are probably not what the user asked for ---------------
+
+#: ``warn`` (default) or ``error``: whether unequal GPU counts among the step's tasks only
+#: warn or are a GpuError (MultiWorkerMirroredStrategy needs equal counts).
+UNEVEN_VARIABLE = "TFSLURM_UNEVEN_GPUS"
+
+#: Every warning line starts with this.
+WARNING_PREFIX = "tfslurm: warning: "
+
+
+def node_gpu_files(dev_dir: str = "/dev") -> tuple[str, ...]:
+    """NVIDIA GPU device files (``nvidia0``, ``nvidia1``, ...) in ``dev_dir``: a cheap
+    "this node has GPUs" check (one directory read; never nvidia-smi)."""
+    import os
+
+    try:
+        names = os.listdir(dev_dir)
+    except OSError:
+        return ()
+    return tuple(sorted((n for n in names if n.startswith("nvidia") and n[6:].isdigit()), key=lambda n: int(n[6:])))
+
+
+def gpu_warnings(
+    step: Step,
+    layout: Layout,
+    assignment: GpuAssignment,
+    *,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    dev_dir: str = "/dev",
+) -> tuple[str, ...]:
+    """One-line warnings about this task's GPUs, each said by one task only where possible.
+
+    * this task gets 0 GPUs while other tasks of the step get some (said by that task);
+    * tasks get unequal counts (said by local task 0 of a node that shows it; across nodes,
+      by rank 0) — a GpuError instead when ``TFSLURM_UNEVEN_GPUS=error``;
+    * a node has fewer GPUs than tasks (said by the node's local task 0);
+    * Slurm manages no GPUs for the step but the node has NVIDIA device files (local task 0).
+
+    Other nodes are assumed to hold as many GPUs as this one (true for ``--gres=gpu:N`` and
+    ``--gpus-per-node``), unless ``SLURM_GPUS`` (a total, 24.11+) says otherwise.
+    """
+    env = step.env
+    mode = env.get(UNEVEN_VARIABLE, "warn").strip().lower() or "warn"
+    if mode not in ("warn", "error"):
+        raise GpuError(f"{UNEVEN_VARIABLE}={_clip(env.get(UNEVEN_VARIABLE, ''))!r} must be 'warn' or 'error'")
+    rank = step.procid
+    if rank is None or not 0 <= rank < layout.num_tasks:
+        return ()
+    node = layout.rank_node[rank]
+    local_id = layout.rank_local[rank]
+    local_tasks = layout.tasks_on(node)
+    nodes = len(layout.nodes)
+    out: list[str] = []
+
+    if not assignment.node_devices and not assignment.unbound and not _slurm_count(env):
+        if any(name in env for name in SLURM_GPU_VARIABLES) or gpus_per_node is not None:
+            return ()
+        files = node_gpu_files(dev_dir) if local_id == 0 else ()
+        if files:
+            out.append(
+                f"{WARNING_PREFIX}Slurm allocated no GPUs to this step, but node "
+                f"{layout.nodes[node]} has {len(files)} ({dev_dir}/{files[0]}...): the tasks train on "
+                "the CPU; request --gres=gpu:N (or --gpus-per-node=N), or pass gpus_per_node=N"
+            )
+        return tuple(out)
+    if assignment.unbound:
+        return ()  # --gpu-bind=none on 22.05: the task sees them all, nothing is split
+
+    bound = assignment.per_task and slurm_gpu_binding(env) in _PER_TASK_BINDINGS
+    node_gpus = _node_gpu_count(env, assignment, gpus_per_node)
+    per_task = gpus_per_task if gpus_per_task is not None else assignment.split_per_task
+    if bound or node_gpus is None:
+        # Slurm chose each task's devices itself (equal by construction), or the node's
+        # list is not known here: only this task's own count can be judged.
+        mine = len(assignment.devices)
+        if mine == 0 and (node_gpus or 0) > 0 and gpus_per_task != 0:
+            out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
+        return tuple(out)
+
+    def shares(gpus: int, tasks: int) -> list[int]:
+        if per_task is not None:
+            return [per_task if gpus >= per_task * tasks else 0] * tasks
+        share, extra = divmod(gpus, tasks)
+        return [share + (1 if i < extra else 0) for i in range(tasks)]
+
+    local = shares(node_gpus, local_tasks)
+    others: list[int] = []
+    for other in range(nodes):
+        if other != node:
+            others += shares(node_gpus, layout.tasks_on(other))
+    total = env.get("SLURM_GPUS", "").strip()
+    cross_uneven = len(set(local + others)) > 1 and len(set(local)) == 1
+    if total.isdigit() and nodes > 1 and int(total) != node_gpus * nodes and gpus_per_node is None:
+        cross_uneven = True  # Slurm spread a --gpus=N total unevenly over the nodes
+    if gpus_per_task == 0:
+        return ()
+    mine = local[local_id]
+    if mine == 0 and any(local + others):
+        out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
+    if 0 < node_gpus < local_tasks and local_id == 0:
+        out.append(
+            f"{WARNING_PREFIX}node {layout.nodes[node]} has {node_gpus} GPU(s) for {local_tasks} tasks: "
+            f"{local_tasks - node_gpus} task(s) get none (a GPU is never shared); request at least "
+            "one GPU per task (--gpus-per-task=1)"
+        )
+    local_uneven = len(set(local)) > 1
+    if local_uneven or cross_uneven:
+        where = (f"{', '.join(map(str, local))} on node {layout.nodes[node]}" if local_uneven
+                 else f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes"
+                 if not total.isdigit() or int(total) == node_gpus * nodes
+                 else f"SLURM_GPUS={total} over {nodes} nodes, {node_gpus} here")
+        what = (
+            f"tasks get unequal GPU counts ({where}); MultiWorkerMirroredStrategy needs the same count "
+            "on every worker: request --gpus-per-task=N or --gres=gpu:N with N a multiple of the tasks per node"
+        )
+        if mode == "error":
+            raise GpuError(f"{what} ({UNEVEN_VARIABLE}=error)")
+        if (local_uneven and local_id == 0) or (not local_uneven and rank == 0):
+            out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
+    return tuple(out)
+
+
+def _zero_line(rank: int, node: str, node_gpus: int, local_tasks: int) -> str:
+    return (
+        f"{WARNING_PREFIX}task {rank} on {node} gets 0 GPUs while other tasks of the step have some "
+        f"({node_gpus} GPU(s) for {local_tasks} task(s) on the node): it runs on the CPU; request "
+        "--gpus-per-task=N, or --gres=gpu:N with N a multiple of the tasks per node"
+    )
+
+
+def _node_gpu_count(env: Mapping[str, str], assignment: GpuAssignment, gpus_per_node: int | None) -> int | None:
+    """GPUs Slurm gave this node for the step (before tfslurm split them), or None."""
+    if not assignment.per_task:
+        count = len(assignment.node_devices)
+    else:
+        raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+        if not raw.isdigit():
+            return None
+        count = int(raw)
+    return min(count, gpus_per_node) if gpus_per_node is not None else count

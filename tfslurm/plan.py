@@ -103,6 +103,7 @@ class GpuPlan:
     gpus_per_task: int | None = None
     split: bool = False
     env: Mapping[str, str] = field(default_factory=dict, compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -503,7 +504,7 @@ def gpu_plan_for(
     the node device list holds for every node (TF's ``gpus_per_node``); ``assignment`` is a
     ready ``assign_gpus`` result for this step.
     """
-    from tfslurm.gpus import assign_gpus
+    from tfslurm.gpus import assign_gpus, gpu_warnings
 
     step.require("procid")
     rank = step.procid
@@ -524,4 +525,5 @@ def gpu_plan_for(
         gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,
         env=assignment.env(),
+        warnings=gpu_warnings(step, layout, assignment, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node),
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import warnings
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -136,6 +137,8 @@ class SlurmResolverMixin:
         self._task_type, self._task_id = plan.job_of(plan.rank)
         self._rpc_layer = rpc_layer
         self._auto_set_gpu = auto_set_gpu
+        for line in plan.gpus.warnings if plan.gpus is not None else ():
+            print(line, file=sys.stderr, flush=True)
         if auto_set_gpu and plan.gpus is not None:
             target = os.environ if env is None else env
             if isinstance(target, MutableMapping):

@@ -11,7 +11,7 @@ import argparse
 import json
 import shlex
 
-from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options
+from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options, print_gpu_warnings
 
 HELP = "print the variables this task needs (export lines or JSON)"
 
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from tfslurm.plan import plan_from_environ
 
     plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    print_gpu_warnings(plan)
     variables = plan.task_env()
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))

@@ -168,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     role = resolve_role(jobs=args.jobs)
+    for line in role.gpu_warnings:
+        print(line, file=sys.stderr, flush=True)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
     if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
