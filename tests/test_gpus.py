@@ -703,3 +703,51 @@ def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> Non
     assert all(plan_warnings(t.env, dev_dir=str(tmp_path)) == () for t in tasks)  # no device files
     # gpus_per_node=N (TF's argument) is the user's answer: silent
     assert all(plan_warnings(t.env, dev_dir=str(dev), gpus_per_node=0) == () for t in tasks)
+
+
+# --- the policy table --------------------------------------------------------------------
+
+RECORDED_KIND = {
+    "11_gres_gpu2": {v: "PER_NODE" for v in VERSIONS},
+    "12_gpus_per_task": {v: "PER_TASK" for v in VERSIONS},
+    "13_gpus_per_node_bind_none": {"22.05": "NONE_UNNAMED", "24.11": "NONE_LISTED", "26.05": "NONE_LISTED"},
+    "13b_gpus_per_node": {v: "PER_NODE" for v in VERSIONS},
+    "13c_gpus_total_3": {v: "PER_NODE" for v in VERSIONS},
+    "22_sbatch_gpus": {v: "PER_TASK" for v in VERSIONS},
+    "01_block_N3_tpn2": {v: "NO_GPUS" for v in VERSIONS},
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", sorted(RECORDED_KIND))
+def test_every_recorded_shape_has_its_policy_row(name: str, version: str) -> None:
+    from tfslurm.gpus import POLICY, GpuBinding
+
+    kinds = {gpu.kind for _, _, gpu in assignments(fid_of(version, name))}
+    assert kinds == {GpuBinding[RECORDED_KIND[name][version]]}
+    rule = POLICY[kinds.pop()][version]
+    assert not rule.startswith("("), f"{name} on {version} lands on a row that says the version cannot set it"
+
+
+def test_policy_table_covers_every_kind_and_version_and_is_in_the_docs() -> None:
+    from tfslurm.gpus import POLICY, GpuBinding
+
+    assert set(POLICY) == set(GpuBinding)
+    docs = (Path(__file__).parent.parent / "docs" / "gpus-and-ports.md").read_text()
+    for kind, rules in POLICY.items():
+        assert set(rules) == set(VERSIONS), kind
+        row = f"| {kind.value} | " + " | ".join(rules[v] for v in VERSIONS) + " |"
+        assert row in docs, row
+
+
+def test_kind_of_other_shapes() -> None:
+    from tfslurm.gpus import GpuBinding
+
+    closest = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    assert assign_gpus_from_env(closest, local_id=0, local_tasks=2).kind is GpuBinding.WHOLE_NODE_SHARED
+    mapped = dict(closest, SLURMD_TRES_BIND="gpu:map_gpu:0,1", CUDA_VISIBLE_DEVICES="1")
+    assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).kind is GpuBinding.EXPLICIT
+    assert assign_gpus_from_env({"CUDA_VISIBLE_DEVICES": "0,1"}, local_tasks=2).kind is GpuBinding.NO_GRES
+    assert assign_gpus_from_env({}, assumed_devices=("0", "1")).kind is GpuBinding.NO_GRES
+    narrowed = {"CUDA_VISIBLE_DEVICES": "1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2"}
+    assert assign_gpus_from_env(narrowed, local_id=1, local_tasks=2).kind is GpuBinding.NARROWED

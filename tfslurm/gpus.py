@@ -4,12 +4,14 @@ Slurm describes a task's GPUs in several ways depending on how they were request
 (``docs/gpus-and-ports.md`` has the full table and the observed environments):
 
 * ``--gpus-per-task=N`` (or ``--gpu-bind=per_task:N|map_gpu:..|mask_gpu:..|single:N|closest``):
-  ``SLURMD_TRES_BIND=gpu:<how>`` and ``CUDA_VISIBLE_DEVICES`` already lists *this task's own*
-  devices. tfslurm keeps them as they are.
+  ``SLURMD_TRES_BIND=gpu:<how>`` (``gres/gpu:<how>`` since 23.11) and ``CUDA_VISIBLE_DEVICES``
+  lists *this task's own* devices, kept as they are — except where that list is the node's
+  whole list handed to several tasks (``closest`` on a one-socket node): it is split.
 * ``--gres=gpu:N``, ``--gpus-per-node=N``, ``--gpus=N`` (default binding): every task on a node
   sees the same per-node list, which tfslurm splits among the node's tasks (see
   :func:`split_devices`).
-* ``--gpu-bind=none``: only ``SLURM_GPUS_ON_NODE=N``; no variable says *which* devices. The
+* ``--gpu-bind=none`` on 24.11+: the node's list, split like a per-node list.
+* ``--gpu-bind=none`` on 22.05: only ``SLURM_GPUS_ON_NODE=N``; no variable says *which* devices. The
   devices are identifiable only if the process sees exactly ``N`` of them (device cgroup), which
   ``nvidia-smi`` can confirm; otherwise tfslurm hands out nothing and leaves the variables alone.
 * no GPU: nothing set (Slurm 22.05 even removes an inherited ``CUDA_VISIBLE_DEVICES``); the task
@@ -21,6 +23,9 @@ the visible-device form (``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` /
 ``HIP_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK`` / ``GPU_DEVICE_ORDINAL``), keeping MIG UUIDs and
 ``ZE`` sub-device ids as opaque strings.
 
+:data:`POLICY` is the whole rule as a table (binding kind x Slurm version); :func:`gpu_warnings`
+says when a task's GPUs are probably not what the user asked for.
+
 Only the standard library; the nvidia-smi probe runs only in the ``--gpu-bind=none`` case and
 is bounded by a timeout.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from tfslurm.errors import GpuError
 
@@ -41,6 +47,8 @@ __all__ = [
     "ASSIGNED_VARIABLE",
     "VISIBLE_DEVICE_VARIABLES",
     "GpuAssignment",
+    "GpuBinding",
+    "POLICY",
     "GpuError",
     "assign_gpus",
     "assign_gpus_from_env",
@@ -51,6 +59,7 @@ __all__ = [
     "slurm_gpu_binding",
     "split_devices",
     "gpu_warnings",
+    "node_device_list",
     "node_gpu_files",
 ]
 
@@ -86,6 +95,43 @@ _SPLITTABLE_BINDINGS = frozenset({"per_task", "single", "closest"})
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/-")
 
 
+class GpuBinding(Enum):
+    """How Slurm described a task's GPUs: the rows of :data:`POLICY`."""
+
+    PER_NODE = "per-node list"  # --gres=gpu:N, --gpus-per-node=N, --gpus=N: same list in every task
+    PER_TASK = "per-task list"  # --gpus-per-task=N: this task's own devices
+    WHOLE_NODE_SHARED = "per-task binding giving the node's whole list"  # closest on one socket
+    EXPLICIT = "map_gpu/mask_gpu"  # the user named each task's devices
+    NONE_LISTED = "--gpu-bind=none, devices listed"  # 24.11+: the node's list in every task
+    NONE_UNNAMED = "--gpu-bind=none, devices not named"  # 22.05: only SLURM_GPUS_ON_NODE
+    NARROWED = "narrowed earlier"  # a TaskProlog / earlier resolver / the user chose already
+    NO_GPUS = "no GPUs"  # Slurm manages GPUs but gave this step none, or none configured
+    NO_GRES = "no GRES, list from outside Slurm"  # a user's CUDA_VISIBLE_DEVICES, TF's gpus_per_node
+
+
+#: The one GPU policy: binding kind x Slurm version -> the devices each task gets.
+#: (``n`` devices Slurm made visible, ``t`` tasks on the node, ``g`` = gpus_per_task.)
+#: docs/gpus-and-ports.md holds the same table; tests check every recorded shape against it.
+_SPLIT = "the node's list split among its t tasks: n//t each, the first n%t one more (g each with gpus_per_task)"
+POLICY: dict[GpuBinding, dict[str, str]] = {
+    GpuBinding.PER_NODE: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+    GpuBinding.PER_TASK: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as Slurm bound it"),
+    GpuBinding.WHOLE_NODE_SHARED: dict.fromkeys(
+        ("22.05", "24.11", "26.05"), _SPLIT.replace("gpus_per_task)", "gpus_per_task, else Slurm's --gpus-per-task)")
+    ),
+    GpuBinding.EXPLICIT: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as the user mapped it"),
+    GpuBinding.NONE_LISTED: {"22.05": "(not set by 22.05)", "24.11": _SPLIT, "26.05": _SPLIT},
+    GpuBinding.NONE_UNNAMED: {
+        "22.05": "none named (unbound=N), unless nvidia-smi sees exactly N: then split",
+        "24.11": "(24.11+ list the devices)",
+        "26.05": "(24.11+ list the devices)",
+    },
+    GpuBinding.NARROWED: dict.fromkeys(("22.05", "24.11", "26.05"), "its list, kept (never split twice)"),
+    GpuBinding.NO_GPUS: dict.fromkeys(("22.05", "24.11", "26.05"), "0 GPUs, no variable set"),
+    GpuBinding.NO_GRES: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+}
+
+
 @dataclass(frozen=True)
 class GpuAssignment:
     """The GPUs of one task, and the variables to export so its runtime sees only those.
@@ -109,6 +155,7 @@ class GpuAssignment:
     exports: tuple[tuple[str, str], ...] | None = None
     per_task: bool = False
     split_per_task: int | None = None
+    kind: GpuBinding = GpuBinding.NO_GPUS
 
     @property
     def count(self) -> int:
@@ -232,8 +279,12 @@ def assign_gpus(
     gpus_per_node: int | None = None,
     local_tasks: int | None = None,
     nvidia_smi: str = "nvidia-smi",
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
     """This task's GPUs, from ``step.env`` (see the module docstring for the rules).
+
+    ``assumed_devices``: the node's list where Slurm manages no GPUs and the caller vouches
+    for one (TF's ``gpus_per_node=N``: devices ``0..N-1`` on every node).
 
     With a ``layout``, this rank's local id and its node's task count come from it (so a
     caller's own layout, e.g. the compat resolver's ``tasks_per_node``, decides the split
@@ -264,7 +315,24 @@ def assign_gpus(
         gpus_per_task=gpus_per_task,
         gpus_per_node=gpus_per_node,
         nvidia_smi=nvidia_smi,
+        assumed_devices=assumed_devices,
     )
+
+
+def node_device_list(env: Mapping[str, str], local_tasks: int | None = None) -> tuple[tuple[str, ...], bool]:
+    """The device list Slurm made visible to this task, and whether it is this task's own
+    (Slurm's per-task binding, or narrowed earlier) rather than the node's, to be split.
+
+    ``()`` where no variable names devices (no GPU, or ``--gpu-bind=none`` on 22.05).
+    """
+    present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
+    if not present:
+        return (), False
+    devices = parse_devices(present[0], env[present[0]])
+    binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    narrowed = _assigned_before(env, present[0]) or _narrowed_after_slurm(env, present[0], devices)
+    shared = narrowed is None and _shared_node_list(env, binding, devices, local_tasks)
+    return devices, (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
 
 
 def assign_gpus_from_env(
@@ -275,6 +343,7 @@ def assign_gpus_from_env(
     gpus_per_task: int | None = None,
     gpus_per_node: int | None = None,
     nvidia_smi: str = "nvidia-smi",
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
     """:func:`assign_gpus` over a plain mapping of variables (what the unit tests use)."""
     if gpus_per_task is not None:
@@ -288,6 +357,15 @@ def assign_gpus_from_env(
 
     present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
     binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    if assumed_devices is not None and not any(name in env for name in SLURM_GPU_VARIABLES):
+        n = len(assumed_devices)
+        origin = f"gpus_per_node={n}: devices {','.join(assumed_devices) or 'none'} assumed on every node, as TF does"
+        chosen, why = _per_node(
+            assumed_devices, "CUDA_VISIBLE_DEVICES", origin, local_id, local_tasks, gpus_per_task or None, gpus_per_node
+        ) if gpus_per_task != 0 else ((), f"gpus_per_task=0; {origin}")
+        exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
+        return GpuAssignment(chosen, assumed_devices, "CUDA_VISIBLE_DEVICES", why, 0, exports, False,
+                             gpus_per_task or None, GpuBinding.NO_GRES)
     if present:
         variable = present[0]
         node_devices = parse_devices(variable, env[variable])
@@ -310,7 +388,21 @@ def assign_gpus_from_env(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
         exports = _with_marker(env, _exports(env, present, node_devices, chosen))
-        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None)
+        if narrowed is not None:
+            kind = GpuBinding.NARROWED
+        elif shared:
+            kind = GpuBinding.WHOLE_NODE_SHARED
+        elif binding in ("map_gpu", "mask_gpu"):
+            kind = GpuBinding.EXPLICIT
+        elif per_task:
+            kind = GpuBinding.PER_TASK
+        elif binding == "none":
+            kind = GpuBinding.NONE_LISTED
+        elif not any(name in env for name in SLURM_GPU_VARIABLES) and env.get(variable, "").strip() != "NoDevFiles":
+            kind = GpuBinding.NO_GRES
+        else:
+            kind = GpuBinding.PER_NODE if node_devices else GpuBinding.NO_GPUS
+        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None, kind)
 
     on_node = _slurm_count(env)
     if on_node:
@@ -427,7 +519,8 @@ def _unidentified(
     """Slurm allocated ``on_node`` GPUs but set no visible-device variable (--gpu-bind=none)."""
     why = "--gpu-bind=none" if binding == "none" else "no visible-device variable"
     if gpus_per_task == 0:
-        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, ())
+        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, (),
+                             kind=GpuBinding.NONE_UNNAMED)
     seen = count_visible_gpus(executable=nvidia_smi)
     if seen == on_node:
         # The process sees exactly the GPUs Slurm allocated (device cgroup): they are 0..N-1.
@@ -437,7 +530,8 @@ def _unidentified(
             node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
         )
         exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
-        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports)
+        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports,
+                             kind=GpuBinding.NONE_UNNAMED)
     if gpus_per_task or gpus_per_node:
         asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
         raise GpuError(
@@ -450,7 +544,7 @@ def _unidentified(
         f"{why}: Slurm allocated {on_node} GPU(s) without naming them ({seen_text}); "
         "device selection left to the task"
     )
-    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, ())
+    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, (), kind=GpuBinding.NONE_UNNAMED)
 
 
 # --- helpers -----------------------------------------------------------------------------

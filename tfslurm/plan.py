@@ -494,6 +494,7 @@ def gpu_plan_for(
     gpus_per_node: int | None = None,
     uniform: bool = False,
     assignment: GpuAssignment | None = None,
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuPlan:
     """This task's GPUs (``assign_gpus``) and what they tell about the other ranks' GPUs.
 
@@ -502,7 +503,7 @@ def gpu_plan_for(
     TaskProlog, an earlier resolver or the user; ``GpuAssignment.per_task``), since splitting
     this task's own list would hand other ranks devices they do not have. ``uniform`` says
     the node device list holds for every node (TF's ``gpus_per_node``); ``assignment`` is a
-    ready ``assign_gpus`` result for this step.
+    ready ``assign_gpus`` result for this step; ``assumed_devices`` goes to ``assign_gpus``.
     """
     from tfslurm.gpus import assign_gpus, gpu_warnings
 
@@ -512,7 +513,9 @@ def gpu_plan_for(
     if not 0 <= rank < layout.num_tasks:
         raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")
     if assignment is None:
-        assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
+        assignment = assign_gpus(
+            step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, assumed_devices=assumed_devices
+        )
     node_devices = assignment.node_devices
     if gpus_per_node is not None:
         node_devices = node_devices[:gpus_per_node]

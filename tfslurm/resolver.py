@@ -253,9 +253,8 @@ def _tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm.gpus import SLURM_GPU_VARIABLES, assign_gpus, assigned_earlier
+    from tfslurm.gpus import SLURM_GPU_VARIABLES, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
-    from tfslurm.step import Step
 
     if assigned_earlier(step.env):  # a TaskProlog or an earlier resolver chose them
         return gpu_plan_for(step, layout)
@@ -266,17 +265,21 @@ def _tf_gpu_plan(
             f"{max_tasks * gpus_per_task} GPUs, more than gpus_per_node={gpus_per_node}"
         )
     uniform = gpus_per_node is not None and not any(name in environ for name in SLURM_GPU_VARIABLES)
-    if uniform:
-        patched = dict(environ)
-        patched["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(gpus_per_node or 0)))
-        step = Step.from_environ(patched)
+    # TF's gpus_per_node where Slurm manages no GPUs: every node has devices 0..N-1
+    assumed = tuple(str(i) for i in range(gpus_per_node or 0)) if uniform else None
     if gpus_per_task is None:
-        probe = assign_gpus(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node)
-        visible = probe.node_devices[:gpus_per_node] if gpus_per_node is not None else probe.node_devices
-        if visible and not probe.per_task:  # a per-task list is this task's own: kept whole
+        if assumed is not None:
+            visible, own = assumed, False
+        else:
+            rank = step.procid
+            local_tasks = layout.tasks_on(layout.rank_node[rank]) if rank is not None else None
+            visible, own = node_device_list(step.env, local_tasks)
+        visible = visible[:gpus_per_node] if gpus_per_node is not None else visible
+        if visible and not own:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks
     return gpu_plan_for(
-        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform
+        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform,
+        assumed_devices=assumed,
     )
 
 
