@@ -283,19 +283,32 @@ def _tf_gpu_plan(
     )
 
 
-def cuda_initialised() -> bool:
+def cuda_initialised(maps: str = "/proc/self/maps") -> bool:
     """Whether this process already fixed its GPU list, so CUDA_VISIBLE_DEVICES is ignored.
 
-    True once the CUDA driver library is mapped into the process (any framework) or
-    TensorFlow's eager context has initialised its devices.
+    Being loaded is not being initialised: frameworks map libcuda at import or when counting
+    devices without calling ``cuInit``, and CUDA reads CUDA_VISIBLE_DEVICES only in ``cuInit``.
+    So where libcuda is mapped (``maps``), the driver itself is asked, without loading or
+    initialising anything: ``dlopen(RTLD_NOLOAD)`` and ``cuDeviceGetCount``, which answers
+    ``CUDA_ERROR_NOT_INITIALIZED`` (3) until ``cuInit`` has run. A mapped ROCm runtime
+    (libamdhip64) counts as initialised (no such cheap question there), as does TensorFlow's
+    initialised eager context. ``maps`` is a parameter for tests.
     """
+    cuda: list[str] = []
+    hip = False
     try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                if "libcuda.so" in line or "libamdhip64.so" in line:
-                    return True
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if "libcuda.so" in line:
+                    path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                    if path and path not in cuda:
+                        cuda.append(path)
+                elif "libamdhip64.so" in line:
+                    hip = True
     except OSError:
         pass
+    if hip or any(_cuda_driver_initialised(path) for path in cuda):
+        return True
     import sys
 
     context_module = sys.modules.get("tensorflow.python.eager.context")
@@ -306,6 +319,23 @@ def cuda_initialised() -> bool:
         return bool(ctx is not None and getattr(ctx, "_initialized", False))
     except Exception:  # noqa: BLE001 - a private TF API; never let the check itself fail
         return False
+
+
+#: CUresult of a driver call made before cuInit.
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _cuda_driver_initialised(path: str) -> bool:
+    """Whether the libcuda already mapped at ``path`` has run cuInit (True when unsure)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        count = ctypes.c_int(0)
+        result = lib.cuDeviceGetCount(ctypes.byref(count))
+    except (OSError, AttributeError):
+        return True  # mapped but not askable: assume the worst, as before
+    return result != CUDA_ERROR_NOT_INITIALIZED
 
 
 def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in_process: bool) -> None:
