@@ -597,7 +597,7 @@ def test_gpus_3_over_two_nodes_warns_exactly_the_uneven_tasks(version: str) -> N
         3: (ZERO_3,),
     }
     if version != "22.05":  # SLURM_GPUS=3 (24.11+) tells rank 0 that node2 got fewer
-        wanted[0] = ("tfslurm: warning: tasks get unequal GPU counts (SLURM_GPUS=3 over 2 nodes, 2 here)"
+        wanted[0] = ("tfslurm: warning: tasks get unequal GPU counts (1 per task on node node1, but SLURM_GPUS=3 for 4 tasks)"
                      + UNEVEN_TAIL,)
     assert got == wanted
 
@@ -665,7 +665,8 @@ def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> N
         lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
         if lines:
             got[task.procid] = lines
-    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes)" + UNEVEN_TAIL,)}
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
+                       "like this one)" + UNEVEN_TAIL,)}
     # with gpus_per_task=1 every task has one: even, silent
     for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
         assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
@@ -679,7 +680,8 @@ def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None
         lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
         if lines:
             got[task.procid] = lines
-    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes)" + UNEVEN_TAIL,)}
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
+                       "like this one)" + UNEVEN_TAIL,)}
 
 
 def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
@@ -751,3 +753,100 @@ def test_kind_of_other_shapes() -> None:
     assert assign_gpus_from_env({}, assumed_devices=("0", "1")).kind is GpuBinding.NO_GRES
     narrowed = {"CUDA_VISIBLE_DEVICES": "1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2"}
     assert assign_gpus_from_env(narrowed, local_id=1, local_tasks=2).kind is GpuBinding.NARROWED
+
+
+# --- property: random nodes, tasks, bindings and versions --------------------------------
+
+
+@st.composite
+def slurm_steps(draw: st.DrawFn) -> tuple[str, str, list[dict[str, str]]]:
+    """Every task's environment of one block-distributed step, as Slurm of ``version`` sets it
+    for ``shape`` (the recorded forms of tests/data/observed/<version>/)."""
+    version = draw(st.sampled_from(VERSIONS))
+    shape = draw(st.sampled_from(["gres", "gpus_total", "per_task", "closest", "bind_none", "cpu"]))
+    tpn = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    per_node_gpus = draw(st.integers(1, 4))
+    per_task = draw(st.integers(1, 2))
+    spread = draw(st.lists(st.integers(1, 4), min_size=len(tpn), max_size=len(tpn)))
+    prefix = TRES_PREFIX[version]
+    nodes = [f"node{i + 1}" for i in range(len(tpn))]
+    common = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": f"node[1-{len(tpn)}]" if len(tpn) > 1
+              else "node1", "SLURM_STEP_TASKS_PER_NODE": ",".join(map(str, tpn)), "SLURM_STEP_NUM_NODES": str(len(tpn)),
+              "SLURM_STEP_NUM_TASKS": str(sum(tpn)), "SLURM_NTASKS": str(sum(tpn)), "SLURM_NNODES": str(len(tpn))}
+    if shape == "gpus_total" and version != "22.05":
+        common["SLURM_GPUS"] = str(sum(spread))
+    envs = []
+    rank = 0
+    for n, tasks in enumerate(tpn):
+        gids = ",".join(str(rank + i) for i in range(tasks))
+        for local in range(tasks):
+            env = dict(common, SLURM_PROCID=str(rank), SLURM_LOCALID=str(local), SLURM_NODEID=str(n),
+                       SLURMD_NODENAME=nodes[n], SLURM_GTIDS=gids)
+            gpus = {"gres": per_node_gpus, "gpus_total": spread[n], "bind_none": per_node_gpus}.get(shape)
+            listed = None
+            if shape in ("gres", "gpus_total"):
+                listed = ",".join(map(str, range(gpus)))
+            elif shape == "per_task":
+                gpus = tasks * per_task
+                listed = ",".join(str(local * per_task + i) for i in range(per_task))
+                env["SLURMD_TRES_BIND"] = f"{prefix}per_task:{per_task}"
+            elif shape == "closest":
+                gpus = tasks * per_task
+                listed = ",".join(map(str, range(gpus)))
+                env["SLURMD_TRES_BIND"] = f"{prefix}closest"
+            elif shape == "bind_none":
+                env["SLURMD_TRES_BIND"] = f"{prefix}none"
+                if version != "22.05":
+                    listed = ",".join(map(str, range(gpus)))
+            if shape in ("per_task", "closest") and version != "22.05":
+                env["SLURM_TRES_PER_TASK"] = f"gres/gpu={per_task}"
+            if gpus is not None:
+                env["SLURM_GPUS_ON_NODE"] = str(gpus)
+            if listed is not None:
+                env.update(CUDA_VISIBLE_DEVICES=listed, SLURM_STEP_GPUS=listed)
+            envs.append(env)
+            rank += 1
+    return version, shape, envs
+
+
+@settings(max_examples=200, deadline=None)
+@given(slurm_steps())
+def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(case: tuple) -> None:
+    from tfslurm.gpus import gpu_warnings
+
+    version, shape, envs = case
+    results = []
+    for env in envs:
+        step = Step.from_environ(env)
+        layout = layout_for(step)
+        gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI)
+        results.append((env, gpu, gpu_warnings(step, layout, gpu, dev_dir="/nonexistent-dev")))
+    by_node: dict[str, list[str]] = defaultdict(list)
+    counts = []
+    for env, gpu, _lines in results:
+        given_list = parse_devices("CUDA_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES", ""))
+        assert set(gpu.devices) <= set(given_list), (env, gpu)
+        by_node[env["SLURMD_NODENAME"]] += gpu.devices
+        counts.append(gpu.count)
+    for node, owned in by_node.items():  # a GPU is never shared, whatever the shape
+        assert len(owned) == len(set(owned)), (shape, node, owned)
+    lines = [line for _env, _gpu, task_lines in results for line in task_lines]
+    uneven = len(set(counts)) > 1
+    warned = uneven
+    if version == "22.05" and shape == "gpus_total":
+        # 22.05 does not tell a task a --gpus=N total (no SLURM_GPUS), nor that the request
+        # was not per node: a node uneven in itself is seen; across nodes, rank 0 judges by
+        # assuming every node holds its own count (and says so in the line).
+        per_node_counts: dict[str, set[int]] = defaultdict(set)
+        for (env, _gpu, _lines), count in zip(results, counts):
+            per_node_counts[env["SLURMD_NODENAME"]].add(count)
+        tpn = [int(t) for t in envs[0]["SLURM_STEP_TASKS_PER_NODE"].split(",")]
+        g0 = int(envs[0]["SLURM_GPUS_ON_NODE"])
+        assumed = {s for t in tpn for i in range(t) for s in [g0 // t + (1 if i < g0 % t else 0)]}
+        warned = any(len(c) > 1 for c in per_node_counts.values()) or len(assumed) > 1
+    assert any("unequal GPU counts" in line for line in lines) == warned, (version, shape, counts, lines)
+    zero = any(c == 0 for c in counts) and uneven  # a 0 is always on a node uneven in itself
+    assert any("gets 0 GPUs" in line for line in lines) == zero, (version, shape, counts, lines)
+    if shape in ("per_task", "closest"):  # --gpus-per-task=k: k each, on every version
+        assert set(counts) == {int(envs[0]["SLURMD_TRES_BIND"].rsplit(":", 1)[-1])} if shape == "per_task" else True
+        assert not uneven

@@ -773,9 +773,18 @@ def gpu_warnings(
         if other != node:
             others += shares(node_gpus, layout.tasks_on(other))
     total = env.get("SLURM_GPUS", "").strip()
-    cross_uneven = len(set(local + others)) > 1 and len(set(local)) == 1
-    if total.isdigit() and nodes > 1 and int(total) != node_gpus * nodes and gpus_per_node is None:
-        cross_uneven = True  # Slurm spread a --gpus=N total unevenly over the nodes
+    all_tasks = layout.num_tasks
+    by_total = total.isdigit() and nodes > 1 and gpus_per_node is None and per_task is None
+    if by_total:
+        # --gpus=N (24.11+ say N): Slurm may give nodes different counts, so the uniform
+        # assumption does not hold. Every task holding this node's share s would need
+        # s * all_tasks GPUs in all; a node whose share differs from that is a node of an
+        # uneven split — and when shares differ, at least one node's does.
+        cross_uneven = len(set(local)) == 1 and local[0] * all_tasks != int(total)
+    elif assignment.kind is GpuBinding.WHOLE_NODE_SHARED:
+        cross_uneven = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
+    else:
+        cross_uneven = len(set(local + others)) > 1 and len(set(local)) == 1
     if gpus_per_task == 0:
         return ()
     mine = local[local_id]
@@ -789,17 +798,20 @@ def gpu_warnings(
         )
     local_uneven = len(set(local)) > 1
     if local_uneven or cross_uneven:
-        where = (f"{', '.join(map(str, local))} on node {layout.nodes[node]}" if local_uneven
-                 else f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes"
-                 if not total.isdigit() or int(total) == node_gpus * nodes
-                 else f"SLURM_GPUS={total} over {nodes} nodes, {node_gpus} here")
+        if local_uneven:
+            where = f"{', '.join(map(str, local))} on node {layout.nodes[node]}"
+        elif by_total:
+            where = f"{local[0]} per task on node {layout.nodes[node]}, but SLURM_GPUS={total} for {all_tasks} tasks"
+        else:
+            where = (f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes "
+                     f"if they hold {node_gpus} GPUs like this one")
         what = (
             f"tasks get unequal GPU counts ({where}); MultiWorkerMirroredStrategy needs the same count "
             "on every worker: request --gpus-per-task=N or --gres=gpu:N with N a multiple of the tasks per node"
         )
         if mode == "error":
             raise GpuError(f"{what} ({UNEVEN_VARIABLE}=error)")
-        if (local_uneven and local_id == 0) or (not local_uneven and rank == 0):
+        if local_id == 0 if (local_uneven or by_total) else rank == 0:
             out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
     return tuple(out)
 
