@@ -850,3 +850,39 @@ def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(
     if shape in ("per_task", "closest"):  # --gpus-per-task=k: k each, on every version
         assert set(counts) == {int(envs[0]["SLURMD_TRES_BIND"].rsplit(":", 1)[-1])} if shape == "per_task" else True
         assert not uneven
+
+
+# --- every entry point says the same lines -----------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_entry_points_print_the_warnings_on_stderr(version: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    from tfslurm.resolver import SlurmClusterResolver
+    from tfslurm.runtime.roles import resolve_role
+
+    tasks = FIXTURES[fid_of(version, "13c_gpus_total_3")].steps["s0"]
+    zero, quiet = tasks[3].env, tasks[1].env  # rank 1: node1, even, not rank 0: says nothing
+    assert resolve_role(dict(zero)).gpu_warnings == (ZERO_3,)
+    assert resolve_role(dict(quiet)).gpu_warnings == ()
+    # The compat resolver keeps TF's rule (visible // tasks on the busiest node): 1 GPU for 2
+    # tasks gives both tasks of that node 0, and each says so; node1's tasks (1 each) do not.
+    for task in tasks:
+        resolver = SlurmClusterResolver(env=dict(task.env))
+        err = capsys.readouterr().err
+        if resolver.gpus:
+            assert err == "", task.procid
+        else:
+            assert err == (f"tfslurm: warning: task {task.procid} on node2 gets 0 GPUs: TF's rule gives each task 1 "
+                           "visible GPU(s) // 2 tasks on the busiest node; pass gpus_per_task=N or request "
+                           "--gpus-per-task=N\n")
+    assert sorted(len(SlurmClusterResolver(env=dict(t.env)).gpus) for t in tasks) == [0, 0, 1, 1]
+    capsys.readouterr()
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).parent.parent)}
+    for command in (["env", "--format", "json"], ["plan"]):
+        for env, wanted in ((zero, ZERO_3 + "\n"), (quiet, "")):
+            done = subprocess.run([sys.executable, "-m", "tfslurm", *command], env={**env, **base},
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and done.stderr == wanted, (command, done.stderr)

@@ -253,7 +253,9 @@ def _tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm.gpus import SLURM_GPU_VARIABLES, assigned_earlier, node_device_list
+    import dataclasses
+
+    from tfslurm.gpus import SLURM_GPU_VARIABLES, WARNING_PREFIX, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
 
     if assigned_earlier(step.env):  # a TaskProlog or an earlier resolver chose them
@@ -277,6 +279,16 @@ def _tf_gpu_plan(
         visible = visible[:gpus_per_node] if gpus_per_node is not None else visible
         if visible and not own:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks
+            if gpus_per_task == 0:  # TF's rule leaves this node's GPUs unused: say so
+                plan = gpu_plan_for(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node,
+                                    uniform=uniform, assumed_devices=assumed)
+                node = layout.nodes[layout.rank_node[step.procid]]
+                line = (
+                    f"{WARNING_PREFIX}task {step.procid} on {node} gets 0 GPUs: TF's rule gives each task "
+                    f"{len(visible)} visible GPU(s) // {max_tasks} tasks on the busiest node; pass "
+                    "gpus_per_task=N or request --gpus-per-task=N"
+                )
+                return dataclasses.replace(plan, warnings=(*plan.warnings, line))
     return gpu_plan_for(
         step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform,
         assumed_devices=assumed,
