@@ -26,10 +26,26 @@ from tfslurm.gpus import (
 from tfslurm.layout import layout_for
 from tfslurm.step import Step
 
-FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
+FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths(observed.VERSIONS)}
+VERSIONS = observed.VERSIONS
 GPU_FIXTURES = ["11_gres_gpu2", "12_gpus_per_task", "13_gpus_per_node_bind_none", "13b_gpus_per_node",
                 "13c_gpus_total_3", "22_sbatch_gpus"]
 NO_SMI = "/nonexistent/nvidia-smi"  # the observed cluster has no nvidia-smi either
+# How SLURMD_TRES_BIND names the gpu part (``gres/gpu:`` since 23.11's --tres-bind).
+TRES_PREFIX = {"22.05": "gpu:", "24.11": "gres/gpu:", "26.05": "gres/gpu:"}
+
+
+def fid_of(version: str, name: str) -> str:
+    """The fixture id of recording ``name`` made on Slurm ``version``."""
+    return name if version == observed.BASE_VERSION else f"{version}/{name}"
+
+
+def gpu_fids(*, exclude: tuple[str, ...] = ()) -> list[str]:
+    return [fid_of(v, n) for v in VERSIONS for n in GPU_FIXTURES if n not in exclude]
+
+
+def job_id(fid: str) -> str:
+    return FIXTURES[fid].steps["s0"][0].env["SLURM_JOB_ID"]
 
 
 def assignments(fid: str, **kwargs: object) -> list[tuple[observed.Task, Step, GpuAssignment]]:
@@ -52,7 +68,14 @@ def per_node(results: list[tuple[observed.Task, Step, GpuAssignment]]) -> dict[s
     return nodes
 
 
-# --- the recorded shapes ---------------------------------------------------------------
+# --- the recorded shapes, on every recorded Slurm version ---------------------------------
+
+
+def test_every_version_is_recorded() -> None:
+    assert VERSIONS == ("22.05", "24.11", "26.05")
+    for version in VERSIONS:
+        for name in GPU_FIXTURES:
+            assert fid_of(version, name) in FIXTURES
 
 
 @pytest.mark.parametrize("fid", sorted(FIXTURES))
@@ -68,15 +91,18 @@ def test_recorded_tasks_never_get_a_device_slurm_did_not_give(fid: str) -> None:
             assert set(filter(None, value.split(","))) <= set(task.env[name].split(","))
 
 
-@pytest.mark.parametrize("fid", [f for f in GPU_FIXTURES if f != "13_gpus_per_node_bind_none"])
+@pytest.mark.parametrize("fid", gpu_fids(exclude=("13_gpus_per_node_bind_none",))
+                         + [fid_of(v, "13_gpus_per_node_bind_none") for v in VERSIONS[1:]])
 def test_recorded_gpu_shapes_give_disjoint_devices_per_node(fid: str) -> None:
     for node, gpus in per_node(assignments(fid)).items():
         owned = [d for gpu in gpus for d in gpu.devices]
         assert len(owned) == len(set(owned)), f"{fid}: tasks on {node} share a device: {gpus}"
 
 
-def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
-    results = assignments("11_gres_gpu2")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_two_tasks_per_node_split_the_node_list(version: str) -> None:
+    fid = fid_of(version, "11_gres_gpu2")
+    results = assignments(fid)
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ("1",)]
     _, _, first = results[0]
     assert first.node_devices == ("0", "1")
@@ -84,42 +110,49 @@ def test_gres_gpu2_two_tasks_per_node_split_the_node_list() -> None:
         "CUDA_VISIBLE_DEVICES": "0",
         "ROCR_VISIBLE_DEVICES": "0",
         "GPU_DEVICE_ORDINAL": "0",
-        ASSIGNED_VARIABLE: f"{FIXTURES['11_gres_gpu2'].steps['s0'][0].env['SLURM_JOB_ID']}.0.0:CUDA_VISIBLE_DEVICES=0",
+        ASSIGNED_VARIABLE: f"{job_id(fid)}.0.0:CUDA_VISIBLE_DEVICES=0",
     }
     assert "balanced split over 2 local tasks" in first.source and not first.per_task
 
 
-def test_gres_gpu2_with_gpus_per_task_two_is_too_many() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_with_gpus_per_task_two_is_too_many(version: str) -> None:
     with pytest.raises(GpuError, match=r"gpus_per_task=2 for 2 task\(s\) on this node needs 4 GPU\(s\), but only 2"):
-        assignments("11_gres_gpu2", gpus_per_task=2)
+        assignments(fid_of(version, "11_gres_gpu2"), gpus_per_task=2)
 
 
-def test_per_task_binding_is_kept_as_slurm_bound_it() -> None:
-    for fid in ("12_gpus_per_task", "22_sbatch_gpus"):
-        for task, _step, gpu in assignments(fid):
+@pytest.mark.parametrize("version", VERSIONS)
+def test_per_task_binding_is_kept_as_slurm_bound_it(version: str) -> None:
+    for name in ("12_gpus_per_task", "22_sbatch_gpus"):
+        for task, _step, gpu in assignments(fid_of(version, name)):
+            assert task.env["SLURMD_TRES_BIND"] == f"{TRES_PREFIX[version]}per_task:1"
             assert gpu.devices == (task.env["CUDA_VISIBLE_DEVICES"],)
-            assert gpu.source == "per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)"
+            assert gpu.source == f"per-task binding (SLURMD_TRES_BIND={TRES_PREFIX[version]}per_task:1)"
             assert gpu.per_task
     with pytest.raises(GpuError, match=r"gpus_per_task=2 but Slurm bound 1 GPU\(s\) to this task"):
-        assignments("12_gpus_per_task", gpus_per_task=2)
+        assignments(fid_of(version, "12_gpus_per_task"), gpus_per_task=2)
 
 
-def test_gpus_total_3_is_uneven_over_two_nodes() -> None:
-    results = assignments("13c_gpus_total_3")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gpus_total_3_is_uneven_over_two_nodes(version: str) -> None:
+    fid = fid_of(version, "13c_gpus_total_3")
+    results = assignments(fid)
     assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ()]
     last = results[3][2]
     assert last.env() == {
         "CUDA_VISIBLE_DEVICES": "",
         "ROCR_VISIBLE_DEVICES": "",
         "GPU_DEVICE_ORDINAL": "",
-        ASSIGNED_VARIABLE: "17.0.3:CUDA_VISIBLE_DEVICES=",
+        ASSIGNED_VARIABLE: f"{job_id(fid)}.0.3:CUDA_VISIBLE_DEVICES=",
     }
     with pytest.raises(GpuError, match="needs 2 GPU"):
-        assignments("13c_gpus_total_3", gpus_per_task=1)
+        assignments(fid, gpus_per_task=1)
 
 
-def test_gpu_bind_none_names_no_device_and_touches_nothing() -> None:
-    for _task, _step, gpu in assignments("13_gpus_per_node_bind_none"):
+def test_gpu_bind_none_names_no_device_and_touches_nothing_on_22_05() -> None:
+    # 22.05 sets only SLURM_GPUS_ON_NODE: no variable says which devices.
+    for task, _step, gpu in assignments("13_gpus_per_node_bind_none"):
+        assert "CUDA_VISIBLE_DEVICES" not in task.env and task.env["SLURMD_TRES_BIND"] == "gpu:none"
         assert gpu.devices == () and gpu.unbound == 2 and gpu.count == 2
         assert gpu.env() == {}
         assert gpu.source.startswith("--gpu-bind=none: Slurm allocated 2 GPU(s) without naming them")
@@ -127,22 +160,47 @@ def test_gpu_bind_none_names_no_device_and_touches_nothing() -> None:
         assignments("13_gpus_per_node_bind_none", gpus_per_task=1)
 
 
-def test_batch_script_keeps_the_job_list() -> None:
-    step = Step.from_environ(FIXTURES["22_sbatch_gpus"].batch.env)
-    gpu = assign_gpus(step)
+@pytest.mark.parametrize("version", VERSIONS[1:])
+def test_gpu_bind_none_on_24_11_and_later_lists_the_node_and_is_split(version: str) -> None:
+    # 24.11+ set CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS to the node's list under
+    # --gpu-bind=none: a per-node list like --gpus-per-node=2's, split the same way.
+    fid = fid_of(version, "13_gpus_per_node_bind_none")
+    results = assignments(fid)
+    for task, _step, _gpu in results:
+        assert task.env["CUDA_VISIBLE_DEVICES"] == "0,1" and task.env["SLURMD_TRES_BIND"] == "gres/gpu:none"
+    assert [g.devices for _, _, g in results] == [("0",), ("1",), ("0",), ("1",)]
+    assert all(g.unbound == 0 and not g.per_task for _, _, g in results)
+    assert [g.devices for _, _, g in assignments(fid, gpus_per_task=1)] == [("0",), ("1",), ("0",), ("1",)]
+
+
+@pytest.mark.parametrize("version", [
+    *VERSIONS[:2],
+    pytest.param("26.05", marks=pytest.mark.xfail(
+        strict=True, raises=TfslurmError,
+        reason="Step rejects 26.05's batch SLURM_STEP_ID=-5 (tfslurm/step.py, not the GPU code)")),
+])
+def test_batch_script_keeps_the_job_list(version: str) -> None:
+    batch = FIXTURES[fid_of(version, "22_sbatch_gpus")].batch
+    if version == "22.05":
+        assert batch.env["SLURM_GPUS_PER_TASK"] == "1" and "SLURM_TRES_PER_TASK" not in batch.env
+    else:
+        assert batch.env["SLURM_TRES_PER_TASK"] == "gres/gpu=1" and "SLURM_GPUS_PER_TASK" not in batch.env
+    gpu = assign_gpus(Step.from_environ(batch.env))
     assert gpu.devices == ("0", "1")
     assert "the node's only task" in gpu.source
 
 
-def test_cpu_only_shapes_get_zero_gpus_and_no_variables() -> None:
-    for _task, _step, gpu in assignments("01_block_N3_tpn2"):
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cpu_only_shapes_get_zero_gpus_and_no_variables(version: str) -> None:
+    for _task, _step, gpu in assignments(fid_of(version, "01_block_N3_tpn2")):
         assert gpu.devices == () and gpu.count == 0 and gpu.env() == {}
         assert gpu.source == "no GPU allocated"
 
 
-def test_asking_for_gpus_in_a_cpu_only_step_is_one_clear_line() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_asking_for_gpus_in_a_cpu_only_step_is_one_clear_line(version: str) -> None:
     with pytest.raises(GpuError) as info:
-        assignments("01_block_N3_tpn2", gpus_per_task=1)
+        assignments(fid_of(version, "01_block_N3_tpn2"), gpus_per_task=1)
     assert "\n" not in str(info.value)
     assert str(info.value).startswith("gpus_per_task=1 asks for GPUs, but Slurm gave this task none")
     assert isinstance(info.value, TfslurmError)
@@ -275,11 +333,42 @@ def test_bad_slurm_gpus_on_node() -> None:
         assign_gpus_from_env({"SLURM_GPUS_ON_NODE": "two"})
 
 
-def test_other_bindings_are_per_task() -> None:
-    for bind in ("gpu:map_gpu:1,0", "gpu:single:2", "gpu:closest", "gpu:verbose,per_task:1", "gres/gpu:mask_gpu:0x1"):
+def test_explicit_and_own_share_bindings_are_kept_per_task() -> None:
+    # A list shorter than the node's (a socket's share under closest, an explicit map/mask) is
+    # this task's own and kept as Slurm bound it.
+    for bind in ("gpu:map_gpu:1,0", "gpu:single:2", "gpu:closest", "gpu:verbose,per_task:1", "gres/gpu:mask_gpu:0x1",
+                 "gres/gpu:closest"):
         env = {"CUDA_VISIBLE_DEVICES": "1", "SLURMD_TRES_BIND": bind, "SLURM_GPUS_ON_NODE": "2"}
         gpu = assign_gpus_from_env(env, local_id=1, local_tasks=2)
         assert gpu.devices == ("1",) and gpu.source.startswith("per-task binding"), bind
+
+
+@pytest.mark.parametrize("bind", ["gpu:closest", "gres/gpu:closest", "gpu:single:1", "gres/gpu:per_task:2"])
+def test_a_per_task_list_that_is_the_whole_node_list_is_split(bind: str) -> None:
+    # srun --gpus-per-task=2 --gpu-bind=closest on a one-socket node: Slurm hands each of the
+    # node's tasks the whole step list 0,1,2,3 (measured); they must not share it.
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_STEP_GPUS": "0,1,2,3", "SLURMD_TRES_BIND": bind,
+           "SLURM_GPUS_ON_NODE": "4"}
+    gpus = [assign_gpus_from_env(env, local_id=i, local_tasks=2) for i in range(2)]
+    assert [g.devices for g in gpus] == [("0", "1"), ("2", "3")]
+    assert all(not g.per_task and "gave every local task the node's list" in g.source for g in gpus)
+    # the node's only task keeps the whole list; map/mask name devices on purpose and are kept
+    assert assign_gpus_from_env(env, local_id=0, local_tasks=1).devices == ("0", "1", "2", "3")
+    mapped = dict(env, SLURMD_TRES_BIND="gpu:map_gpu:0,0")
+    assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).devices == ("0", "1", "2", "3")
+
+
+def test_whole_node_list_split_by_the_gpus_per_task_slurm_was_asked_for() -> None:
+    # --gpus-per-task=1 --gpu-bind=closest with 4 GPUs and 2 tasks: one each (24.11+ says
+    # SLURM_TRES_PER_TASK, older sbatch jobs SLURM_GPUS_PER_TASK), not a balanced 2 each.
+    base = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gres/gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    for extra in ({"SLURM_TRES_PER_TASK": "cpu=1,gres/gpu=1"}, {"SLURM_GPUS_PER_TASK": "1"}):
+        gpus = [assign_gpus_from_env({**base, **extra}, local_id=i, local_tasks=2) for i in range(2)]
+        assert [g.devices for g in gpus] == [("0",), ("1",)]
+        assert gpus[1].split_per_task == 1
+    # a count that does not fit the list is ignored: balanced split
+    odd = {**base, "SLURM_TRES_PER_TASK": "gres/gpu=3"}
+    assert assign_gpus_from_env(odd, local_id=1, local_tasks=2).devices == ("2", "3")
 
 
 # --- nvidia-smi, only for --gpu-bind=none -------------------------------------------------
@@ -418,7 +507,7 @@ def test_binding_helpers() -> None:
     assert not bound_per_task({"SLURMD_TRES_BIND": "gpu:none"}) and not bound_per_task({})
 
 
-@pytest.mark.parametrize("fid", GPU_FIXTURES)
+@pytest.mark.parametrize("fid", gpu_fids())
 def test_assigning_again_after_exporting_is_idempotent(fid: str) -> None:
     # The TaskProlog exports env(); a resolver in the task then assigns again: no drift.
     for task, step, first in assignments(fid):
@@ -468,3 +557,332 @@ def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> Non
         fresh = assign_gpus_from_env({**env, "CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: stale},
                                      local_id=1, local_tasks=2)
         assert fresh.devices == () and not fresh.per_task
+
+
+# --- warnings ----------------------------------------------------------------------------
+
+
+def plan_warnings(env: dict[str, str], dev_dir: str = "/nonexistent-dev", **kwargs: object) -> tuple[str, ...]:
+    from tfslurm.gpus import gpu_warnings
+
+    step = Step.from_environ(env)
+    layout = layout_for(step)
+    gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI, **kwargs)
+    return gpu_warnings(step, layout, gpu, dev_dir=dev_dir, **kwargs)  # type: ignore[arg-type]
+
+
+def fixture_warnings(fid: str, **kwargs: object) -> dict[int, tuple[str, ...]]:
+    out = {}
+    for task in FIXTURES[fid].steps["s0"]:
+        lines = plan_warnings(task.env, **kwargs)
+        if lines:
+            out[task.procid] = lines
+    return out
+
+
+UNEVEN_TAIL = ("; MultiWorkerMirroredStrategy needs the same count on every worker: request --gpus-per-task=N "
+               "or --gres=gpu:N with N a multiple of the tasks per node (TFSLURM_UNEVEN_GPUS=error makes this an error)")
+ZERO_3 = ("tfslurm: warning: task 3 on node2 gets 0 GPUs while other tasks of the step have some (1 GPU(s) for "
+          "2 task(s) on the node): it runs on the CPU; request --gpus-per-task=N, or --gres=gpu:N with N a "
+          "multiple of the tasks per node")
+FEWER_NODE2 = ("tfslurm: warning: node node2 has 1 GPU(s) for 2 tasks: 1 task(s) get none (a GPU is never "
+               "shared); request at least one GPU per task (--gpus-per-task=1)")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gpus_3_over_two_nodes_warns_exactly_the_uneven_tasks(version: str) -> None:
+    got = fixture_warnings(fid_of(version, "13c_gpus_total_3"))
+    wanted = {
+        2: (FEWER_NODE2, "tfslurm: warning: tasks get unequal GPU counts (1, 0 on node node2)" + UNEVEN_TAIL),
+        3: (ZERO_3,),
+    }
+    if version != "22.05":  # SLURM_GPUS=3 (24.11+) tells rank 0 that node2 got fewer
+        wanted[0] = ("tfslurm: warning: tasks get unequal GPU counts (1 per task on node node1, but SLURM_GPUS=3 for 4 tasks)"
+                     + UNEVEN_TAIL,)
+    assert got == wanted
+
+
+@pytest.mark.parametrize("fid", [f for f in sorted(FIXTURES) if not f.endswith("13c_gpus_total_3")
+                                 and "09_arbitrary" not in f and "26_sbatch_arbitrary" not in f])
+def test_no_warning_for_even_shapes(fid: str) -> None:
+    for tasks in FIXTURES[fid].steps.values():
+        for task in tasks:
+            step = Step.from_environ(task.env)
+            try:
+                layout = layout_for(step)
+            except LayoutError:
+                continue
+            from tfslurm.gpus import gpu_warnings
+
+            gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI)
+            assert gpu_warnings(step, layout, gpu, dev_dir="/nonexistent-dev") == (), (fid, task.procid)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_uneven_counts_are_an_error_on_request(version: str) -> None:
+    fid = fid_of(version, "13c_gpus_total_3")
+    for task in FIXTURES[fid].steps["s0"]:
+        env = dict(task.env, TFSLURM_UNEVEN_GPUS="error")
+        if task.procid in (2, 3) or version != "22.05":
+            with pytest.raises(GpuError, match=r"^tasks get unequal GPU counts .*\(TFSLURM_UNEVEN_GPUS=error\)$"):
+                plan_warnings(env)
+        else:  # node1 of 22.05 cannot see node2's count: no error there, node2's tasks fail
+            assert plan_warnings(env) == ()
+    with pytest.raises(GpuError, match="^TFSLURM_UNEVEN_GPUS='maybe' must be 'warn' or 'error'$"):
+        plan_warnings(dict(FIXTURES[fid].steps["s0"][0].env, TFSLURM_UNEVEN_GPUS="maybe"))
+
+
+def with_gpus(env: dict[str, str], devices: str) -> dict[str, str]:
+    """A recorded CPU-only task as if the step had asked for --gres=gpu:N (N = len(devices))."""
+    n = str(len(devices.split(",")))
+    return dict(env, CUDA_VISIBLE_DEVICES=devices, SLURM_STEP_GPUS=devices, SLURM_GPUS_ON_NODE=n)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
+    # srun -N2 -n5 (4 + 1 tasks) as if with --gres=gpu:2: node1 splits 1,1,0,0, node2's only
+    # task gets 2. Node1's local task 0 says "fewer" and "unequal", each task with 0 says so;
+    # node2 (not rank 0) stays quiet about the cross-node difference node1 already reports.
+    got = {}
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1"))
+        if lines:
+            got[task.procid] = [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+    zero = "task {} on node1 gets 0 GPUs while other tasks of the step have some (2 GPU(s) for 4 task(s) on the node)"
+    assert got == {
+        0: ["node node1 has 2 GPU(s) for 4 tasks", "tasks get unequal GPU counts (1, 1, 0, 0 on node node1)"],
+        2: [zero.format(2)],
+        3: [zero.format(3)],
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> None:
+    # --gres=gpu:4: node1 1,1,1,1, node2 4. Each node is even in itself; rank 0 says the
+    # cross-node line once.
+    got = {}
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
+        if lines:
+            got[task.procid] = lines
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
+                       "like this one)" + UNEVEN_TAIL,)}
+    # with gpus_per_task=1 every task has one: even, silent
+    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
+        assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None:
+    # srun -N3 -n7 (4, 2, 1 tasks) with --gres=gpu:4: 1,1,1,1 / 2,2 / 4.
+    got = {}
+    for task in FIXTURES[fid_of(version, "07_uneven_N3_n7")].steps["s0"]:
+        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
+        if lines:
+            got[task.procid] = lines
+    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
+                       "like this one)" + UNEVEN_TAIL,)}
+
+
+def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (dev / name).write_text("")
+    tasks = FIXTURES["01_block_N3_tpn2"].steps["s0"]
+    got = {t.procid: plan_warnings(t.env, dev_dir=str(dev)) for t in tasks}
+    local0 = {t.procid for t in tasks if t.env["SLURM_LOCALID"] == "0"}
+    for procid, lines in got.items():
+        if procid in local0:
+            node = next(t.hostname for t in tasks if t.procid == procid)
+            assert lines == (
+                f"tfslurm: warning: Slurm allocated no GPUs to this step, but node {node} has 2 "
+                f"({dev}/nvidia0...): the tasks train on the CPU; request --gres=gpu:N (or "
+                "--gpus-per-node=N), or pass gpus_per_node=N",
+            )
+        else:
+            assert lines == ()
+    assert all(plan_warnings(t.env, dev_dir=str(tmp_path)) == () for t in tasks)  # no device files
+    # gpus_per_node=N (TF's argument) is the user's answer: silent
+    assert all(plan_warnings(t.env, dev_dir=str(dev), gpus_per_node=0) == () for t in tasks)
+
+
+# --- the policy table --------------------------------------------------------------------
+
+RECORDED_KIND = {
+    "11_gres_gpu2": {v: "PER_NODE" for v in VERSIONS},
+    "12_gpus_per_task": {v: "PER_TASK" for v in VERSIONS},
+    "13_gpus_per_node_bind_none": {"22.05": "NONE_UNNAMED", "24.11": "NONE_LISTED", "26.05": "NONE_LISTED"},
+    "13b_gpus_per_node": {v: "PER_NODE" for v in VERSIONS},
+    "13c_gpus_total_3": {v: "PER_NODE" for v in VERSIONS},
+    "22_sbatch_gpus": {v: "PER_TASK" for v in VERSIONS},
+    "01_block_N3_tpn2": {v: "NO_GPUS" for v in VERSIONS},
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", sorted(RECORDED_KIND))
+def test_every_recorded_shape_has_its_policy_row(name: str, version: str) -> None:
+    from tfslurm.gpus import POLICY, GpuBinding
+
+    kinds = {gpu.kind for _, _, gpu in assignments(fid_of(version, name))}
+    assert kinds == {GpuBinding[RECORDED_KIND[name][version]]}
+    rule = POLICY[kinds.pop()][version]
+    assert not rule.startswith("("), f"{name} on {version} lands on a row that says the version cannot set it"
+
+
+def test_policy_table_covers_every_kind_and_version_and_is_in_the_docs() -> None:
+    from tfslurm.gpus import POLICY, GpuBinding
+
+    assert set(POLICY) == set(GpuBinding)
+    docs = (Path(__file__).parent.parent / "docs" / "gpus-and-ports.md").read_text()
+    for kind, rules in POLICY.items():
+        assert set(rules) == set(VERSIONS), kind
+        row = f"| {kind.value} | " + " | ".join(rules[v] for v in VERSIONS) + " |"
+        assert row in docs, row
+
+
+def test_kind_of_other_shapes() -> None:
+    from tfslurm.gpus import GpuBinding
+
+    closest = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    assert assign_gpus_from_env(closest, local_id=0, local_tasks=2).kind is GpuBinding.WHOLE_NODE_SHARED
+    mapped = dict(closest, SLURMD_TRES_BIND="gpu:map_gpu:0,1", CUDA_VISIBLE_DEVICES="1")
+    assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).kind is GpuBinding.EXPLICIT
+    assert assign_gpus_from_env({"CUDA_VISIBLE_DEVICES": "0,1"}, local_tasks=2).kind is GpuBinding.NO_GRES
+    assert assign_gpus_from_env({}, assumed_devices=("0", "1")).kind is GpuBinding.NO_GRES
+    narrowed = {"CUDA_VISIBLE_DEVICES": "1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2"}
+    assert assign_gpus_from_env(narrowed, local_id=1, local_tasks=2).kind is GpuBinding.NARROWED
+
+
+# --- property: random nodes, tasks, bindings and versions --------------------------------
+
+
+@st.composite
+def slurm_steps(draw: st.DrawFn) -> tuple[str, str, list[dict[str, str]]]:
+    """Every task's environment of one block-distributed step, as Slurm of ``version`` sets it
+    for ``shape`` (the recorded forms of tests/data/observed/<version>/)."""
+    version = draw(st.sampled_from(VERSIONS))
+    shape = draw(st.sampled_from(["gres", "gpus_total", "per_task", "closest", "bind_none", "cpu"]))
+    tpn = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    per_node_gpus = draw(st.integers(1, 4))
+    per_task = draw(st.integers(1, 2))
+    spread = draw(st.lists(st.integers(1, 4), min_size=len(tpn), max_size=len(tpn)))
+    prefix = TRES_PREFIX[version]
+    nodes = [f"node{i + 1}" for i in range(len(tpn))]
+    common = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": f"node[1-{len(tpn)}]" if len(tpn) > 1
+              else "node1", "SLURM_STEP_TASKS_PER_NODE": ",".join(map(str, tpn)), "SLURM_STEP_NUM_NODES": str(len(tpn)),
+              "SLURM_STEP_NUM_TASKS": str(sum(tpn)), "SLURM_NTASKS": str(sum(tpn)), "SLURM_NNODES": str(len(tpn))}
+    if shape == "gpus_total" and version != "22.05":
+        common["SLURM_GPUS"] = str(sum(spread))
+    envs = []
+    rank = 0
+    for n, tasks in enumerate(tpn):
+        gids = ",".join(str(rank + i) for i in range(tasks))
+        for local in range(tasks):
+            env = dict(common, SLURM_PROCID=str(rank), SLURM_LOCALID=str(local), SLURM_NODEID=str(n),
+                       SLURMD_NODENAME=nodes[n], SLURM_GTIDS=gids)
+            gpus = {"gres": per_node_gpus, "gpus_total": spread[n], "bind_none": per_node_gpus}.get(shape)
+            listed = None
+            if shape in ("gres", "gpus_total"):
+                listed = ",".join(map(str, range(gpus)))
+            elif shape == "per_task":
+                gpus = tasks * per_task
+                listed = ",".join(str(local * per_task + i) for i in range(per_task))
+                env["SLURMD_TRES_BIND"] = f"{prefix}per_task:{per_task}"
+            elif shape == "closest":
+                gpus = tasks * per_task
+                listed = ",".join(map(str, range(gpus)))
+                env["SLURMD_TRES_BIND"] = f"{prefix}closest"
+            elif shape == "bind_none":
+                env["SLURMD_TRES_BIND"] = f"{prefix}none"
+                if version != "22.05":
+                    listed = ",".join(map(str, range(gpus)))
+            if shape in ("per_task", "closest") and version != "22.05":
+                env["SLURM_TRES_PER_TASK"] = f"gres/gpu={per_task}"
+            if gpus is not None:
+                env["SLURM_GPUS_ON_NODE"] = str(gpus)
+            if listed is not None:
+                env.update(CUDA_VISIBLE_DEVICES=listed, SLURM_STEP_GPUS=listed)
+            envs.append(env)
+            rank += 1
+    return version, shape, envs
+
+
+@settings(max_examples=200, deadline=None)
+@given(slurm_steps())
+def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(case: tuple) -> None:
+    from tfslurm.gpus import gpu_warnings
+
+    version, shape, envs = case
+    results = []
+    for env in envs:
+        step = Step.from_environ(env)
+        layout = layout_for(step)
+        gpu = assign_gpus(step, layout, nvidia_smi=NO_SMI)
+        results.append((env, gpu, gpu_warnings(step, layout, gpu, dev_dir="/nonexistent-dev")))
+    by_node: dict[str, list[str]] = defaultdict(list)
+    counts = []
+    for env, gpu, _lines in results:
+        given_list = parse_devices("CUDA_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES", ""))
+        assert set(gpu.devices) <= set(given_list), (env, gpu)
+        by_node[env["SLURMD_NODENAME"]] += gpu.devices
+        counts.append(gpu.count)
+    for node, owned in by_node.items():  # a GPU is never shared, whatever the shape
+        assert len(owned) == len(set(owned)), (shape, node, owned)
+    lines = [line for _env, _gpu, task_lines in results for line in task_lines]
+    uneven = len(set(counts)) > 1
+    warned = uneven
+    if version == "22.05" and shape == "gpus_total":
+        # 22.05 does not tell a task a --gpus=N total (no SLURM_GPUS), nor that the request
+        # was not per node: a node uneven in itself is seen; across nodes, rank 0 judges by
+        # assuming every node holds its own count (and says so in the line).
+        per_node_counts: dict[str, set[int]] = defaultdict(set)
+        for (env, _gpu, _lines), count in zip(results, counts):
+            per_node_counts[env["SLURMD_NODENAME"]].add(count)
+        tpn = [int(t) for t in envs[0]["SLURM_STEP_TASKS_PER_NODE"].split(",")]
+        g0 = int(envs[0]["SLURM_GPUS_ON_NODE"])
+        assumed = {s for t in tpn for i in range(t) for s in [g0 // t + (1 if i < g0 % t else 0)]}
+        warned = any(len(c) > 1 for c in per_node_counts.values()) or len(assumed) > 1
+    assert any("unequal GPU counts" in line for line in lines) == warned, (version, shape, counts, lines)
+    zero = any(c == 0 for c in counts) and uneven  # a 0 is always on a node uneven in itself
+    assert any("gets 0 GPUs" in line for line in lines) == zero, (version, shape, counts, lines)
+    if shape in ("per_task", "closest"):  # --gpus-per-task=k: k each, on every version
+        assert set(counts) == {int(envs[0]["SLURMD_TRES_BIND"].rsplit(":", 1)[-1])} if shape == "per_task" else True
+        assert not uneven
+
+
+# --- every entry point says the same lines -----------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_entry_points_print_the_warnings_on_stderr(version: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    from tfslurm.resolver import SlurmClusterResolver
+    from tfslurm.runtime.roles import resolve_role
+
+    tasks = FIXTURES[fid_of(version, "13c_gpus_total_3")].steps["s0"]
+    zero, quiet = tasks[3].env, tasks[1].env  # rank 1: node1, even, not rank 0: says nothing
+    assert resolve_role(dict(zero)).gpu_warnings == (ZERO_3,)
+    assert resolve_role(dict(quiet)).gpu_warnings == ()
+    # The compat resolver keeps TF's rule (visible // tasks on the busiest node): 1 GPU for 2
+    # tasks gives both tasks of that node 0, and each says so; node1's tasks (1 each) do not.
+    for task in tasks:
+        resolver = SlurmClusterResolver(env=dict(task.env))
+        err = capsys.readouterr().err
+        if resolver.gpus:
+            assert err == "", task.procid
+        else:
+            assert err == (f"tfslurm: warning: task {task.procid} on node2 gets 0 GPUs: TF's rule gives each task 1 "
+                           "visible GPU(s) // 2 tasks on the busiest node; pass gpus_per_task=N or request "
+                           "--gpus-per-task=N\n")
+    assert sorted(len(SlurmClusterResolver(env=dict(t.env)).gpus) for t in tasks) == [0, 0, 1, 1]
+    capsys.readouterr()
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).parent.parent)}
+    for command in (["env", "--format", "json"], ["plan"]):
+        for env, wanted in ((zero, ZERO_3 + "\n"), (quiet, "")):
+            done = subprocess.run([sys.executable, "-m", "tfslurm", *command], env={**env, **base},
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and done.stderr == wanted, (command, done.stderr)

@@ -180,6 +180,20 @@ def test_gpus_per_task_binding_is_kept(slurm_cluster: Any) -> None:
         assert row["source"].startswith("per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)")
 
 
+def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluster: Any) -> None:
+    # On one-socket nodes Slurm's closest gives every task of the node the step's whole list
+    # (0,1,2,3 here); tfslurm splits it: each task its own pair, the pairs disjoint.
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-task=2", "--gpu-bind=closest", hold=1.0, oracle=True
+    )
+    check_common(results, allocated, disjoint=True)
+    for row in results:
+        assert row["slurm"]["SLURMD_TRES_BIND"] == "gpu:closest"
+        assert row["slurm"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"  # Slurm's own shared list
+        assert row["devices"] == (["0", "1"] if row["local"] == 0 else ["2", "3"])
+        assert "gave every local task the node's list" in row["source"]
+
+
 def test_gpus_3_over_two_nodes_is_uneven(slurm_cluster: Any) -> None:
     results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus=3", hold=1.0, oracle=True)
     check_common(results, allocated, disjoint=True)
@@ -237,6 +251,42 @@ def test_gpu_less_cluster(slurm_cluster_factory: Any) -> None:
         assert row["slurm"].get("CUDA_VISIBLE_DEVICES") == "0,1"
         assert row["devices"] == [str(row["local"])]
         assert "set before the step: Slurm manages no GPUs here" in row["source"]
+
+
+def _warning_lines(stderr: str) -> dict[int, list[str]]:
+    """``srun -l`` stderr: the tfslurm warning lines by task."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for line in stderr.splitlines():
+        label, _, text = line.partition(": ")
+        if text.startswith("tfslurm: warning: ") and label.strip().isdigit():
+            out[int(label)].append(text)
+    return dict(out)
+
+
+def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> None:
+    env_cmd = [sys.executable, "-m", "tfslurm", "env", "--format", "json"]
+    proc = slurm_cluster.srun("-l", "-N2", "--ntasks-per-node=2", "--gpus=3", *env_cmd, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = _warning_lines(proc.stderr)
+    # Slurm gives one node 2 GPUs and the other 1; find which from the tasks' own output
+    exported = {int(l.split(": ", 1)[0]): json.loads(l.split(": ", 1)[1]) for l in proc.stdout.splitlines()}
+    empty = [rank for rank, env in exported.items() if env.get("CUDA_VISIBLE_DEVICES") == ""]
+    assert len(empty) == 1, exported
+    short_local0 = empty[0] - 1  # the 1-GPU node's local task 0 (block layout: ranks 0,1 | 2,3)
+    assert sorted(got) == sorted({empty[0], short_local0}), got
+    assert [line.split(" gets ")[0] for line in got[empty[0]]] == [f"tfslurm: warning: task {empty[0]} on node{empty[0] // 2 + 1}"]
+    assert got[short_local0][0].startswith("tfslurm: warning: node ") and " has 1 GPU(s) for 2 tasks" in got[short_local0][0]
+    assert got[short_local0][1].startswith("tfslurm: warning: tasks get unequal GPU counts (1, 0 on node ")
+    # even shapes: no warning line anywhere
+    for shape in (("--gres=gpu:2",), ("--gpus-per-task=2", "--gpu-bind=closest"), ()):
+        proc = slurm_cluster.srun("-l", "-N2", "--ntasks-per-node=2", *shape, *env_cmd, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert _warning_lines(proc.stderr) == {}, (shape, proc.stderr)
+    # TFSLURM_UNEVEN_GPUS=error: the uneven node's tasks fail with one line
+    proc = slurm_cluster.srun("-l", "-N2", "--ntasks-per-node=2", "--gpus=3", *env_cmd, timeout=120,
+                              env_extra={"TFSLURM_UNEVEN_GPUS": "error"})
+    assert proc.returncode != 0
+    assert "tfslurm env: error: tasks get unequal GPU counts (1, 0 on node " in proc.stderr
 
 
 # --- ports ----------------------------------------------------------------------------------

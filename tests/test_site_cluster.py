@@ -780,3 +780,27 @@ def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: L
     done = site_cluster.srun("-N2", "-n2", "printenv", "SLURM_PROCID",
                              env_extra={"_SLURM_SPANK_OPTION_tfslurm_tf_dist": "bad;x"})  # fmt: skip
     assert done.returncode != 0 and done.stdout == ""
+
+
+def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(slurm_cluster: LocalCluster, site_files) -> None:
+    # --gpus=3 over 2 nodes x 2 tasks: one node gets 1 GPU for 2 tasks. The hook says so with
+    # the protocol's print lines, which Slurm writes to those tasks' output; even shapes: none.
+    args = (f"--task-prolog={site_files['wrapper']}", "-l", "-N2", "--ntasks-per-node=2")
+    env = {"TFSLURM_TF_DIST": "worker:*"}
+    done = slurm_cluster.srun(*args, "--gpus=3", "sh", "-c", "echo cvd=$CUDA_VISIBLE_DEVICES", timeout=120,
+                              env_extra=env)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line]
+    warned = {int(label): [] for label, text in rows if text.startswith("tfslurm: warning: ")}
+    for label, text in rows:
+        if text.startswith("tfslurm: warning: "):
+            warned[int(label)].append(text)
+    empty = [int(label) for label, text in rows if text == "cvd="]
+    assert len(empty) == 1, done.stdout
+    assert sorted(warned) == [empty[0] - 1, empty[0]], done.stdout
+    assert warned[empty[0]][0].startswith(f"tfslurm: warning: task {empty[0]} on ")
+    first, second = warned[empty[0] - 1]
+    assert first.startswith("tfslurm: warning: node ") and " has 1 GPU(s) for 2 tasks" in first
+    assert second.startswith("tfslurm: warning: tasks get unequal GPU counts (1, 0 on node ")
+    done = slurm_cluster.srun(*args, "--gres=gpu:2", "true", timeout=120, env_extra=env)
+    assert done.returncode == 0 and "tfslurm: warning" not in done.stdout + done.stderr, done.stdout

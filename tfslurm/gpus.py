@@ -4,12 +4,14 @@ Slurm describes a task's GPUs in several ways depending on how they were request
 (``docs/gpus-and-ports.md`` has the full table and the observed environments):
 
 * ``--gpus-per-task=N`` (or ``--gpu-bind=per_task:N|map_gpu:..|mask_gpu:..|single:N|closest``):
-  ``SLURMD_TRES_BIND=gpu:<how>`` and ``CUDA_VISIBLE_DEVICES`` already lists *this task's own*
-  devices. tfslurm keeps them as they are.
+  ``SLURMD_TRES_BIND=gpu:<how>`` (``gres/gpu:<how>`` since 23.11) and ``CUDA_VISIBLE_DEVICES``
+  lists *this task's own* devices, kept as they are — except where that list is the node's
+  whole list handed to several tasks (``closest`` on a one-socket node): it is split.
 * ``--gres=gpu:N``, ``--gpus-per-node=N``, ``--gpus=N`` (default binding): every task on a node
   sees the same per-node list, which tfslurm splits among the node's tasks (see
   :func:`split_devices`).
-* ``--gpu-bind=none``: only ``SLURM_GPUS_ON_NODE=N``; no variable says *which* devices. The
+* ``--gpu-bind=none`` on 24.11+: the node's list, split like a per-node list.
+* ``--gpu-bind=none`` on 22.05: only ``SLURM_GPUS_ON_NODE=N``; no variable says *which* devices. The
   devices are identifiable only if the process sees exactly ``N`` of them (device cgroup), which
   ``nvidia-smi`` can confirm; otherwise tfslurm hands out nothing and leaves the variables alone.
 * no GPU: nothing set (Slurm 22.05 even removes an inherited ``CUDA_VISIBLE_DEVICES``); the task
@@ -21,6 +23,9 @@ the visible-device form (``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` /
 ``HIP_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK`` / ``GPU_DEVICE_ORDINAL``), keeping MIG UUIDs and
 ``ZE`` sub-device ids as opaque strings.
 
+:data:`POLICY` is the whole rule as a table (binding kind x Slurm version); :func:`gpu_warnings`
+says when a task's GPUs are probably not what the user asked for.
+
 Only the standard library; the nvidia-smi probe runs only in the ``--gpu-bind=none`` case and
 is bounded by a timeout.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import GpuError
@@ -42,6 +48,8 @@ __all__ = [
     "ASSIGNED_VARIABLE",
     "VISIBLE_DEVICE_VARIABLES",
     "GpuAssignment",
+    "GpuBinding",
+    "POLICY",
     "GpuError",
     "assign_gpus",
     "assign_gpus_from_env",
@@ -51,6 +59,9 @@ __all__ = [
     "parse_devices",
     "slurm_gpu_binding",
     "split_devices",
+    "gpu_warnings",
+    "node_device_list",
+    "node_gpu_files",
 ]
 
 #: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
@@ -79,8 +90,47 @@ NVIDIA_SMI_TIMEOUT = 5.0
 
 # --gpu-bind values under which Slurm computed a per-task device list itself.
 _PER_TASK_BINDINGS = frozenset({"per_task", "map_gpu", "mask_gpu", "single", "closest"})
+# Of those, the ones whose list may be the node's whole list shared by its tasks (split it).
+_SPLITTABLE_BINDINGS = frozenset({"per_task", "single", "closest"})
 # Characters of a device entry: an index, a GPU/MIG UUID or a ZE sub-device id ("0.1").
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/-")
+
+
+class GpuBinding(Enum):
+    """How Slurm described a task's GPUs: the rows of :data:`POLICY`."""
+
+    PER_NODE = "per-node list"  # --gres=gpu:N, --gpus-per-node=N, --gpus=N: same list in every task
+    PER_TASK = "per-task list"  # --gpus-per-task=N: this task's own devices
+    WHOLE_NODE_SHARED = "per-task binding giving the node's whole list"  # closest on one socket
+    EXPLICIT = "map_gpu/mask_gpu"  # the user named each task's devices
+    NONE_LISTED = "--gpu-bind=none, devices listed"  # 24.11+: the node's list in every task
+    NONE_UNNAMED = "--gpu-bind=none, devices not named"  # 22.05: only SLURM_GPUS_ON_NODE
+    NARROWED = "narrowed earlier"  # a TaskProlog / earlier resolver / the user chose already
+    NO_GPUS = "no GPUs"  # Slurm manages GPUs but gave this step none, or none configured
+    NO_GRES = "no GRES, list from outside Slurm"  # a user's CUDA_VISIBLE_DEVICES, TF's gpus_per_node
+
+
+#: The one GPU policy: binding kind x Slurm version -> the devices each task gets.
+#: (``n`` devices Slurm made visible, ``t`` tasks on the node, ``g`` = gpus_per_task.)
+#: docs/gpus-and-ports.md holds the same table; tests check every recorded shape against it.
+_SPLIT = "the node's list split among its t tasks: n//t each, the first n%t one more (g each with gpus_per_task)"
+POLICY: dict[GpuBinding, dict[str, str]] = {
+    GpuBinding.PER_NODE: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+    GpuBinding.PER_TASK: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as Slurm bound it"),
+    GpuBinding.WHOLE_NODE_SHARED: dict.fromkeys(
+        ("22.05", "24.11", "26.05"), _SPLIT.replace("gpus_per_task)", "gpus_per_task, else Slurm's --gpus-per-task)")
+    ),
+    GpuBinding.EXPLICIT: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as the user mapped it"),
+    GpuBinding.NONE_LISTED: {"22.05": "(not set by 22.05)", "24.11": _SPLIT, "26.05": _SPLIT},
+    GpuBinding.NONE_UNNAMED: {
+        "22.05": "none named (unbound=N), unless nvidia-smi sees exactly N: then split",
+        "24.11": "(24.11+ list the devices)",
+        "26.05": "(24.11+ list the devices)",
+    },
+    GpuBinding.NARROWED: dict.fromkeys(("22.05", "24.11", "26.05"), "its list, kept (never split twice)"),
+    GpuBinding.NO_GPUS: dict.fromkeys(("22.05", "24.11", "26.05"), "0 GPUs, no variable set"),
+    GpuBinding.NO_GRES: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+}
 
 
 @dataclass(frozen=True)
@@ -94,6 +144,8 @@ class GpuAssignment:
     ``exports`` (filled by :func:`assign_gpus`) are the exact variables to set.
     ``per_task`` is True when ``node_devices`` is already this task's own list (Slurm's
     per-task binding, or narrowed earlier): it must not be split to find other tasks' devices.
+    ``split_per_task`` is the equal share the node's list was split by (None: balanced), so
+    other tasks' devices can be worked out the same way.
     """
 
     devices: tuple[str, ...]
@@ -103,6 +155,8 @@ class GpuAssignment:
     unbound: int = 0
     exports: tuple[tuple[str, str], ...] | None = None
     per_task: bool = False
+    split_per_task: int | None = None
+    kind: GpuBinding = GpuBinding.NO_GPUS
 
     @property
     def count(self) -> int:
@@ -226,8 +280,12 @@ def assign_gpus(
     gpus_per_node: int | None = None,
     local_tasks: int | None = None,
     nvidia_smi: str = "nvidia-smi",
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
     """This task's GPUs, from ``step.env`` (see the module docstring for the rules).
+
+    ``assumed_devices``: the node's list where Slurm manages no GPUs and the caller vouches
+    for one (TF's ``gpus_per_node=N``: devices ``0..N-1`` on every node).
 
     With a ``layout``, this rank's local id and its node's task count come from it (so a
     caller's own layout, e.g. the compat resolver's ``tasks_per_node``, decides the split
@@ -258,7 +316,24 @@ def assign_gpus(
         gpus_per_task=gpus_per_task,
         gpus_per_node=gpus_per_node,
         nvidia_smi=nvidia_smi,
+        assumed_devices=assumed_devices,
     )
+
+
+def node_device_list(env: Mapping[str, str], local_tasks: int | None = None) -> tuple[tuple[str, ...], bool]:
+    """The device list Slurm made visible to this task, and whether it is this task's own
+    (Slurm's per-task binding, or narrowed earlier) rather than the node's, to be split.
+
+    ``()`` where no variable names devices (no GPU, or ``--gpu-bind=none`` on 22.05).
+    """
+    present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
+    if not present:
+        return (), False
+    devices = parse_devices(present[0], env[present[0]])
+    binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    narrowed = _assigned_before(env, present[0]) or _narrowed_after_slurm(env, present[0], devices)
+    shared = narrowed is None and _shared_node_list(env, binding, devices, local_tasks)
+    return devices, (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
 
 
 def assign_gpus_from_env(
@@ -269,6 +344,7 @@ def assign_gpus_from_env(
     gpus_per_task: int | None = None,
     gpus_per_node: int | None = None,
     nvidia_smi: str = "nvidia-smi",
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
     """:func:`assign_gpus` over a plain mapping of variables (what the unit tests use)."""
     if gpus_per_task is not None:
@@ -282,24 +358,52 @@ def assign_gpus_from_env(
 
     present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
     binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    if assumed_devices is not None and not any(name in env for name in SLURM_GPU_VARIABLES):
+        n = len(assumed_devices)
+        origin = f"gpus_per_node={n}: devices {','.join(assumed_devices) or 'none'} assumed on every node, as TF does"
+        chosen, why = _per_node(
+            assumed_devices, "CUDA_VISIBLE_DEVICES", origin, local_id, local_tasks, gpus_per_task or None, gpus_per_node
+        ) if gpus_per_task != 0 else ((), f"gpus_per_task=0; {origin}")
+        exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
+        return GpuAssignment(chosen, assumed_devices, "CUDA_VISIBLE_DEVICES", why, 0, exports, False,
+                             gpus_per_task or None, GpuBinding.NO_GRES)
     if present:
         variable = present[0]
         node_devices = parse_devices(variable, env[variable])
         origin = _origin(env, variable)
         narrowed = _assigned_before(env, variable) or _narrowed_after_slurm(env, variable, node_devices)
-        per_task = binding in _PER_TASK_BINDINGS or narrowed is not None
+        shared = narrowed is None and _shared_node_list(env, binding, node_devices, local_tasks)
+        per_task = (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
+        if shared and gpus_per_task is None:
+            gpus_per_task = _slurm_per_task_count(env, len(node_devices), local_tasks)
+        if shared:
+            origin = f"{origin}; {_tres_bind(env)} gave every local task the node's list"
         chosen: tuple[str, ...]
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
         elif per_task:
-            how = narrowed or f"per-task binding (SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()})"
+            how = narrowed or f"per-task binding ({_tres_bind(env)})"
             chosen, why = _per_task(node_devices, variable, how, gpus_per_task)
         else:
             chosen, why = _per_node(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
         exports = _with_marker(env, _exports(env, present, node_devices, chosen))
-        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task)
+        if narrowed is not None:
+            kind = GpuBinding.NARROWED
+        elif shared:
+            kind = GpuBinding.WHOLE_NODE_SHARED
+        elif binding in ("map_gpu", "mask_gpu"):
+            kind = GpuBinding.EXPLICIT
+        elif per_task:
+            kind = GpuBinding.PER_TASK
+        elif binding == "none":
+            kind = GpuBinding.NONE_LISTED
+        elif not any(name in env for name in SLURM_GPU_VARIABLES) and env.get(variable, "").strip() != "NoDevFiles":
+            kind = GpuBinding.NO_GRES
+        else:
+            kind = GpuBinding.PER_NODE if node_devices else GpuBinding.NO_GPUS
+        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None, kind)
 
     on_node = _slurm_count(env)
     if on_node:
@@ -315,6 +419,47 @@ def assign_gpus_from_env(
 
 
 # --- the cases ---------------------------------------------------------------------------
+
+
+def _shared_node_list(
+    env: Mapping[str, str], binding: str | None, devices: tuple[str, ...], local_tasks: int | None
+) -> bool:
+    """Whether a "per-task" list is in fact the node's whole list, handed to several tasks.
+
+    ``--gpu-bind=closest`` on a node whose GPUs all sit by one socket gives every task of
+    the node the step's whole list (``closest`` picks GPUs, not a share of them). A list as
+    long as ``SLURM_GPUS_ON_NODE`` while other tasks share the node is that case: it is
+    split like a per-node list. ``map_gpu``/``mask_gpu`` name devices explicitly (sharing
+    them is the user's choice) and stay as Slurm bound them.
+    """
+    if binding not in _SPLITTABLE_BINDINGS or local_tasks is None or local_tasks < 2 or not devices:
+        return False
+    raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    return raw.isdigit() and int(raw) == len(devices)
+
+
+def _slurm_per_task_count(env: Mapping[str, str], devices: int, local_tasks: int | None) -> int | None:
+    """GPUs per task the user asked Slurm for, if it fits the node's list; else None.
+
+    Slurm says it as ``SLURMD_TRES_BIND=…per_task:N``, ``SLURM_TRES_PER_TASK=gres/gpu=N``
+    (23.02+) or ``SLURM_GPUS_PER_TASK=N`` (older sbatch jobs).
+    """
+    count: int | None = None
+    bind = env.get("SLURMD_TRES_BIND", "")
+    if "per_task:" in bind:
+        digits = bind.split("per_task:", 1)[1].split(",")[0].split(";")[0].strip()
+        count = int(digits) if digits.isdigit() else None
+    if count is None:
+        for part in env.get("SLURM_TRES_PER_TASK", "").split(","):
+            name, _, value = part.strip().partition("=")
+            if name in ("gres/gpu", "gres:gpu", "gpu") and value.strip().isdigit():
+                count = int(value)
+    if count is None:
+        raw = env.get("SLURM_GPUS_PER_TASK", "").strip()
+        count = int(raw) if raw.isdigit() else None
+    if count is None or count < 1 or local_tasks is None or count * local_tasks > devices:
+        return None
+    return count
 
 
 def _per_task(
@@ -375,7 +520,8 @@ def _unidentified(
     """Slurm allocated ``on_node`` GPUs but set no visible-device variable (--gpu-bind=none)."""
     why = "--gpu-bind=none" if binding == "none" else "no visible-device variable"
     if gpus_per_task == 0:
-        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, ())
+        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, (),
+                             kind=GpuBinding.NONE_UNNAMED)
     seen = count_visible_gpus(executable=nvidia_smi)
     if seen == on_node:
         # The process sees exactly the GPUs Slurm allocated (device cgroup): they are 0..N-1.
@@ -385,7 +531,8 @@ def _unidentified(
             node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
         )
         exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
-        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports)
+        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports,
+                             kind=GpuBinding.NONE_UNNAMED)
     if gpus_per_task or gpus_per_node:
         asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
         raise GpuError(
@@ -398,7 +545,7 @@ def _unidentified(
         f"{why}: Slurm allocated {on_node} GPU(s) without naming them ({seen_text}); "
         "device selection left to the task"
     )
-    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, ())
+    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, (), kind=GpuBinding.NONE_UNNAMED)
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -520,6 +667,10 @@ def _gpu_binding(tres_bind: str) -> str | None:
     return None
 
 
+def _tres_bind(env: Mapping[str, str]) -> str:
+    return f"SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()}"
+
+
 def _check_count(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise GpuError(f"{name}={value!r} must be a non-negative integer")
@@ -529,3 +680,158 @@ def _check_count(name: str, value: object) -> None:
 
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- warnings: a task's GPUs that are probably not what the user asked for ---------------
+
+#: ``warn`` (default) or ``error``: whether unequal GPU counts among the step's tasks only
+#: warn or are a GpuError (MultiWorkerMirroredStrategy needs equal counts).
+UNEVEN_VARIABLE = "TFSLURM_UNEVEN_GPUS"
+
+#: Every warning line starts with this.
+WARNING_PREFIX = "tfslurm: warning: "
+
+
+def node_gpu_files(dev_dir: str = "/dev") -> tuple[str, ...]:
+    """NVIDIA GPU device files (``nvidia0``, ``nvidia1``, ...) in ``dev_dir``: a cheap
+    "this node has GPUs" check (one directory read; never nvidia-smi)."""
+    import os
+
+    try:
+        names = os.listdir(dev_dir)
+    except OSError:
+        return ()
+    return tuple(sorted((n for n in names if n.startswith("nvidia") and n[6:].isdigit()), key=lambda n: int(n[6:])))
+
+
+def gpu_warnings(
+    step: Step,
+    layout: Layout,
+    assignment: GpuAssignment,
+    *,
+    gpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    dev_dir: str = "/dev",
+) -> tuple[str, ...]:
+    """One-line warnings about this task's GPUs, each said by one task only where possible.
+
+    * this task gets 0 GPUs while other tasks of the step get some (said by that task);
+    * tasks get unequal counts (said by local task 0 of a node that shows it; across nodes,
+      by rank 0) — a GpuError instead when ``TFSLURM_UNEVEN_GPUS=error``;
+    * a node has fewer GPUs than tasks (said by the node's local task 0);
+    * Slurm manages no GPUs for the step but the node has NVIDIA device files (local task 0).
+
+    Other nodes are assumed to hold as many GPUs as this one (true for ``--gres=gpu:N`` and
+    ``--gpus-per-node``), unless ``SLURM_GPUS`` (a total, 24.11+) says otherwise.
+    """
+    env = step.env
+    mode = env.get(UNEVEN_VARIABLE, "warn").strip().lower() or "warn"
+    if mode not in ("warn", "error"):
+        raise GpuError(f"{UNEVEN_VARIABLE}={_clip(env.get(UNEVEN_VARIABLE, ''))!r} must be 'warn' or 'error'")
+    rank = step.procid
+    if rank is None or not 0 <= rank < layout.num_tasks:
+        return ()
+    node = layout.rank_node[rank]
+    local_id = layout.rank_local[rank]
+    local_tasks = layout.tasks_on(node)
+    nodes = len(layout.nodes)
+    out: list[str] = []
+
+    if not assignment.node_devices and not assignment.unbound and not _slurm_count(env):
+        if any(name in env for name in SLURM_GPU_VARIABLES) or gpus_per_node is not None:
+            return ()
+        files = node_gpu_files(dev_dir) if local_id == 0 else ()
+        if files:
+            out.append(
+                f"{WARNING_PREFIX}Slurm allocated no GPUs to this step, but node "
+                f"{layout.nodes[node]} has {len(files)} ({dev_dir}/{files[0]}...): the tasks train on "
+                "the CPU; request --gres=gpu:N (or --gpus-per-node=N), or pass gpus_per_node=N"
+            )
+        return tuple(out)
+    if assignment.unbound:
+        return ()  # --gpu-bind=none on 22.05: the task sees them all, nothing is split
+
+    bound = assignment.per_task and slurm_gpu_binding(env) in _PER_TASK_BINDINGS
+    node_gpus = _node_gpu_count(env, assignment, gpus_per_node)
+    per_task = gpus_per_task if gpus_per_task is not None else assignment.split_per_task
+    if bound or node_gpus is None:
+        # Slurm chose each task's devices itself (equal by construction), or the node's
+        # list is not known here: only this task's own count can be judged.
+        mine = len(assignment.devices)
+        if mine == 0 and (node_gpus or 0) > 0 and gpus_per_task != 0:
+            out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
+        return tuple(out)
+
+    def shares(gpus: int, tasks: int) -> list[int]:
+        if per_task is not None:
+            return [per_task if gpus >= per_task * tasks else 0] * tasks
+        share, extra = divmod(gpus, tasks)
+        return [share + (1 if i < extra else 0) for i in range(tasks)]
+
+    local = shares(node_gpus, local_tasks)
+    others: list[int] = []
+    for other in range(nodes):
+        if other != node:
+            others += shares(node_gpus, layout.tasks_on(other))
+    total = env.get("SLURM_GPUS", "").strip()
+    all_tasks = layout.num_tasks
+    by_total = total.isdigit() and nodes > 1 and gpus_per_node is None and per_task is None
+    if by_total:
+        # --gpus=N (24.11+ say N): Slurm may give nodes different counts, so the uniform
+        # assumption does not hold. Every task holding this node's share s would need
+        # s * all_tasks GPUs in all; a node whose share differs from that is a node of an
+        # uneven split — and when shares differ, at least one node's does.
+        cross_uneven = len(set(local)) == 1 and local[0] * all_tasks != int(total)
+    elif assignment.kind is GpuBinding.WHOLE_NODE_SHARED:
+        cross_uneven = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
+    else:
+        cross_uneven = len(set(local + others)) > 1 and len(set(local)) == 1
+    if gpus_per_task == 0:
+        return ()
+    mine = local[local_id]
+    if mine == 0 and any(local + others):
+        out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
+    if 0 < node_gpus < local_tasks and local_id == 0:
+        out.append(
+            f"{WARNING_PREFIX}node {layout.nodes[node]} has {node_gpus} GPU(s) for {local_tasks} tasks: "
+            f"{local_tasks - node_gpus} task(s) get none (a GPU is never shared); request at least "
+            "one GPU per task (--gpus-per-task=1)"
+        )
+    local_uneven = len(set(local)) > 1
+    if local_uneven or cross_uneven:
+        if local_uneven:
+            where = f"{', '.join(map(str, local))} on node {layout.nodes[node]}"
+        elif by_total:
+            where = f"{local[0]} per task on node {layout.nodes[node]}, but SLURM_GPUS={total} for {all_tasks} tasks"
+        else:
+            where = (f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes "
+                     f"if they hold {node_gpus} GPUs like this one")
+        what = (
+            f"tasks get unequal GPU counts ({where}); MultiWorkerMirroredStrategy needs the same count "
+            "on every worker: request --gpus-per-task=N or --gres=gpu:N with N a multiple of the tasks per node"
+        )
+        if mode == "error":
+            raise GpuError(f"{what} ({UNEVEN_VARIABLE}=error)")
+        if local_id == 0 if (local_uneven or by_total) else rank == 0:
+            out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
+    return tuple(out)
+
+
+def _zero_line(rank: int, node: str, node_gpus: int, local_tasks: int) -> str:
+    return (
+        f"{WARNING_PREFIX}task {rank} on {node} gets 0 GPUs while other tasks of the step have some "
+        f"({node_gpus} GPU(s) for {local_tasks} task(s) on the node): it runs on the CPU; request "
+        "--gpus-per-task=N, or --gres=gpu:N with N a multiple of the tasks per node"
+    )
+
+
+def _node_gpu_count(env: Mapping[str, str], assignment: GpuAssignment, gpus_per_node: int | None) -> int | None:
+    """GPUs Slurm gave this node for the step (before tfslurm split them), or None."""
+    if not assignment.per_task:
+        count = len(assignment.node_devices)
+    else:
+        raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+        if not raw.isdigit():
+            return None
+        count = int(raw)
+    return min(count, gpus_per_node) if gpus_per_node is not None else count

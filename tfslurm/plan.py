@@ -105,6 +105,7 @@ class GpuPlan:
     gpus_per_task: int | None = None
     split: bool = False
     env: Mapping[str, str] = field(default_factory=dict, compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -586,6 +587,7 @@ def gpu_plan_for(
     gpus_per_node: int | None = None,
     uniform: bool = False,
     assignment: GpuAssignment | None = None,
+    assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuPlan:
     """This task's GPUs (``assign_gpus``) and what they tell about the other ranks' GPUs.
 
@@ -594,9 +596,9 @@ def gpu_plan_for(
     TaskProlog, an earlier resolver or the user; ``GpuAssignment.per_task``), since splitting
     this task's own list would hand other ranks devices they do not have. ``uniform`` says
     the node device list holds for every node (TF's ``gpus_per_node``); ``assignment`` is a
-    ready ``assign_gpus`` result for this step.
+    ready ``assign_gpus`` result for this step; ``assumed_devices`` goes to ``assign_gpus``.
     """
-    from tfslurm.gpus import assign_gpus
+    from tfslurm.gpus import assign_gpus, gpu_warnings
 
     step.require("procid")
     rank = step.procid
@@ -604,7 +606,9 @@ def gpu_plan_for(
     if not 0 <= rank < layout.num_tasks:
         raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")
     if assignment is None:
-        assignment = assign_gpus(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
+        assignment = assign_gpus(
+            step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, assumed_devices=assumed_devices
+        )
     node_devices = assignment.node_devices
     if gpus_per_node is not None:
         node_devices = node_devices[:gpus_per_node]
@@ -614,7 +618,8 @@ def gpu_plan_for(
         source=assignment.source,
         node_devices=node_devices,
         nodes=None if uniform else frozenset([layout.rank_node[rank]]),
-        gpus_per_task=gpus_per_task,
+        gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,
         env=assignment.env(),
+        warnings=gpu_warnings(step, layout, assignment, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node),
     )

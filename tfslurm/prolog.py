@@ -75,7 +75,14 @@ class PrologError(TfslurmError):
 
 
 def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) -> dict[str, str | None]:
-    """The variables to set (str) or unset (None) in this task, in output order.
+    """The variables to set (str) or unset (None) in this task, in output order."""
+    return _task_output(env, plan_source)[0]
+
+
+def _task_output(
+    env: Mapping[str, str], plan_source: PlanSource | None = None
+) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """:func:`task_changes` and this task's GPU warnings (``tfslurm.gpus.gpu_warnings``).
 
     Empty when the marker is absent or this is not a task of a step (the batch script of an
     ``sbatch`` that exported ``TFSLURM_TF_DIST`` itself runs the hook too, and needs nothing).
@@ -85,12 +92,12 @@ def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) 
     """
     spec = env.get(MARKER, "")
     if not spec.strip():
-        return {}
+        return {}, ()
     from tfslurm.step import Context, Step
 
     step = Step.from_environ(env)
     if step.context is not Context.STEP:
-        return {}
+        return {}, ()
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 
     plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
@@ -105,7 +112,7 @@ def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) 
         if stale not in variables and stale in env:
             changes[stale] = None
     changes.update(variables)
-    return changes
+    return changes, plan.gpus.warnings if plan.gpus is not None else ()
 
 
 def format_lines(changes: Mapping[str, str | None]) -> list[str]:
@@ -141,8 +148,13 @@ def format_lines(changes: Mapping[str, str | None]) -> list[str]:
 
 
 def prolog_lines(env: Mapping[str, str] | None = None, plan_source: PlanSource | None = None) -> list[str]:
-    """Every line the hook prints for a task with environment ``env`` (default: os.environ)."""
-    return format_lines(task_changes(os.environ if env is None else env, plan_source))
+    """Every line the hook prints for a task with environment ``env`` (default: os.environ).
+
+    GPU warnings come first as ``print`` lines: Slurm writes them to the task's output (a
+    TaskProlog has no way to the task's stderr).
+    """
+    changes, warnings = _task_output(os.environ if env is None else env, plan_source)
+    return [f"print {line}" for line in warnings] + format_lines(changes)
 
 
 def main(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import warnings
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -136,6 +137,8 @@ class SlurmResolverMixin:
         self._task_type, self._task_id = plan.job_of(plan.rank)
         self._rpc_layer = rpc_layer
         self._auto_set_gpu = auto_set_gpu
+        for line in plan.gpus.warnings if plan.gpus is not None else ():
+            print(line, file=sys.stderr, flush=True)
         if auto_set_gpu and plan.gpus is not None:
             target = os.environ if env is None else env
             if isinstance(target, MutableMapping):
@@ -253,9 +256,10 @@ def _tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm.gpus import SLURM_GPU_VARIABLES, assign_gpus, assigned_earlier
+    import dataclasses
+
+    from tfslurm.gpus import SLURM_GPU_VARIABLES, WARNING_PREFIX, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
-    from tfslurm.step import Step
 
     if assigned_earlier(step.env):  # a TaskProlog or an earlier resolver chose them
         return gpu_plan_for(step, layout)
@@ -266,33 +270,60 @@ def _tf_gpu_plan(
             f"{max_tasks * gpus_per_task} GPUs, more than gpus_per_node={gpus_per_node}"
         )
     uniform = gpus_per_node is not None and not any(name in environ for name in SLURM_GPU_VARIABLES)
-    if uniform:
-        patched = dict(environ)
-        patched["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(gpus_per_node or 0)))
-        step = Step.from_environ(patched)
+    # TF's gpus_per_node where Slurm manages no GPUs: every node has devices 0..N-1
+    assumed = tuple(str(i) for i in range(gpus_per_node or 0)) if uniform else None
     if gpus_per_task is None:
-        probe = assign_gpus(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node)
-        visible = probe.node_devices[:gpus_per_node] if gpus_per_node is not None else probe.node_devices
-        if visible and not probe.per_task:  # a per-task list is this task's own: kept whole
+        if assumed is not None:
+            visible, own = assumed, False
+        else:
+            rank = step.procid
+            local_tasks = layout.tasks_on(layout.rank_node[rank]) if rank is not None else None
+            visible, own = node_device_list(step.env, local_tasks)
+        visible = visible[:gpus_per_node] if gpus_per_node is not None else visible
+        if visible and not own:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks
+            if gpus_per_task == 0:  # TF's rule leaves this node's GPUs unused: say so
+                plan = gpu_plan_for(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node,
+                                    uniform=uniform, assumed_devices=assumed)
+                node = layout.nodes[layout.rank_node[step.procid]]
+                line = (
+                    f"{WARNING_PREFIX}task {step.procid} on {node} gets 0 GPUs: TF's rule gives each task "
+                    f"{len(visible)} visible GPU(s) // {max_tasks} tasks on the busiest node; pass "
+                    "gpus_per_task=N or request --gpus-per-task=N"
+                )
+                return dataclasses.replace(plan, warnings=(*plan.warnings, line))
     return gpu_plan_for(
-        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform
+        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform,
+        assumed_devices=assumed,
     )
 
 
-def cuda_initialised() -> bool:
+def cuda_initialised(maps: str = "/proc/self/maps") -> bool:
     """Whether this process already fixed its GPU list, so CUDA_VISIBLE_DEVICES is ignored.
 
-    True once the CUDA driver library is mapped into the process (any framework) or
-    TensorFlow's eager context has initialised its devices.
+    Being loaded is not being initialised: frameworks map libcuda at import or when counting
+    devices without calling ``cuInit``, and CUDA reads CUDA_VISIBLE_DEVICES only in ``cuInit``.
+    So where libcuda is mapped (``maps``), the driver itself is asked, without loading or
+    initialising anything: ``dlopen(RTLD_NOLOAD)`` and ``cuDeviceGetCount``, which answers
+    ``CUDA_ERROR_NOT_INITIALIZED`` (3) until ``cuInit`` has run. A mapped ROCm runtime
+    (libamdhip64) counts as initialised (no such cheap question there), as does TensorFlow's
+    initialised eager context. ``maps`` is a parameter for tests.
     """
+    cuda: list[str] = []
+    hip = False
     try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                if "libcuda.so" in line or "libamdhip64.so" in line:
-                    return True
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if "libcuda.so" in line:
+                    path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                    if path and path not in cuda:
+                        cuda.append(path)
+                elif "libamdhip64.so" in line:
+                    hip = True
     except OSError:
         pass
+    if hip or any(_cuda_driver_initialised(path) for path in cuda):
+        return True
     import sys
 
     context_module = sys.modules.get("tensorflow.python.eager.context")
@@ -303,6 +334,23 @@ def cuda_initialised() -> bool:
         return bool(ctx is not None and getattr(ctx, "_initialized", False))
     except Exception:  # noqa: BLE001 - a private TF API; never let the check itself fail
         return False
+
+
+#: CUresult of a driver call made before cuInit.
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _cuda_driver_initialised(path: str) -> bool:
+    """Whether the libcuda already mapped at ``path`` has run cuInit (True when unsure)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        count = ctypes.c_int(0)
+        result = lib.cuDeviceGetCount(ctypes.byref(count))
+    except (OSError, AttributeError):
+        return True  # mapped but not askable: assume the worst, as before
+    return result != CUDA_ERROR_NOT_INITIALIZED
 
 
 def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in_process: bool) -> None:

@@ -14,7 +14,7 @@ import argparse
 import json
 import shlex
 
-from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options
+from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options, print_gpu_warnings
 
 HELP = "print the variables this task needs (export lines or JSON)"
 
@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = ",".join(args.runtimes) if args.runtimes else os.environ.get(FOR_VARIABLE)
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
     plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    print_gpu_warnings(plan)
     variables = runtime_env(plan_with_iface(plan, os.environ, args.iface), runtimes)
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))

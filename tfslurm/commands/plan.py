@@ -54,6 +54,14 @@ def plan_options(args: argparse.Namespace, gpus: bool = True) -> dict[str, Any]:
     return options
 
 
+def print_gpu_warnings(plan: Any) -> None:
+    """This task's GPU warnings (``tfslurm.gpus.gpu_warnings``), one line each on stderr."""
+    import sys
+
+    for line in plan.gpus.warnings if plan.gpus is not None else ():
+        print(line, file=sys.stderr, flush=True)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
     add_gpu_options(parser)
@@ -67,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from tfslurm.plan import plan_from_environ
 
     plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    print_gpu_warnings(plan)  # every task: each warning is said by the task it concerns
     if plan.rank not in (None, 0) and not args.all_tasks:
         return 0  # checked here too; rank 0 prints the step's one table
     table = plan.table()

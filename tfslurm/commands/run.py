@@ -211,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     if args.cap_check:
         return 0
     role = resolve_role(jobs=args.jobs)
+    for line in role.gpu_warnings:
+        print(line, file=sys.stderr, flush=True)
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
     stop = stops.stop_signals(

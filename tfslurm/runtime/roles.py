@@ -70,6 +70,8 @@ class Role:
     plan_table: str | None = field(default=None, compare=False)
     # Variables to set before TF starts (this task's GPUs, when tfslurm made the plan).
     env: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # One-line warnings about this task's GPUs (tfslurm.gpus.gpu_warnings), for stderr.
+    gpu_warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def strategy(self) -> str:
@@ -202,7 +204,8 @@ def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
     cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
     _validate(task.job, task.index, cluster, source)
     return Role(task.job, task.index, cluster, source, plan_table=plan.table(),
-                env=dict(plan.gpus.env) if plan.gpus is not None else {})
+                env=dict(plan.gpus.env) if plan.gpus is not None else {},
+                gpu_warnings=plan.gpus.warnings if plan.gpus is not None else ())
 
 
 def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:
