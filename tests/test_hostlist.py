@@ -8,6 +8,7 @@ says newer Slurm is followed).
 from __future__ import annotations
 
 import collections
+from collections import Counter
 import subprocess
 import sys
 import tracemalloc
@@ -486,3 +487,32 @@ def test_long_digit_strings_never_reach_int_limits() -> None:
     for host in (f"n{zeros}2", "n" + "7" * 5000):
         with pytest.raises(HostlistError, match="is not in"):
             index_of("n[1-3]", host)
+
+
+@pytest.mark.parametrize(
+    "hosts, expected",
+    [
+        # Slurm 22.05 prints n[9,9-10,10] (n00 lost); a copy of its split invented n01-n08.
+        ("n9 n10 n00 n9 n10", "n[9,9,00,10,10]"),
+        ("n00 n9 n10 n9", None),
+        ("n9 n10 n9 n10", "n[9,9-10,10]"),  # Slurm's own answer, where it keeps the hosts
+        ("n1 n2 n3 n2 n3 n4", "n[1-2,2-3,3-4]"),
+        ("a-x b9 b10 b00 b9 b10 a-x", None),
+    ],
+)
+def test_sorted_compress_keeps_exactly_the_hosts(hosts: str, expected: str | None) -> None:
+    names = hosts.split()
+    text = hostlist.compress(names, sort=True)
+    if expected is not None:
+        assert text == expected
+    assert Counter(hostlist.expand(text)) == Counter(names)
+    # already sorted: compressing the expansion again changes nothing
+    assert hostlist.compress(hostlist.expand(text), sort=True) == text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["n", "a-", "rack1-n"]), st.integers(0, 120), st.integers(1, 3)), max_size=30))
+def test_sorted_compress_never_invents_or_loses_hosts(parts: list[tuple[str, int, int]]) -> None:
+    names = [f"{prefix}{number:0{width}d}" for prefix, number, width in parts]
+    text = hostlist.compress(names, sort=True)
+    assert Counter(hostlist.expand(text)) == Counter(names)

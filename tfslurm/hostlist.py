@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections import Counter
 from collections.abc import Iterable
 
 from tfslurm.errors import HostlistError
@@ -1032,8 +1033,23 @@ def _compress_by_host(hosts: list[str], sort: bool) -> str:
     if sort and len(runs) > 1:
         ranks = _prefix_ranks(run[_PREFIX] for run in runs)
         runs.sort(key=lambda run: _sort_key(run, ranks))
-        runs = _collapse(_coalesce(runs))
+        return _coalesced_string(runs, hosts)
     return _ranged_string(runs)
+
+
+def _coalesced_string(runs: list[list], hosts: list[str]) -> str:
+    """Slurm's hostlist_coalesce + collapse of sorted, overlapping runs, kept only where it
+    keeps the hosts. Where runs of different widths overlap, Slurm's split loses hosts
+    (22.05: ``n9 n10 n00 n9 n10`` gives ``n[9,9-10,10]``, without n00) and a literal copy of
+    it invents some; then the hosts are sorted one by one and pushed in that order, which
+    writes exactly the input's hosts, sorted."""
+    text = _ranged_string(_collapse(_coalesce([list(run) for run in runs])))
+    if Counter(expand(text)) == Counter(hosts):
+        return text
+    singles = [_runs([host])[0] for host in hosts]
+    ranks = _prefix_ranks(run[_PREFIX] for run in singles)
+    order = sorted(range(len(hosts)), key=lambda i: _sort_key(singles[i], ranks))
+    return _ranged_string(_runs([hosts[i] for i in order]))
 
 
 def compress(hosts: Iterable[str], sort: bool = False) -> str:
@@ -1053,6 +1069,6 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
         columns = _columns_sort(columns)
         merged = _columns_collapse(columns)
         if merged is None:
-            return _ranged_string(_collapse(_coalesce(_columns_to_runs(columns))))
+            return _coalesced_string(_columns_to_runs(columns), hosts)
         columns = merged
     return _columns_string(columns)
