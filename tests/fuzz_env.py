@@ -116,7 +116,7 @@ def check(env: dict[str, str]) -> str:
         assert len(message) <= MAX_MESSAGE, f"{len(message)}-character message: {message[:200]!r}"
         outcome = type(exc).__name__
     elapsed = time.perf_counter() - started
-    assert elapsed < MAX_SECONDS, f"{elapsed:.2f} s for {env!r:.300}"
+    assert elapsed < MAX_SECONDS, f"over {MAX_SECONDS} s ({elapsed:.2f} s)"
     return outcome
 
 
@@ -150,19 +150,20 @@ def run(inputs: int, seed: int | None, report: Callable[[str], None]) -> Counter
         try:
             outcomes[check(env)] += 1
         except Exception as exc:  # a violation: counted by kind, one example kept
-            kind = f"VIOLATION {type(exc).__name__}: {str(exc)[:160]}"
+            kind = f"VIOLATION {type(exc).__name__}: {str(exc)[:60]}"
             outcomes[kind] += 1
             if outcomes[kind] == 1:
-                report(f"{kind}\n    input: {env!r:.400}")
+                shown = {k: v[:300] for k, v in env.items() if k in VARIABLES}
+                report(f"{kind}\n    input (variables tfslurm reads): {shown!r}")
         elapsed = time.perf_counter() - started
         if elapsed > slowest[0]:
-            slowest[:] = [elapsed, repr(env)[:200]]
+            slowest[:] = [elapsed, repr({k: v[:300] for k, v in env.items() if k in VARIABLES})]
 
     one()
     violations = sum(n for kind, n in outcomes.items() if kind.startswith("VIOLATION"))
     report(
         f"{sum(outcomes.values())} inputs, {violations} violations: {dict(outcomes.most_common())}; slowest "
-        f"{slowest[0] * 1000:.1f} ms; peak RSS "
+        f"{slowest[0] * 1000:.1f} ms ({slowest[1]}); peak RSS "
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
     )
     return outcomes
