@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install.sh: set up tfslurm on a fresh Debian 12 machine, then run `tfslurm demo`.
+# install.sh: set up tfslurm on a fresh Debian 12 or 13 machine, then run `tfslurm demo`.
 #
 #   sudo ./install.sh            install everything and run the demo
 #   sudo ./install.sh --no-demo  install only
@@ -8,8 +8,9 @@
 #   1. apt-get installs Slurm's Debian packages (slurm-wlm for the throwaway demo/test
 #      cluster, libslurm-dev for the SPANK plugin's <slurm/spank.h>), gcc/make and valgrind.
 #   2. creates .venv/ next to this script and installs tfslurm into it, editable, with the
-#      `tf` (tensorflow-cpu) and `test` (pytest, hypothesis, python-hostlist) extras, then
-#      torch==2.13.0 (CPU) and the `jax` and `torch` extras (Keras 3, JAX, PyTorch runtimes).
+#      `tf` (tensorflow-cpu; Python 3.10-3.13) and `test` (pytest, hypothesis, python-hostlist)
+#      extras, then the `jax` extra and, where a CPU build is on this machine, torch==2.13.0
+#      and the `torch` extra; .venv/tfslurm-absent-runtimes.txt says what was left out and why.
 #   3. builds the SPANK plugin in plugin/ (not installed into Slurm: see docs/admin-guide.md).
 #   4. runs `.venv/bin/tfslurm demo`: TF training across a local multi-node Slurm cluster.
 set -euo pipefail
@@ -52,17 +53,41 @@ fi
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e '.[tf,test]' 2>&1 | grep -v '^WARNING: Location' || true
-# The jax and torch extras (docs/runtimes.md), so the runtime tests run too. torch first, pinned:
-# 2.13.0 is the CPU build this project tests with (a bare `torch` from PyPI is a CUDA build of GBs).
-.venv/bin/python -m pip install -q 'torch==2.13.0' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q -e '.[jax,torch]' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import importlib.util as u, tfslurm; assert u.find_spec("tensorflow")' ||
-    { echo "install.sh: the Python install failed (see pip's messages above)" >&2; exit 1; }
+# The jax and torch extras (docs/runtimes.md), so the runtime tests run too. PyTorch only as a
+# CPU build found on this machine (this project's machines keep one for Python 3.11): a torch
+# from PyPI is a CUDA build of several GB.
+if .venv/bin/python -m pip install -q --no-index --no-deps 'torch==2.13.0' >/dev/null 2>&1; then
+    .venv/bin/python -m pip install -q 'torch==2.13.0' 2>&1 | grep -v '^WARNING: Location' || true
+    .venv/bin/python -m pip install -q -e '.[jax,torch]' 2>&1 | grep -v '^WARNING: Location' || true
+else
+    echo "install.sh: no PyTorch CPU build for this Python on this machine: the torch extra is left out"
+    .venv/bin/python -m pip install -q -e '.[jax]' 2>&1 | grep -v '^WARNING: Location' || true
+fi
+# Record what could not be installed here and why (the tests skip those runtimes with it).
+.venv/bin/python - <<'PY'
+import importlib.util as u, sys
+v = "%d.%d" % sys.version_info[:2]
+why = {
+    "tensorflow": f"TensorFlow has no stable release for Python {v} (the tf extra needs Python < 3.14)",
+    "keras": f"Keras 3 comes with TensorFlow, which has no stable release for Python {v}",
+    "torch": f"no PyTorch CPU build for Python {v} on this machine (install one: docs/runtimes.md)",
+}
+absent = [m for m in why if u.find_spec(m) is None]
+with open(sys.prefix + "/tfslurm-absent-runtimes.txt", "w") as out:
+    out.writelines(f"{m}: {why[m]}\n" for m in absent)
+if "tensorflow" in absent and sys.version_info < (3, 14) or u.find_spec("jax") is None:
+    sys.exit("install.sh: the Python install failed (see pip's messages above)")
+for m in absent:
+    print(f"install.sh: {m} is not installed: {why[m]}")
+PY
 
 step "SPANK plugin (plugin/)"
 make -C plugin
 
-if ((RUN_DEMO)); then
+if ((RUN_DEMO)) && ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info >= (3, 14))'; then
+    echo "install.sh: no demo: it trains with TensorFlow, which has no stable release for this Python;" \
+        "use Python 3.10-3.13 for it (PYTHON=python3.13 ./install.sh)"
+elif ((RUN_DEMO)); then
     step "tfslurm demo"
     .venv/bin/tfslurm demo
 fi

@@ -13,10 +13,13 @@ instead, so a CI run can never pass by skipping the tests that matter.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +39,40 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+# install.sh writes, into the venv, one line per optional runtime it cannot install on this
+# machine ("torch: no PyTorch CPU build for Python 3.13 here"). Tests needing such a runtime
+# skip with that reason even in CI; any other missing runtime is a failure in CI.
+ABSENT_RUNTIMES = Path(sys.prefix) / "tfslurm-absent-runtimes.txt"
+DECLARED = "[declared absent by install.sh]"
+
+
+def declared_absent() -> dict[str, str]:
+    """Runtime module -> why install.sh could not install it here."""
+    try:
+        lines = ABSENT_RUNTIMES.read_text().splitlines()
+    except OSError:
+        return {}
+    return {name.strip(): why.strip() for name, _, why in (line.partition(":") for line in lines) if why}
+
+
+def skip_without(*modules: str) -> None:
+    """Skip the calling test unless every module imports (in CI: fail, unless declared absent)."""
+    for module in modules:
+        if importlib.util.find_spec(module) is not None:
+            continue
+        why = declared_absent().get(module)
+        if why:
+            pytest.skip(f"{module} is not installed: {why} {DECLARED}")
+        pytest.skip(f"{module} is not installed")
+
+
+def needs(module: str) -> pytest.MarkDecorator:
+    """A mark: skip unless ``module`` imports (the reason says whether install.sh declared it absent)."""
+    why = declared_absent().get(module)
+    reason = f"{module} is not installed" + (f": {why} {DECLARED}" if why else "")
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=reason)
+
+
 def skip_or_fail(reason: str) -> None:
     """pytest.skip outside CI; in CI a skipped cluster test is a failure."""
     if in_ci():
@@ -53,10 +90,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         and report.skipped
         and not hasattr(report, "wasxfail")
         and item.get_closest_marker("cluster") is not None
+        and DECLARED not in _skip_reason(report)
     ):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = _skip_reason(report)
         report.outcome = "failed"
         report.longrepr = f"CI=true: cluster test was skipped ({reason}); skips count as failures in CI"
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
 
 
 class _ClusterPool:

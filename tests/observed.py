@@ -95,7 +95,7 @@ def version_dir(version: str) -> Path:
     return OBSERVED / version
 
 
-def all_paths(versions: tuple[str, ...] = (BASE_VERSION,)) -> list[Path]:
+def all_paths(versions: tuple[str, ...] = VERSIONS) -> list[Path]:
     """Every fixture file of ``versions``: default names and the zero-padded ``padded/``
     variants."""
     paths: list[Path] = []
@@ -124,7 +124,7 @@ def hostfile_entries(fixture: Fixture) -> list[str] | None:
     return match.group(1).split() if match else None
 
 
-def ids(versions: tuple[str, ...] = (BASE_VERSION,)) -> list[str]:
+def ids(versions: tuple[str, ...] = VERSIONS) -> list[str]:
     """The :func:`fixture_id` of every fixture of ``versions``."""
     return [fixture_id(p) for p in all_paths(versions)]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -13,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import skip_without
 
 TFSLURM = [sys.executable, "-m", "tfslurm"]
 
 
 def _need_tensorflow() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
 
 
 def _clean_env() -> dict[str, str]:

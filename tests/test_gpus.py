@@ -173,12 +173,7 @@ def test_gpu_bind_none_on_24_11_and_later_lists_the_node_and_is_split(version: s
     assert [g.devices for _, _, g in assignments(fid, gpus_per_task=1)] == [("0",), ("1",), ("0",), ("1",)]
 
 
-@pytest.mark.parametrize("version", [
-    *VERSIONS[:2],
-    pytest.param("26.05", marks=pytest.mark.xfail(
-        strict=True, raises=TfslurmError,
-        reason="Step rejects 26.05's batch SLURM_STEP_ID=-5 (tfslurm/step.py, not the GPU code)")),
-])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_batch_script_keeps_the_job_list(version: str) -> None:
     batch = FIXTURES[fid_of(version, "22_sbatch_gpus")].batch
     if version == "22.05":

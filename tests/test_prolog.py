@@ -80,13 +80,17 @@ STEP_CASES = step_cases()
 
 # The hook's GPU warnings (``print`` lines), by (case id, rank): only --gpus=3 over two
 # nodes of 2 tasks is uneven (node2 has 1 GPU for 2 tasks); every other task prints nothing.
+# From 24.11 on the tasks also see SLURM_GPUS=3, so rank 0 (first on node1) says node2 got fewer.
 PRINTED = {
-    (f"{prefix}13c_gpus_total_3:s0", rank): [line.format(node=node) for line in lines]
-    for prefix, node in (("", "node2"), ("padded/", "tf-gpu002"))
+    (f"{version}{prefix}13c_gpus_total_3:s0", rank): [line.format(node=node, first=first) for line in lines]
+    for version in ("", "24.11/", "26.05/")
+    for prefix, first, node in (("", "node1", "node2"), ("padded/", "tf-gpu001", "tf-gpu002"))
     for rank, lines in (
         (2, ["tfslurm: warning: node {node} has 1 GPU(s) for 2 tasks",
              "tfslurm: warning: tasks get unequal GPU counts (1, 0 on node {node})"]),
         (3, ["tfslurm: warning: task 3 on {node} gets 0 GPUs while other tasks"]),
+        *([(0, ["tfslurm: warning: tasks get unequal GPU counts (1 per task on node {first}, but SLURM_GPUS=3 "
+                "for 4 tasks)"])] if version else []),
     )
 }
 

@@ -16,7 +16,6 @@ TF's import takes seconds per process on 2 cores, so every test is a single shor
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -26,14 +25,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs
 
 from tfslurm.runtime.templates import template_path
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.tf,
-    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                       reason="tensorflow is not installed"),
+    needs("tensorflow"),
 ]
 
 

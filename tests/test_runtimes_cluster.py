@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import skip_without
 
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster
@@ -28,8 +29,8 @@ from tfslurm.localcluster import LocalCluster
 pytestmark = pytest.mark.cluster
 
 TASK = Path(__file__).parent / "tasks" / "runtime_task.py"
-jax = pytest.importorskip("jax", reason="the jax extra is not installed")
-torch = pytest.importorskip("torch", reason="the torch extra is not installed")
+# What each runtime_task.py runtime imports (Keras 3 runs here on its JAX backend).
+NEEDS = {"jax": ("jax",), "torch": ("torch",), "torch-env": ("torch",), "keras": ("keras", "jax")}
 
 SHAPES = {
     "cyclic": ("-N3", "-n5", "-m", "cyclic"),
@@ -40,6 +41,7 @@ SHAPES = {
 
 def run_step(cluster: LocalCluster, runtime: str, shape: tuple[str, ...], *extra: str,
              iface: str | None = None, env: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    skip_without(*NEEDS[runtime])
     out = Path(tempfile.mkdtemp(prefix="tfs-runtimes-", dir="/tmp"))
     out.chmod(0o777)
     argv = [sys.executable, str(TASK), runtime, str(out), *([iface] if iface else [])]
@@ -156,6 +158,7 @@ def test_sbatch_template(slurm_cluster: LocalCluster, tmp_path: Path, runtime: s
     The torch one runs on the second network (TFSLURM_IFACE=eth1 in the job)."""
     from test_runtime_cluster import submit
 
+    skip_without(*NEEDS[runtime])
     tmp_path.chmod(0o755)
     options = ("--export=ALL,TFSLURM_IFACE=eth1",) if runtime == "torch" else ()
     job, log = submit(slurm_cluster, tmp_path, f"{runtime}.sbatch",

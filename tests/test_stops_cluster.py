@@ -9,7 +9,6 @@ One 2-node cluster serves every test here. Graces are a few seconds (the machine
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import signal
 import subprocess
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import skip_without
 from test_runtime_cluster import (
     job_env,
     job_field,
@@ -26,7 +26,6 @@ from test_runtime_cluster import (
     wait_requeued_then_release,
 )
 
-HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 pytestmark = [pytest.mark.cluster]
 
 GRACE = 8  # GraceTime of the low partitions: enough for TF to checkpoint on 2 busy cores
@@ -56,8 +55,7 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     """PreemptMode=REQUEUE + GraceTime: SIGTERM to every task (MWMS's own C handler would
     swallow it); the tasks checkpoint on it, exit 85, the job is requeued, resumes from
     that step, and ends COMPLETED with the weights of an uninterrupted run."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 300
     program = ("python", "-m", "tfslurm.examples.mwms", "--steps", str(steps), "--log-every", "20")
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
@@ -198,8 +196,7 @@ def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(pre
     COMPLETED at step 45 of 300. Now the tasks checkpoint and exit 85; with
     TFSLURM_REQUEUE=exit the script runs no Slurm command and exits 85, and slurm.conf
     RequeueExit=85 requeues the job; the next run finishes every step."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
     job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
                       "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
@@ -238,8 +235,7 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     job — with PreemptMode=CANCEL too: `scontrol requeue` from the batch script succeeds
     during the GraceTime (observed on 22.05), so the job comes back instead of ending
     PREEMPTED. Every step is trained exactly once after the resume."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 150
     job, log = submit(cluster, tmp_path, "ps.sbatch", "python", "-m", "tfslurm.examples.ps",
                       "--steps", str(steps), "--step-delay", "0.03", "--log-every", "10",
@@ -269,8 +265,7 @@ def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_clus
     """tf.distribute.experimental.PreemptionCheckpointHandler with
     tfslurm.termination_config(): SIGTERM to the steps, TF saves on every worker and exits
     85, the template requeues, TF's handler restores, every step is trained once."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
     job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m",
                       "tfslurm.examples.mwms_handler", "--steps", str(steps),
@@ -294,8 +289,7 @@ def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_clus
 def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_path):
     """Keras fit + BackupAndRestore in one task: SIGTERM to the step, fit ends at the
     epoch's end after the backup, exit 85, requeue, fit continues from that epoch."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, epochs = preempt_cluster, 60
     job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.keras_fit",
                       "--epochs", str(epochs), "--step-delay", "0.1",
@@ -319,8 +313,7 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
     SIGTERM, 0 steps lost. Then a node fails (set DOWN) in the resumed run: Slurm requeues
     the --requeue job, which resumes from its last checkpoint (<= 20 steps lost: periodic
     every 20; a node set DOWN keeps its processes, which get SIGTERM and checkpoint too)."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
     job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
                       "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
@@ -360,8 +353,7 @@ def test_mwms_failed_step_reruns_in_the_allocation(preempt_cluster, tmp_path):
     """TFSLURM_STEP_RESTARTS=1: a worker SIGKILLed mid-training fails the step; the
     template runs it again in the same allocation (srun only: no requeue, no queue wait)
     and it resumes from the last periodic checkpoint."""
-    if not HAVE_TF:
-        pytest.skip("tensorflow is not installed")
+    skip_without("tensorflow")
     from test_runtime_cluster import kill_task
 
     cluster, steps = preempt_cluster, 200

@@ -10,18 +10,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import time
 
 import pytest
+from conftest import needs
 from test_runtime_cluster import finish_times, job_env, submit
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.tf,
-    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                       reason="tensorflow is not installed"),
+    needs("tensorflow"),
 ]
 
 

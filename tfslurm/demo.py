@@ -50,6 +50,11 @@ def check_requirements() -> None:
     if missing:
         raise DemoError("cannot start a local Slurm cluster: " + "; ".join(missing))
     if importlib.util.find_spec("tensorflow") is None:
+        if sys.version_info >= (3, 14):
+            raise DemoError(
+                "TensorFlow has no stable release for Python %d.%d: run the demo from a venv "
+                "made with Python 3.10-3.13 (e.g. PYTHON=python3.13 ./install.sh)" % sys.version_info[:2]
+            )
         raise DemoError("TensorFlow is not installed: pip install tensorflow-cpu")
 
 

@@ -38,6 +38,7 @@ from enum import Enum
 
 from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import GpuError
+from tfslurm.step import BATCH_STEP_IDS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
@@ -573,7 +574,9 @@ def _task_key(env: Mapping[str, str]) -> str | None:
         (env.get(a) or env.get(b) or "").strip()
         for a, b in (("SLURM_JOB_ID", "SLURM_JOBID"), ("SLURM_STEP_ID", "SLURM_STEPID"), ("SLURM_PROCID", "SLURM_PROCID"))
     ]
-    return ".".join(parts) if all(parts) else None
+    if not all(parts) or parts[1] in BATCH_STEP_IDS:
+        return None  # outside a step, or 26.05's batch script (SLURM_STEP_ID=-5)
+    return ".".join(parts)
 
 
 def _with_marker(env: Mapping[str, str], exports: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

@@ -132,7 +132,7 @@ class Step:
         return cls(
             context=_context(kept),
             job_id=_int(kept, "SLURM_JOB_ID", "SLURM_JOBID"),
-            step_id=_int(kept, "SLURM_STEP_ID", "SLURM_STEPID"),
+            step_id=_step_id(kept),
             restart_count=_int(kept, "SLURM_RESTART_COUNT") or 0,
             procid=_int(kept, "SLURM_PROCID"),
             localid=_int(kept, "SLURM_LOCALID"),
@@ -182,10 +182,31 @@ class Step:
         return f"task {self.procid} of step {self.job_id}.{self.step_id} on {self.node_name}"
 
 
+# Slurm's special step ids as a task sees them. Since 26.05 a batch script's SLURM_STEP_ID is
+# its batch step's id as a signed number (SLURM_BATCH_SCRIPT, 0xfffffffb); before, it had none.
+BATCH_STEP_IDS = frozenset({"-5", "4294967291"})
+
+
+def _step_id_text(env: Mapping[str, str]) -> str | None:
+    for name in ("SLURM_STEP_ID", "SLURM_STEPID"):
+        value = env.get(name)
+        if value is not None and value.strip() != "":
+            return value.strip()
+    return None
+
+
+def _step_id(env: Mapping[str, str]) -> int | None:
+    """The step's number; None outside a step and in a batch script (26.05's -5 included)."""
+    if _step_id_text(env) in BATCH_STEP_IDS:
+        return None
+    return _int(env, "SLURM_STEP_ID", "SLURM_STEPID")
+
+
 def _context(env: Mapping[str, str]) -> Context:
     if "SLURM_JOB_ID" not in env and "SLURM_JOBID" not in env:
         return Context.OUTSIDE
-    if ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env) and "SLURM_PROCID" in env:
+    step_id = _step_id_text(env)
+    if step_id is not None and step_id not in BATCH_STEP_IDS and "SLURM_PROCID" in env:
         return Context.STEP
     # The batch script is started by slurmstepd on the first node, which sets the per-task
     # variables (SLURMD_NODENAME, SLURM_PROCID=0 ...) but no step id; salloc's shell runs on

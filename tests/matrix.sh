@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# tests/matrix.sh: run the test suite on every supported Slurm, each a real throwaway cluster.
+#
+#   sudo tests/matrix.sh [bookworm|trixie|sid|all|others] [--build-only] [-- PYTEST ARGS...]
+#
+#   bookworm  Debian 12, Slurm 22.05     trixie  Debian 13, Slurm 24.11
+#   sid       Debian sid, Slurm 26.05    all     the three (default)
+#   others    every version but the host's own Debian (CI runs the host's with plain pytest)
+#
+# For each Debian release it builds, once, a root with Debian's own Slurm packages
+# (debootstrap, cached in $TFSLURM_MATRIX_CACHE, default /var/cache/tfslurm-matrix), copies
+# this checkout into it (tracked and untracked files git does not ignore), and runs README's
+# two set-up commands there exactly: `./install.sh`, then `.venv/bin/python -m pytest`, in a
+# mount namespace whose root is the tree (pivot_root, so slurmd is the root's binary, not the
+# host's). The venv inside the root is kept between runs. Prints one line per version:
+# Slurm version, passed/failed/skipped, minutes. Exit status: 0 only if every version passed.
+#
+# Where a Python runtime cannot be installed in a root (PyTorch's CPU build is kept on this
+# project's machines for Python 3.11 only; TensorFlow has no stable release for Python 3.14),
+# its tests skip there with that reason and the summary line names it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+CHECKOUT=$PWD
+CACHE=${TFSLURM_MATRIX_CACHE:-/var/cache/tfslurm-matrix}
+MIRROR=${TFSLURM_MATRIX_MIRROR:-http://deb.debian.org/debian}
+ALL=(bookworm trixie sid)
+
+usage() { sed -n '2,20p' "$0"; }
+die() { echo "matrix.sh: $*" >&2; exit 2; }
+
+which_set=all build_only=0 pytest_args=()
+while (($#)); do
+    case $1 in
+        bookworm | trixie | sid | all | others) which_set=$1 ;;
+        --build-only) build_only=1 ;;
+        -h | --help) usage; exit 0 ;;
+        --) shift; pytest_args=("$@"); break ;;
+        *) die "unknown argument '$1' (try --help)" ;;
+    esac
+    shift
+done
+[[ $EUID -eq 0 ]] || die "must run as root (it builds Debian roots and starts Slurm clusters)"
+command -v debootstrap >/dev/null || {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+        die "debootstrap is not installed and apt-get could not install it"
+}
+
+host_codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+case $which_set in
+    all) suites=("${ALL[@]}") ;;
+    others) suites=(); for s in "${ALL[@]}"; do [[ $s == "$host_codename" ]] || suites+=("$s"); done ;;
+    *) suites=("$which_set") ;;
+esac
+
+# What install.sh apt-installs, plus what a minimal root lacks for it and for the clusters.
+ROOT_PKGS=(ca-certificates python3 python3-venv python3-dev gcc make valgrind iproute2 util-linux procps psmisc kmod
+    slurm-wlm slurm-client libslurm-dev rsync)
+# sid's python3 is 3.14, for which TensorFlow has no stable release: its root also gets 3.13,
+# and the suite runs there with PYTHON=python3.13, so the TF tests run on Slurm 26.05 too.
+declare -A EXTRA_PKGS=([sid]="python3.13 python3.13-venv python3.13-dev")
+declare -A SUITE_PYTHON=([sid]=python3.13)
+
+build_root() {  # build_root SUITE ROOT: debootstrap once; a marker says it is complete
+    local suite=$1 root=$2
+    [[ -e $root/.tfslurm-root-ready ]] && return 0
+    rm -rf "$root"
+    mkdir -p "$root"
+    echo "matrix.sh: building the $suite root in $root (once; several minutes)"
+    debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$root.build.log" 2>&1 || {
+        tail -20 "$root.build.log" >&2
+        die "debootstrap $suite failed (log: $root.build.log)"
+    }
+    # sid's Release file may be past its Valid-Until on a machine whose clock is ahead.
+    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99tfslurm-matrix"
+    printf 'deb %s %s main\n' "$MIRROR" "$suite" >"$root/etc/apt/sources.list"
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"  # no daemons start in the root
+    chmod +x "$root/usr/sbin/policy-rc.d"
+    echo "127.0.0.1 localhost $(hostname)" >"$root/etc/hosts"
+    mount -t proc proc "$root/proc"
+    local rc=0
+    {
+        chroot "$root" apt-get update -qq &&
+            chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${ROOT_PKGS[@]}" ${EXTRA_PKGS[$suite]:-}
+    } >>"$root.build.log" 2>&1 || rc=$?
+    umount "$root/proc"
+    ((rc == 0)) || { tail -20 "$root.build.log" >&2; die "apt-get in the $suite root failed (log: $root.build.log)"; }
+    chroot "$root" apt-get clean
+    touch "$root/.tfslurm-root-ready"
+}
+
+copy_checkout() {  # the checkout's files (as CI's clone has them), keeping the root's .venv
+    local dest=$1
+    mkdir -p "$dest"
+    (cd "$CHECKOUT" && git ls-files -z --cached --others --exclude-standard) |
+        rsync -a --delete --from0 --files-from=- "$CHECKOUT/" "$dest/.incoming/"
+    rsync -a --delete --exclude=/.venv --exclude=/.incoming "$dest/.incoming/" "$dest/"
+    rm -rf "$dest/.incoming"
+}
+
+# Inside a new mount namespace: bind the root on itself, give it /proc /sys /dev /run and
+# the host's pip wheel dirs, pivot into it, and run the two commands.
+INNER='
+set -e
+root=$1; shift
+mount --make-rprivate /
+mount --rbind "$root" "$root"
+for d in proc sys dev; do mkdir -p "$root/$d"; mount --rbind "/$d" "$root/$d"; done
+mount -t tmpfs -o mode=755 tmpfs "$root/run"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+# pip inside uses the host'"'"'s pip settings: index mirrors, local wheels, CA certificates
+for d in /opt/wheels /opt/pypi /opt/pypi-more /etc/xdg/pip /root/.config/pip; do
+    [ -d "$d" ] && mkdir -p "$root$d" && mount --rbind -o ro "$d" "$root$d"
+done
+for f in /etc/pip.conf /etc/ssl/certs/ca-certificates.crt; do
+    [ -f "$f" ] && mkdir -p "$root${f%/*}" && touch "$root$f" && mount --bind -o ro "$f" "$root$f"
+done
+cd "$root"
+mkdir -p .oldroot
+pivot_root . .oldroot
+cd /
+umount -l /.oldroot
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+cd /work/tfslurm
+./install.sh
+exec .venv/bin/python -m pytest "$@"
+'
+
+run_suite() {  # run_suite SUITE ROOT LOG
+    local suite=$1 root=$2 log=$3
+    copy_checkout "$root/work/tfslurm"
+    unshare --mount --propagation private --fork -- \
+        env -i CI="${CI:-}" TERM=dumb LANG=C.UTF-8 PYTHON="${SUITE_PYTHON[$suite]:-python3}" \
+        $(env | grep -E '^PIP_[A-Z_]+=' || true) \
+        bash -c "$INNER" inner "$root" "${pytest_args[@]}" >"$log" 2>&1
+}
+
+mkdir -p "$CACHE"
+command -v rsync >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null
+status=0 summary=()
+for suite in "${suites[@]}"; do
+    root=$CACHE/$suite
+    t0=$SECONDS
+    build_root "$suite" "$root"
+    ((build_only)) && { echo "matrix.sh: $suite root ready ($((SECONDS - t0)) s)"; continue; }
+    log=$CACHE/$suite.pytest.log
+    echo "matrix.sh: $suite: install.sh + pytest (log: $log)"
+    rc=0
+    run_suite "$suite" "$root" "$log" || rc=$?
+    slurm=$(chroot "$root" dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || echo '?')
+    result=$(grep -E '^=+ .*(passed|failed|error).* in ' "$log" | tail -1 | tr -d '=' | sed 's/^ *//')
+    absent=$(grep -o 'absent in this root: [a-z, ]*' "$log" | sort -u | sed 's/.*: //' | paste -sd, || true)
+    line="$suite (Slurm $slurm): ${result:-no pytest summary, rc=$rc} [$(((SECONDS - t0) / 60)) min $(((SECONDS - t0) % 60)) s]"
+    [[ -n $absent ]] && line+=" runtimes absent: $absent"
+    summary+=("$line")
+    if ((rc != 0)); then
+        status=1
+        tail -40 "$log" >&2
+    fi
+done
+((build_only)) && exit 0
+printf '\nmatrix.sh summary\n'
+printf '  %s\n' "${summary[@]}"
+exit $status
