@@ -147,8 +147,9 @@ for suite in "${suites[@]}"; do
     rc=0
     run_suite "$suite" "$root" "$log" || rc=$?
     slurm=$(chroot "$root" dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || echo '?')
-    result=$(grep -E '^=+ .*(passed|failed|error).* in ' "$log" | tail -1 | tr -d '=' | sed 's/^ *//')
-    absent=$(grep -o 'absent in this root: [a-z, ]*' "$log" | sort -u | sed 's/.*: //' | paste -sd, || true)
+    result=$({ grep -E '^=* ?[0-9]+ (passed|failed|error|skipped).* in [0-9.]+s' "$log" || true; } |
+        tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
+    absent=$(cut -d: -f1 "$root/work/tfslurm/.venv/tfslurm-absent-runtimes.txt" 2>/dev/null | paste -sd, || true)
     line="$suite (Slurm $slurm): ${result:-no pytest summary, rc=$rc} [$(((SECONDS - t0) / 60)) min $(((SECONDS - t0) % 60)) s]"
     [[ -n $absent ]] && line+=" runtimes absent: $absent"
     summary+=("$line")

@@ -214,11 +214,40 @@ class Network:
                 f"link set {self.bridge2} up",
             ]
         )
+        failures = self._make_namespaces(list(self.nodes), hosts_file)
+        # Since Linux 6.18 namespace ids come from per-CPU batches, so a node namespace made on
+        # another CPU than the one our own (nested) mount namespace was made on can get a
+        # lower id, and pinning it in our namespace fails with EINVAL (the kernel's loop
+        # check). Only inside a nested mount namespace (tests/matrix.sh); on one CPU the
+        # ids grow: retry such nodes pinned to each CPU in turn.
+        for cpu in sorted(os.sched_getaffinity(0)):
+            retry = [n for n in self.nodes if "Invalid argument" in failures.get(n.name, "")]
+            if not retry:
+                break
+            for node in retry:
+                del failures[node.name]
+                for kind in ("net", "uts", "mnt"):  # the kinds pinned before the one that failed
+                    while _umount(self.ns_file(node.name, kind)):
+                        pass
+            failures.update(self._make_namespaces(retry, hosts_file, cpu=cpu))
+        if failures:
+            raise ClusterError(
+                "namespace setup failed: " + "; ".join(f"{name}: {out}" for name, out in failures.items())
+            )
+        cmds = []
+        for node in self.nodes:
+            cmds += [f"link set {node.veth} master {self.bridge}", f"link set {node.veth} up"]
+            cmds += [f"link set {node.veth2} master {self.bridge2}", f"link set {node.veth2} up"]
+        _ip_batch(cmds)
+
+    def _make_namespaces(self, nodes: list[NodeNet], hosts_file: str, cpu: int | None = None) -> dict[str, str]:
+        """Create and pin each node's namespaces; node name -> error text of those that failed."""
         me = os.getpid()  # our network namespace, where the bridge lives
         jobs = []
-        for node in self.nodes:
+        for node in nodes:
             for kind in ("net", "uts", "mnt"):
-                open(self.ns_file(node.name, kind), "w").close()
+                with open(self.ns_file(node.name, kind), "a"):
+                    pass
             # Inside the new namespaces: hostname, lo, drop our copy of the ns dir (it would
             # pin the other nodes' namespaces), /etc/hosts, and eth0 whose peer goes to us.
             script = "; ".join(
@@ -237,6 +266,7 @@ class Network:
                 ]
             )
             argv = [
+                *(["taskset", "-c", str(cpu)] if cpu is not None else []),
                 "unshare",
                 f"--net={self.ns_file(node.name, 'net')}",
                 f"--uts={self.ns_file(node.name, 'uts')}",
@@ -250,24 +280,18 @@ class Network:
             jobs.append(
                 (node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
             )
-        failures = []
+        failures = {}
         try:
             for node, proc in jobs:
                 out, _ = proc.communicate(timeout=30)
                 if proc.returncode != 0:
-                    failures.append(f"{node.name}: {out.strip()}")
+                    failures[node.name] = out.strip()
         finally:  # a hung or interrupted setup leaves none of our unshare children behind
             for _, proc in jobs:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-        if failures:
-            raise ClusterError("namespace setup failed: " + "; ".join(failures))
-        cmds = []
-        for node in self.nodes:
-            cmds += [f"link set {node.veth} master {self.bridge}", f"link set {node.veth} up"]
-            cmds += [f"link set {node.veth2} master {self.bridge2}", f"link set {node.veth2} up"]
-        _ip_batch(cmds)
+        return failures
 
     # ------------------------------------------------------------------ inspect
     def netns_inodes(self) -> list[int]:
