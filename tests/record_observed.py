@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tfslurm.localcluster import ClusterConfig, LocalCluster
+from tfslurm.localcluster import ClusterConfig, LocalCluster, slurm_version
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parent / "plugin" / "build" / "spank_tfslurm.so"
@@ -103,14 +103,6 @@ def experiments(nodes: list[str]) -> list[Experiment]:
                    + " ".join(nodes[i] for i in (1, 0, 1)), ("-m", "arbitrary", "-n3"), hostfile=(1, 0, 1),
                    body='"$DUMP" batch\nsrun "$DUMP" s0'),
     ]
-
-
-def slurm_version() -> str:
-    """``major.minor`` of the installed Slurm, e.g. ``24.11`` (``slurmd -V`` needs no slurm.conf)."""
-    import subprocess
-
-    out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True, check=True).stdout.split()
-    return ".".join(out[-1].split(".")[:2])
 
 
 def record(cluster: LocalCluster, exp: Experiment, work: Path, out_dir: Path, cluster_line: str) -> Path:

@@ -15,7 +15,7 @@ import record_observed
 from conftest import skip_or_fail
 from test_plugin import build_plugin, build_tools_missing
 
-from tfslurm.localcluster import missing_requirements
+from tfslurm.localcluster import missing_requirements, slurm_version
 
 # What fixes a task's place in its step: the same on every run of the same command.
 PLACEMENT = (
@@ -49,7 +49,7 @@ def test_recorder_reproduces_this_slurms_recordings(tmp_path: Path) -> None:
     missing = missing_requirements() or build_tools_missing()
     if missing:
         skip_or_fail(f"cannot record: {missing}")
-    version = record_observed.slurm_version()
+    version = slurm_version()
     if version not in observed.VERSIONS:
         pytest.fail(f"Slurm {version} has no recordings in tests/data/observed: record them first "
                     f"(tests/record_observed.py) and add the version to tests/observed.py")  # fmt: skip

@@ -387,8 +387,10 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     with --stop-grace 5 tfslurm run's parent SIGKILLs it 5 s later (without, Slurm does)."""
     script = tmp_path / "stubborn.py"
     script.write_text(
-        "import signal, time\n"
-        "signal.signal(signal.SIGUSR1, lambda *a: print('ignored', flush=True))\n"
+        "import os, signal, time\n"
+        # os.write, not print: a print in the handler can interrupt the main thread's own
+        # print and die with "reentrant call inside BufferedWriter"
+        "signal.signal(signal.SIGUSR1, lambda *a: os.write(1, b'ignored\\n'))\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )

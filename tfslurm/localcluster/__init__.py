@@ -13,6 +13,7 @@ from tfslurm.localcluster.cluster import (
     clean_environ,
     missing_requirements,
     reap_orphans,
+    slurm_version,
 )
 from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
 
@@ -24,4 +25,5 @@ __all__ = [
     "clean_environ",
     "missing_requirements",
     "reap_orphans",
+    "slurm_version",
 ]

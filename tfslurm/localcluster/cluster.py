@@ -79,6 +79,18 @@ def missing_requirements() -> list[str]:
     return missing
 
 
+def slurm_version() -> str:
+    """``major.minor`` of the installed Slurm (``slurmd -V``, which needs no slurm.conf), e.g. ``24.11``."""
+    slurmd = shutil.which("slurmd", path=_SEARCH_PATH)
+    if slurmd is None:
+        raise ClusterError("Slurm not installed (no slurmd; apt-get install slurm-wlm)")
+    words = subprocess.run([slurmd, "-V"], capture_output=True, text=True, timeout=30).stdout.split()
+    parts = words[-1].split(".") if words else []
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ClusterError(f"cannot read Slurm's version from `slurmd -V`: {' '.join(words)!r}")
+    return f"{int(parts[0]):02d}.{int(parts[1]):02d}"
+
+
 def clean_environ(base: Mapping[str, str], slurm_conf_path: str, node_names: Sequence[str]) -> dict[str, str]:
     """``base`` minus any outer Slurm job's variables, plus our SLURM_CONF and no_proxy."""
     env = {k: v for k, v in base.items() if not k.startswith(SLURM_ENV_PREFIXES)}
