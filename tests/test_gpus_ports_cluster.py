@@ -269,7 +269,7 @@ def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> 
     assert proc.returncode == 0, proc.stderr
     got = _warning_lines(proc.stderr)
     # Slurm gives one node 2 GPUs and the other 1; find which from the tasks' own output
-    exported = {int(l.split(": ", 1)[0]): json.loads(l.split(": ", 1)[1]) for l in proc.stdout.splitlines()}
+    exported = {int(line.split(": ", 1)[0]): json.loads(line.split(": ", 1)[1]) for line in proc.stdout.splitlines()}
     empty = [rank for rank, env in exported.items() if env.get("CUDA_VISIBLE_DEVICES") == ""]
     assert len(empty) == 1, exported
     short_local0 = empty[0] - 1  # the 1-GPU node's local task 0 (block layout: ranks 0,1 | 2,3)

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import observed
 from tfslurm import hostlist
@@ -88,7 +89,7 @@ def task_envs(layout: Layout, node_order: list[str] | None = None, **extra: str)
         "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
     } | extra
     envs = []
-    for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local)):
+    for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local, strict=True)):
         envs.append(common | {
             "SLURM_PROCID": str(rank),
             "SLURM_LOCALID": str(local),
@@ -245,9 +246,9 @@ def test_het_step_component_ranks_are_contiguous_in_component_order(
         names.insert(0, [f"h{n + i:02d}" for i in range(len(counts))])
         n += len(counts)
     union = sorted(name for group in names for name in group)
-    count_of = {name: c for group, counts in zip(names, components) for name, c in zip(group, counts)}
+    count_of = {name: c for group, counts in zip(names, components, strict=True) for name, c in zip(group, counts, strict=True)}
     truth: list[str] = []
-    for group, counts in zip(names, components):
+    for group, counts in zip(names, components, strict=True):
         truth += block_layout(group, counts).rank_to_node
     real = arbitrary_layout(union, truth)  # any host sequence as a real map
     extra = {"SLURM_HET_SIZE": str(len(components)), "SLURM_DISTRIBUTION": "cyclic"}
@@ -280,7 +281,7 @@ def test_recorded_het_step_with_cyclic_component_is_refused(tmp_path: Path) -> N
     tasks = observed.step_envs("25_het_srun_cyclic_component", tmp_path)["s0"]
     assert {env["SLURM_DISTRIBUTION"] for _, env in tasks} == {"block"}  # though -m cyclic
     assert [t.hostname for t, _ in tasks] == ["node1", "node2", "node1", "node1", "node3", "node3"]
-    for task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
+    for _task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
         with pytest.raises(LayoutError, match=r"^heterogeneous step \d+\.0 .*drop -m"):
             layout_for(Step.from_environ(env))
 

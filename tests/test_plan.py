@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import observed
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import observed
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import (
     JobSpecError,

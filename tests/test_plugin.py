@@ -227,7 +227,7 @@ def test_c_parser_matches_python(build_dir: Path, batch: list[str]) -> None:
     """On printable ASCII the verdicts are equal; elsewhere C may only be stricter
     (it refuses every control character and non-ASCII byte, which Python's str.strip
     would silently drop around a name or count)."""
-    for spec, verdict in zip(batch, c_verdicts(build_dir, batch)):
+    for spec, verdict in zip(batch, c_verdicts(build_dir, batch), strict=True):
         ok_py = python_accepts(spec)
         if plain(spec):
             assert (verdict == "OK") == ok_py, (spec, verdict)

@@ -18,18 +18,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import observed
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import observed
+import tfslurm
 from tfslurm.errors import GpuError, LayoutError, SlurmEnvError
 from tfslurm.resolver import SlurmResolverMixin
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.tf
-
-import tfslurm
 
 Resolver = tfslurm.SlurmClusterResolver
 TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver

@@ -15,14 +15,14 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from test_plugin import PLUGIN_NAME, build_plugin, build_tools_missing
 from tfslurm import prolog
-from tfslurm.hostlist import expand
 from tfslurm.localcluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -401,8 +401,8 @@ def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: Local
 def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site_cluster: LocalCluster) -> None:
     done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
-    lines = [l for l in done.stdout.splitlines() if l.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
-    assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in l for l in lines)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
+    assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in line for line in lines)
     assert "Exited with exit code 2" in done.stderr
 
 
@@ -448,7 +448,7 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
     tmp_path.chmod(0o755)
     plain, site = step_envs(slurm_cluster, site_files, tmp_path), step_envs(site_cluster, site_files, tmp_path)
     assert len(plain) == len(site) == 4
-    for rank, (a, b) in enumerate(zip(plain, site)):
+    for rank, (a, b) in enumerate(zip(plain, site, strict=True)):
         assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
         assert a == b, f"rank {rank}: values differ"
     a, b = batch_env(slurm_cluster, site_files, tmp_path), batch_env(site_cluster, site_files, tmp_path)
@@ -481,8 +481,8 @@ def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: Loc
     hook_runs(site_files, clear=True)
     done = hook_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
-    printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
-    assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
+    printed = [line for line in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in line]
+    assert len(printed) == 4 and all(line.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for line in printed)
     assert "the hook" in done.stderr and "exit status 2" in done.stderr
     assert "Exited with exit code 2" in done.stderr  # as under a TaskProlog= (docs/tf-dist.md)
     assert not unhealthy_nodes(hook_cluster)
@@ -506,7 +506,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(hook_cluster: Loca
         writer.kill()
         writer.wait()
     assert done.returncode != 0
-    reasons = [l for l in done.stdout.splitlines() if "is not a regular file" in l]
+    reasons = [line for line in done.stdout.splitlines() if "is not a regular file" in line]
     assert len(reasons) == 2, done.stdout + done.stderr
     assert took < HOOK_TIMEOUT, "refused at once, not by the time limit"
     assert not unhealthy_nodes(hook_cluster)
@@ -520,9 +520,9 @@ def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster
     done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
                              cwd=str(tmp_path), env_extra={"SLURM_HOSTFILE": "hosts"})  # fmt: skip
     assert done.returncode != 0
-    lines = [l for l in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in l]
+    lines = [line for line in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in line]
     assert len(lines) == 2, done.stdout + done.stderr
-    assert all("'/tmp'" in l and "--chdir" in l and "absolute path" in l for l in lines)
+    assert all("'/tmp'" in line and "--chdir" in line and "absolute path" in line for line in lines)
     assert "shared file system" not in done.stdout
 
 
@@ -592,7 +592,7 @@ def test_plugin_prolog_mode_per_node_run_equals_the_per_task_hook(
         runs[mode] = hook_runs(site_files)
     node_env, task_env = envs["per-node"], envs["per-task"]
     assert len(node_env) == len(task_env) > 0
-    for rank, (a, b) in enumerate(zip(node_env, task_env)):
+    for rank, (a, b) in enumerate(zip(node_env, task_env, strict=True)):
         assert a["TF_CONFIG"] and a.get("TFSLURM_TF_DIST") == "chief:1,worker:*"
         assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
         assert a == b, f"rank {rank}: values differ: " + str({k: (a[k], b[k]) for k in a if a[k] != b[k]})
@@ -764,8 +764,8 @@ def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrappe
     assert plain.returncode == 0, plain.stderr
     asked = cluster.srun("--tf-dist=worker:*", "-N2", "-n2", "true")
     assert asked.returncode != 0
-    printed = [l for l in asked.stdout.splitlines() if l.startswith("tfslurm: Python /nonexistent/python")]
-    assert len(printed) == 2 and all("reinstall tfslurm" in l for l in printed), asked.stdout + asked.stderr
+    printed = [line for line in asked.stdout.splitlines() if line.startswith("tfslurm: Python /nonexistent/python")]
+    assert len(printed) == 2 and all("reinstall tfslurm" in line for line in printed), asked.stdout + asked.stderr
     lost = work / "wrapper-lost-later"
     lost.write_text(prolog.wrapper_script())
     lost.chmod(0o755)

@@ -73,7 +73,7 @@ def test_hostile_tf_config_is_a_one_line_error(tf_config, message):
 def test_tf_config_nested_100000_deep_in_process():
     from tfslurm.runtime.roles import RoleError, role_from_tf_config
 
-    with pytest.raises(RoleError, match="^TF_CONFIG is nested too deeply"):
+    with pytest.raises(RoleError, match=r"^TF_CONFIG is nested too deeply"):
         role_from_tf_config("[" * 100_000 + "]" * 100_000)
 
 

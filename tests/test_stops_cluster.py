@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from test_runtime_cluster import (
     job_env,
     job_field,

@@ -15,6 +15,7 @@ import re
 import time
 
 import pytest
+
 from test_runtime_cluster import finish_times, job_env, submit
 
 pytestmark = [
@@ -52,7 +53,6 @@ def test_ps_evaluator_template(slurm_cluster, tmp_path):
 @pytest.fixture(scope="module")
 def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
     from test_plugin import build_plugin, build_tools_missing
-
     from tfslurm import prolog
 
     missing = build_tools_missing()

@@ -17,6 +17,7 @@ from tfslurm.errors import TfslurmError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
     from collections.abc import Sequence
+    from types import ModuleType
     from typing import NoReturn
 
 # name -> (module under tfslurm.commands, one-line help). Help text lives here so that
@@ -44,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _load(name: str):
+def _load(name: str) -> ModuleType:
     return importlib.import_module(f"tfslurm.commands.{COMMANDS[name][0]}")
 
 

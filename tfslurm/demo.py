@@ -23,6 +23,10 @@ from typing import TextIO
 
 from tfslurm.errors import TfslurmError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfslurm.localcluster import LocalCluster
+
 
 class DemoError(TfslurmError):
     """The demo cannot run here (no root, no Slurm, no TensorFlow)."""
@@ -128,7 +132,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _train(cluster, options: DemoOptions, template: str, tfslurm: str, work: Path,
+def _train(cluster: LocalCluster, options: DemoOptions, template: str, tfslurm: str, work: Path,
            out: TextIO, started: float) -> bool:
     env = {
         "TFSLURM": tfslurm,

@@ -7,7 +7,6 @@ the CLI can print one line and exit 2.
 
 from __future__ import annotations
 
-
 MAX_MESSAGE = 400  # characters; the input in a message may be megabytes
 
 

@@ -201,7 +201,7 @@ class Plan:
         """``host:port`` of every rank, in rank order."""
         hosts = [host + ":" for host in self.hosts]
         ports = [str(self.ports.port(local)) for local in range(max(self.counts))]
-        return tuple([hosts[n] + ports[l] for n, l in zip(self.rank_node, self.rank_local)])
+        return tuple([hosts[n] + ports[local] for n, local in zip(self.rank_node, self.rank_local, strict=True)])
 
     def cluster_spec(self) -> dict[str, list[str]]:
         """``{job: [host:port, ...]}`` in rank order (a new dict each call)."""
@@ -217,7 +217,7 @@ class Plan:
     def _cluster_json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         digits = min(len(str(self.ports.port(local))) for local in range(max(self.counts)))
-        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts))
+        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts, strict=True))
 
     @cached_property
     def _cluster_json(self) -> str:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
     from pathlib import Path
     from typing import TextIO
 
+    from tfslurm.layout import Layout
     from tfslurm.plan import Plan
     from tfslurm.step import Step
 
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
 
 __all__ = [
     "MARKER",
-    "PrologError",
     "SLURM_ENV_STRLEN_MAX",
+    "PrologError",
     "format_lines",
     "main",
     "node_output",
@@ -236,7 +237,7 @@ class _NodePlans:
     """
 
     def __init__(self) -> None:
-        self.first: tuple[Plan, object, str] | None = None  # plan, layout, jobs spec
+        self.first: tuple[Plan, Layout, str] | None = None  # plan, layout, jobs spec
 
     def __call__(self, step: Step, spec: str) -> Plan:
         from dataclasses import replace
@@ -255,7 +256,7 @@ class _NodePlans:
             return plan
         plan, layout, _ = self.first
         assert step.procid is not None
-        return plan.for_task(step.procid, gpu_plan_for(step, layout))  # type: ignore[arg-type]
+        return plan.for_task(step.procid, gpu_plan_for(step, layout))
 
 
 def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:

@@ -124,7 +124,7 @@ def _mount(source: str | None, target: str, flags: int) -> None:
 
 
 def _umount(target: str) -> bool:
-    return _libc.umount2(target.encode(), _MNT_DETACH) == 0
+    return bool(_libc.umount2(target.encode(), _MNT_DETACH) == 0)
 
 
 @dataclass(frozen=True)

@@ -20,4 +20,4 @@ def tensorflow() -> ModuleType:
             f"TensorFlow cannot be imported by {sys.executable} ({exc}): "
             "pip install tensorflow-cpu (or tensorflow) into the environment tfslurm runs in"
         ) from None
-    return tf
+    return tf  # type: ignore[no-any-return]  # TF's module, typed Any where TF is untyped
