@@ -160,9 +160,11 @@ def py(script: Path, *args: str) -> list[str]:
     return [sys.executable, "-S", str(script), *args]
 
 
-def dump_dir() -> Path:
-    """A fresh directory every task can write its record into (tasks may run as another user)."""
-    path = Path(tempfile.mkdtemp(prefix="tfs-site-dump-", dir="/tmp"))
+def dump_dir(base: Path) -> Path:
+    """A fresh directory under ``base`` (the test's tmp_path, so pytest removes it) that
+    every task can write its record into (tasks may run as another user)."""
+    base.chmod(0o755)
+    path = Path(tempfile.mkdtemp(prefix="dump-", dir=base))
     path.chmod(0o777)
     return path
 
@@ -251,8 +253,8 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
 # --- srun --------------------------------------------------------------------------------
 
 
-def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
@@ -265,8 +267,8 @@ def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster
         assert len(row["reached"]) == 3, row
 
 
-def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
@@ -274,8 +276,8 @@ def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: Loca
     assert {r["TFSLURM_HOST_TEMPLATE"] for r in rows} == {"{node}"}
 
 
-def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_cpu_only_step(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
@@ -283,11 +285,11 @@ def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
 
 
-def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files) -> None:
+def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """The option given to either component reaches the tasks of all of them."""
     for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
                  ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
-        out = dump_dir()
+        out = dump_dir(tmp_path)
         done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120)
         assert done.returncode == 0, done.stderr
         rows = read_dumps(out)
@@ -327,8 +329,8 @@ def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalClust
     assert json.loads(alone["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
 
 
-def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.run(
         ["salloc", "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
          "srun", *py(site_files["dump"], "--out", str(out))], timeout=120,
@@ -458,10 +460,10 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 # --- prolog=: the plugin runs the hook, no TaskProlog ------------------------------------
 
 
-def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files) -> None:
+def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """... and runs the hook once per node, in the node's first task (local id 0)."""
     hook_runs(site_files, clear=True)
-    out = dump_dir()
+    out = dump_dir(tmp_path)
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
@@ -619,11 +621,11 @@ def test_plugin_prolog_mode_leaves_other_jobs_untouched(
     assert hook_runs(site_files) == []  # the hook never ran
 
 
-def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files) -> None:
+def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """A wrapper from before the per-node run prints one task's lines for --node: no task
     takes them; every task runs the hook itself and gets its own cluster."""
     hook_runs(site_files, clear=True)
-    out = dump_dir()
+    out = dump_dir(tmp_path)
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"], "--out", str(out)),
         timeout=120, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"},
@@ -674,8 +676,8 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
 # --- no admin rights: srun --task-prolog on a plain cluster -----------------------------
 
 
-def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = slurm_cluster.srun(
         f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
