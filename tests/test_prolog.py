@@ -137,7 +137,8 @@ def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None
         for rank, address in enumerate(flat):
             assert address.rsplit(":", 1)[0] == node_of_rank[rank]
         assert (config["task"]["type"], config["task"]["index"]) == jobs[task.procid]
-        assert prolog.SCRIPT_CONTEXT not in [line.split()[-1] for line in lines if line.startswith("unset")]
+        # the wrapper unsets Slurm's SLURM_SCRIPT_CONTEXT (tfslurm/data/taskprolog.sh.in), not the hook
+        assert "SLURM_SCRIPT_CONTEXT" not in [line.split()[-1] for line in lines if line.startswith("unset")]
     assert len(clusters) == 1
 
 

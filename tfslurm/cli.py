@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module under ``tfslurm.commands`` and is imported only
 when it is run, so ``tfslurm prolog`` (run for every task at a site) pays for nothing else.
-A module provides ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+A module provides ``add_arguments(parser)`` and ``run(args) -> int``; its one-line help
+is in ``COMMANDS`` here, so that ``tfslurm --help`` imports no command module.
 """
 
 from __future__ import annotations

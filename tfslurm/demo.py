@@ -21,15 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import DemoError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfslurm.localcluster import LocalCluster
-
-
-class DemoError(TfslurmError):
-    """The demo cannot run here (no root, no Slurm, no TensorFlow)."""
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,6 @@ __all__ = [
     "assign_gpus",
     "assign_gpus_from_env",
     "assigned_earlier",
-    "bound_per_task",
     "count_visible_gpus",
     "gpu_warnings",
     "node_device_list",
@@ -649,11 +648,6 @@ def slurm_gpu_binding(env: Mapping[str, str]) -> str | None:
     """How Slurm bound GPUs to tasks (``SLURMD_TRES_BIND``): 'none', 'per_task', 'map_gpu',
     'mask_gpu', 'single', 'closest', or None for the default (a per-node list)."""
     return _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
-
-
-def bound_per_task(env: Mapping[str, str]) -> bool:
-    """True when Slurm already chose each task's own devices (do not split them again)."""
-    return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
 
 
 def _gpu_binding(tres_bind: str) -> str | None:

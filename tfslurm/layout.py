@@ -85,9 +85,6 @@ class Layout:
         nodes = self.nodes
         return [nodes[i] for i in self.rank_node]
 
-    def node_of(self, rank: int) -> str:
-        return self.nodes[self.rank_node[self._check_rank(rank)]]
-
     def local_id(self, rank: int) -> int:
         return self.rank_local[self._check_rank(rank)]
 

@@ -269,10 +269,6 @@ class Plan:
         cluster = self._cluster_json if job == EVALUATOR else self._training_cluster_json
         return _tf_config_text(cluster, job, index, self.rpc_layer)
 
-    def tf_config_fits(self, rank: int | None = None) -> bool:
-        """Whether TF_CONFIG of a rank can pass through exec / Slurm's task environment."""
-        return len(self.tf_config(rank).encode()) <= TF_CONFIG_MAX_BYTES
-
     def task_env(self) -> dict[str, str]:
         """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""
         out: dict[str, str] = {}

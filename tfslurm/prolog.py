@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import PrologError, TfslurmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
@@ -55,9 +55,6 @@ MARKER = "TFSLURM_TF_DIST"
 #: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
 #: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
 SLURM_ENV_STRLEN_MAX = 131_072
-#: Slurm adds this to the environment of every task when a TaskProlog is configured; the
-#: hook removes it so a job sees the environment it would see without the hook.
-SCRIPT_CONTEXT = "SLURM_SCRIPT_CONTEXT"
 
 #: First line of the ``--node`` output (the plugin's parser in plugin/src/node.c checks it).
 NODE_HEADER = "tfslurm-node 1"
@@ -69,10 +66,6 @@ _WRAPPER_TEMPLATE = "taskprolog.sh.in"
 def _valid_name(name: str) -> bool:
     """``[A-Za-z_][A-Za-z0-9_]*``, without importing ``re``."""
     return name.isascii() and name.isidentifier()
-
-
-class PrologError(TfslurmError):
-    """Variables that cannot be passed through Slurm's TaskProlog protocol."""
 
 
 def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) -> dict[str, str | None]:

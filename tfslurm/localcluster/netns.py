@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 from tfslurm.errors import ClusterError
 
-OUR_RANGE = ipaddress.ip_network("10.213.0.0/16")
 # Subnets we derive automatically come from 10.213.100-254 so that they stay clear of
 # hand-picked ones (people and scripts tend to use small third octets).
 AUTO_OCTETS = range(100, 255)

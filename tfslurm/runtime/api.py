@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tfslurm.errors import ParameterServerFailure
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
@@ -33,10 +34,6 @@ T = TypeVar("T")
 
 # Exit status when a parameter server failed: the run must restart from its checkpoint.
 EXIT_PS_FAILED = 75
-
-
-class ParameterServerFailure(RuntimeError):
-    """A parameter server went away: training cannot go on without its variables."""
 
 
 def is_ps_failure(error: BaseException) -> bool:

@@ -5,11 +5,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from tfslurm.errors import TfslurmError
-
-
-class TensorFlowMissing(TfslurmError):
-    """TensorFlow is not importable by this interpreter."""
+from tfslurm.errors import TensorFlowMissing
 
 
 def tensorflow() -> ModuleType:
