@@ -1,5 +1,6 @@
-"""Stopping a run (issue 10) and the runtime's hostile-input and fault fixes (issue 16
-T4-T7, F1, F2), without Slurm or TensorFlow: ``tfslurm run`` as a real process.
+"""Stopping a run (stop signals, exit statuses, the restart cap) and the runtime's fixes for
+hostile input (marked T4-T7 below) and faults (F1: no orphans, F2: killed saves), without
+Slurm or TensorFlow: ``tfslurm run`` as a real process.
 
 The same paths on the real cluster: tests/test_stops_cluster.py.
 """
