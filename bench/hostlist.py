@@ -1,7 +1,7 @@
 """Benchmark tfslurm.hostlist against python-hostlist and Slurm's own scontrol.
 
 Every figure is measured in this one run (best of several repetitions), so the ratios
-compare like with like on whatever machine runs it. Targets (from issue 3):
+compare like with like on whatever machine runs it. Targets:
 
 * expand ``n[1-50000],n[50001-100000]`` at least 3x faster than python-hostlist;
 * compress 100k hosts (sorted and shuffled) at least 3x faster than python-hostlist's

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tfslurm import hostlist
 from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout, layout_for, plane_layout
@@ -121,7 +121,7 @@ def bench_tf(repeat: int) -> None:
     def ours() -> list[str]:
         mine = layout_for(Step.from_environ(env))
         names = mine.rank_to_node
-        return [f"{n}:{8888 + local}" for n, local in zip(names, mine.rank_local)]
+        return [f"{n}:{8888 + local}" for n, local in zip(names, mine.rank_local, strict=True)]
 
     ours_ms = median_ms(ours, repeat)[1]
     child = subprocess.run(
@@ -135,7 +135,7 @@ def bench_tf(repeat: int) -> None:
         return
     tf = json.loads(child.stdout.strip().splitlines()[-1])
     same = tf["worker"] == ours()
-    print(f"\n40k tasks (nid[00000-03999], 10 per node, block), worker host:port list:")
+    print("\n40k tasks (nid[00000-03999], 10 per node, block), worker host:port list:")
     print(f"  TF SlurmClusterResolver() + cluster_spec(): cpu {tf['ms']:8.1f} ms")
     print(f"  tfslurm Step + layout_for + host:port list:  cpu {ours_ms:8.1f} ms")
     print(f"  ratio TF / tfslurm: {tf['ms'] / ours_ms:.1f}x   (same worker list: {same})")

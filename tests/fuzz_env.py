@@ -35,11 +35,10 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import observed  # noqa: E402
-
-from tfslurm.errors import TfslurmError  # noqa: E402
-from tfslurm.plan import Plan, plan_for  # noqa: E402
-from tfslurm.step import Step  # noqa: E402
+import observed
+from tfslurm.errors import TfslurmError
+from tfslurm.plan import Plan, plan_for
+from tfslurm.step import Step
 
 MAX_MESSAGE = 400
 MAX_SECONDS = 1.0

@@ -33,10 +33,11 @@ PLUGIN = HERE.parent / "plugin" / "build" / "spank_tfslurm.so"
 KEPT = ("SLURM", "TFSLURM", "CUDA_VISIBLE_DEVICES=", "GPU_DEVICE_ORDINAL=", "ROCR_VISIBLE_DEVICES=", "FOO=")
 
 # Each task writes its own file, so the output of concurrent tasks never interleaves.
-DUMP = """#!/bin/sh
-d="$DUMP_DIR/$1"; mkdir -p "$d"
-{ echo "hostname=$(hostname)"; env | grep -E '^(%s)' | LC_ALL=C sort; } >"$d/$(printf %%06d "${SLURM_PROCID:-0}")"
-""" % "|".join(KEPT)
+DUMP = (
+    '#!/bin/sh\nd="$DUMP_DIR/$1"; mkdir -p "$d"\n'
+    '{ echo "hostname=$(hostname)"; env | grep -E \'^(' + "|".join(KEPT) + ')\' | LC_ALL=C sort; } '
+    '>"$d/$(printf %06d "${SLURM_PROCID:-0}")"\n'
+)
 
 TASK_PROLOG = """#!/bin/sh
 echo "export FOO=rank${SLURM_PROCID:-0}"
@@ -59,7 +60,7 @@ class Experiment:
 
 
 def experiments(nodes: list[str]) -> list[Experiment]:
-    n1, n2, n3, n4 = nodes[:4]
+    n1, n2, _, n4 = nodes[:4]
     return [
         Experiment("01_block_N3_tpn2", "3 nodes x 2 tasks, default (block) distribution", ("-N3", "--ntasks-per-node=2")),
         Experiment("02_single_node_n2", "one node, two tasks", ("-N1", "-n2")),

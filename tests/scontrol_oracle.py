@@ -96,7 +96,7 @@ class Scontrol:
             answers[i] = self._single(kind, texts[i])
         for start in range(0, len(batch), 2000):
             chunk = batch[start : start + 2000]
-            for i, answer in zip(chunk, self._batch(kind, [texts[i] for i in chunk])):
+            for i, answer in zip(chunk, self._batch(kind, [texts[i] for i in chunk]), strict=True):
                 answers[i] = answer
         return answers
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import skip_without
 
 TFSLURM = [sys.executable, "-m", "tfslurm"]

@@ -8,11 +8,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import observed
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import observed
 from tfslurm.errors import GpuError, LayoutError, TfslurmError
 from tfslurm.gpus import (
     ASSIGNED_VARIABLE,
@@ -225,7 +225,7 @@ def test_parse_devices(value: str, devices: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize("value", ["0,,1", "0 1", "gpu$0", ",", "0;1", "x" * 300_000, "\u0661", ".0", "0,\u00e90"])
 def test_parse_devices_rejects_garbage_with_the_variable_name(value: str) -> None:
-    with pytest.raises(GpuError, match="^CUDA_VISIBLE_DEVICES") as info:
+    with pytest.raises(GpuError, match=r"^CUDA_VISIBLE_DEVICES") as info:
         parse_devices("CUDA_VISIBLE_DEVICES", value)
     assert "\n" not in str(info.value)
 
@@ -493,7 +493,11 @@ def test_assign_gpus_does_not_touch_the_process_environment() -> None:
 
 
 def test_binding_helpers() -> None:
-    from tfslurm.gpus import bound_per_task, slurm_gpu_binding
+    from tfslurm.gpus import _PER_TASK_BINDINGS, slurm_gpu_binding
+
+    def bound_per_task(env: dict[str, str]) -> bool:
+        """Slurm already chose each task's own devices (they are not split again)."""
+        return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
 
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:per_task:1"}) == "per_task"
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:none"}) == "none"
@@ -505,7 +509,7 @@ def test_binding_helpers() -> None:
 @pytest.mark.parametrize("fid", gpu_fids())
 def test_assigning_again_after_exporting_is_idempotent(fid: str) -> None:
     # The TaskProlog exports env(); a resolver in the task then assigns again: no drift.
-    for task, step, first in assignments(fid):
+    for task, _step, first in assignments(fid):
         env = dict(task.env, **first.env())
         again = assign_gpus(Step.from_environ(env), nvidia_smi=NO_SMI)
         assert again.devices == first.devices and again.env() == first.env(), (task.procid, first, again)
@@ -623,7 +627,7 @@ def test_uneven_counts_are_an_error_on_request(version: str) -> None:
                 plan_warnings(env)
         else:  # node1 of 22.05 cannot see node2's count: no error there, node2's tasks fail
             assert plan_warnings(env) == ()
-    with pytest.raises(GpuError, match="^TFSLURM_UNEVEN_GPUS='maybe' must be 'warn' or 'error'$"):
+    with pytest.raises(GpuError, match=r"^TFSLURM_UNEVEN_GPUS='maybe' must be 'warn' or 'error'$"):
         plan_warnings(dict(FIXTURES[fid].steps["s0"][0].env, TFSLURM_UNEVEN_GPUS="maybe"))
 
 
@@ -833,7 +837,7 @@ def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(
         # was not per node: a node uneven in itself is seen; across nodes, rank 0 judges by
         # assuming every node holds its own count (and says so in the line).
         per_node_counts: dict[str, set[int]] = defaultdict(set)
-        for (env, _gpu, _lines), count in zip(results, counts):
+        for (env, _gpu, _lines), count in zip(results, counts, strict=True):
             per_node_counts[env["SLURMD_NODENAME"]].add(count)
         tpn = [int(t) for t in envs[0]["SLURM_STEP_TASKS_PER_NODE"].split(",")]
         g0 = int(envs[0]["SLURM_GPUS_ON_NODE"])

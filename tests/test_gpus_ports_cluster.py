@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,22 @@ print("TFS-RESULT " + path, flush=True)
 """
 
 
+RESULTS_BASE: Path | None = None  # the running test's tmp_path: see results_under_tmp_path
+
+
+@pytest.fixture(autouse=True)
+def results_under_tmp_path(tmp_path: Path) -> Iterator[None]:
+    """Tasks write their records under the test's tmp_path, which pytest removes (they were
+    left in /tmp as tfs-gp-results-*)."""
+    global RESULTS_BASE
+    tmp_path.chmod(0o755)
+    RESULTS_BASE = tmp_path
+    yield
+    RESULTS_BASE = None
+
+
 def task_argv(**args: Any) -> list[str]:
-    results = tempfile.mkdtemp(prefix="tfs-gp-results-", dir="/tmp")
+    results = tempfile.mkdtemp(prefix="results-", dir=RESULTS_BASE)
     os.chmod(results, 0o777)
     return [sys.executable, "-c", TASK, json.dumps({"dir": results, **args})]
 
@@ -269,7 +284,7 @@ def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> 
     assert proc.returncode == 0, proc.stderr
     got = _warning_lines(proc.stderr)
     # Slurm gives one node 2 GPUs and the other 1; find which from the tasks' own output
-    exported = {int(l.split(": ", 1)[0]): json.loads(l.split(": ", 1)[1]) for l in proc.stdout.splitlines()}
+    exported = {int(line.split(": ", 1)[0]): json.loads(line.split(": ", 1)[1]) for line in proc.stdout.splitlines()}
     empty = [rank for rank, env in exported.items() if env.get("CUDA_VISIBLE_DEVICES") == ""]
     assert len(empty) == 1, exported
     short_local0 = empty[0] - 1  # the 1-GPU node's local task 0 (block layout: ranks 0,1 | 2,3)
@@ -393,12 +408,6 @@ def run_concurrent_steps(cluster: Any, workdir: Any, resv: list[str]) -> list[di
     results = parse_results(text)
     assert {r["step"] for r in results} == {0, 1}
     return results
-
-
-@pytest.mark.parametrize("resv", [[], ["--resv-ports"]], ids=["reserved", "derived"])
-def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path_factory: Any, resv: list[str]) -> None:
-    results = run_concurrent_steps(slurm_cluster, tmp_path_factory.mktemp("concurrent"), resv)
-    check_concurrent(results, "d" if resv else "r")
 
 
 def test_cluster_without_mpiparams_derives_ports_that_bind_and_never_collide(

@@ -1,5 +1,5 @@
-"""Hostile task environments found by fuzzing (issue 16, T1-T3, T8, S1): each gives a
-one-line error and exit status 2, or the right answer, never a traceback or a wrong map."""
+"""Hostile task environments found by fuzzing (tests/fuzz_env.py): each gives a one-line
+error and exit status 2, or the right answer, never a traceback or a wrong map."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ says newer Slurm is followed).
 from __future__ import annotations
 
 import collections
-from collections import Counter
 import subprocess
 import sys
 import tracemalloc
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -217,7 +217,7 @@ def test_expand_counts(expr: str) -> None:
         "-1",
         "2(x3)(x2)",
         "1(x99999999)",
-        "١",
+        "١",  # noqa: RUF001 - an Arabic-Indic digit, not an ASCII one, on purpose
     ],
 )
 def test_expand_counts_rejects(expr: str) -> None:

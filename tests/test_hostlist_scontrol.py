@@ -17,8 +17,8 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scontrol_oracle import PARTIAL, Scontrol
 
+from scontrol_oracle import PARTIAL, Scontrol
 from tfslurm.hostlist import HostlistError, compress, expand
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
@@ -98,14 +98,14 @@ DIFFERENT = {
 
 def test_edge_cases_agree_with_scontrol(scontrol: Scontrol) -> None:
     answers = scontrol.hostnames(AGREE)
-    mismatches = [(e, a, _ours(e)) for e, a in zip(AGREE, answers) if a != _ours(e)]
+    mismatches = [(e, a, _ours(e)) for e, a in zip(AGREE, answers, strict=True) if a != _ours(e)]
     assert not mismatches
 
 
 def test_documented_differences_still_hold(scontrol: Scontrol) -> None:
     exprs = list(DIFFERENT)
     answers = scontrol.hostnames(exprs)
-    for expr, answer in zip(exprs, answers):
+    for expr, answer in zip(exprs, answers, strict=True):
         slurm_22_05, ours = DIFFERENT[expr]
         assert answer == slurm_22_05, f"scontrol now says {answer!r} for {expr!r}"
         assert _ours(expr) == ours
@@ -179,7 +179,7 @@ def test_generated_expressions_agree_with_scontrol(
     scontrol: Scontrol, exprs: list[str]
 ) -> None:
     answers = scontrol.hostnames(exprs)
-    for expr, answer in zip(exprs, answers):
+    for expr, answer in zip(exprs, answers, strict=True):
         assert _ours(expr) == (None if answer is PARTIAL else answer), expr
 
 
@@ -218,7 +218,7 @@ def _lenient_in_22_05(expr: str) -> bool:
 )
 def test_random_text_agrees_with_scontrol(scontrol: Scontrol, texts: list[str]) -> None:
     answers = scontrol.hostnames(texts)
-    for text, answer in zip(texts, answers):
+    for text, answer in zip(texts, answers, strict=True):
         ours = _ours(text)
         if answer is PARTIAL:
             assert ours is None, text

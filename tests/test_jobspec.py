@@ -103,14 +103,14 @@ names = st.sampled_from(["chief", "worker", "ps", "evaluator", "sidecar", "w2_x"
 )
 def test_parsed_jobs_cover_every_task_in_written_order(entries, data):
     entries = [(n, 1 if n in ("chief", "evaluator") and c > 1 else c) for n, c in entries]
-    rest_at = data.draw(st.sampled_from([None] + list(range(len(entries)))))
+    rest_at = data.draw(st.sampled_from([None, *range(len(entries))]))
     fixed = sum(c for i, (_, c) in enumerate(entries) if i != rest_at)
     extra = data.draw(st.integers(0, 20)) if rest_at is not None else 0
     if rest_at is not None and entries[rest_at][0] in ("chief", "evaluator"):
         extra = min(extra, 1)
     tasks = fixed + extra
     if tasks == 0:
-        tasks, entries = 1, entries + [("filler", 1)]
+        tasks, entries = 1, [*entries, ("filler", 1)]
     spec = ",".join(
         f"{n}:{'*' if i == rest_at else c}" for i, (n, c) in enumerate(entries)
     )

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import observed
 from tfslurm import hostlist
@@ -28,6 +29,11 @@ from tfslurm.step import Step
 PATHS = observed.paths_by_id()
 
 
+def node_of(layout: Layout, rank: int) -> str:
+    """The node name of ``rank`` (a LayoutError for a rank outside the layout)."""
+    return layout.nodes[layout.rank_node[layout._check_rank(rank)]]
+
+
 # Recorded shapes the environment cannot describe: tfslurm must refuse them (tested below).
 REFUSED = {"25_het_srun_cyclic_component"}
 
@@ -42,7 +48,7 @@ def test_every_task_of_every_recorded_step_computes_the_true_map(fid: str, tmp_p
             layout = layout_for(Step.from_environ(env))
             assert layout.rank_to_node == truth, (fid, label, task.procid)
             assert list(layout.rank_local) == local_truth, (fid, label, task.procid)
-            assert layout.node_of(task.procid) == env["SLURMD_NODENAME"]
+            assert node_of(layout, task.procid) == env["SLURMD_NODENAME"]
             gtids = tuple(int(x) for x in env["SLURM_GTIDS"].split(","))
             assert layout.ranks_on(layout.index_of(task.hostname)) == gtids
             maps.add((layout.nodes, layout.rank_node, layout.rank_local, layout.method))
@@ -88,7 +94,7 @@ def task_envs(layout: Layout, node_order: list[str] | None = None, **extra: str)
         "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
     } | extra
     envs = []
-    for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local)):
+    for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local, strict=True)):
         envs.append(common | {
             "SLURM_PROCID": str(rank),
             "SLURM_LOCALID": str(local),
@@ -219,7 +225,7 @@ def test_a_map_the_environment_does_not_show_is_refused_not_guessed(
             assert "launch with -m block" in str(exc)
             refused += 1
         else:
-            assert layout.node_of(rank) == real.node_of(rank)
+            assert node_of(layout, rank) == node_of(real, rank)
     assert refused > 0
 
 
@@ -245,9 +251,9 @@ def test_het_step_component_ranks_are_contiguous_in_component_order(
         names.insert(0, [f"h{n + i:02d}" for i in range(len(counts))])
         n += len(counts)
     union = sorted(name for group in names for name in group)
-    count_of = {name: c for group, counts in zip(names, components) for name, c in zip(group, counts)}
+    count_of = {name: c for group, counts in zip(names, components, strict=True) for name, c in zip(group, counts, strict=True)}
     truth: list[str] = []
-    for group, counts in zip(names, components):
+    for group, counts in zip(names, components, strict=True):
         truth += block_layout(group, counts).rank_to_node
     real = arbitrary_layout(union, truth)  # any host sequence as a real map
     extra = {"SLURM_HET_SIZE": str(len(components)), "SLURM_DISTRIBUTION": "cyclic"}
@@ -291,7 +297,7 @@ def test_recorded_het_step_with_cyclic_component_is_refused(version: str, tmp_pa
     tasks = observed.step_envs(fid if version == observed.BASE_VERSION else f"{version}/{fid}", tmp_path)["s0"]
     assert [env["SLURM_DISTRIBUTION"] for _, env in tasks] == HET_CYCLIC_DISTRIBUTION[version]
     assert [t.hostname for t, _ in tasks] == ["node1", "node2", "node1", "node1", "node3", "node3"]
-    for task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
+    for _task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
         with pytest.raises(LayoutError, match=r"^heterogeneous step \d+\.0 .*drop -m"):
             layout_for(Step.from_environ(env))
 
@@ -431,9 +437,9 @@ def test_layout_helpers_and_bounds() -> None:
     layout = plane_layout(["a", "b"], [3, 2], 2)
     assert layout.rank_to_node == ["a", "a", "b", "b", "a"]
     assert layout.ranks_on(0) == (0, 1, 4) and layout.tasks_on(1) == 2
-    assert layout.local_id(4) == 2 and layout.node_of(2) == "b" and layout.num_tasks == 5
+    assert layout.local_id(4) == 2 and node_of(layout, 2) == "b" and layout.num_tasks == 5
     with pytest.raises(LayoutError, match="rank 5 is outside"):
-        layout.node_of(5)
+        node_of(layout, 5)
     with pytest.raises(LayoutError, match="node index 2 is outside"):
         layout.ranks_on(2)
     with pytest.raises(LayoutError, match="plane size 0"):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -129,7 +130,7 @@ def test_preempt_grace_adds_preemption_and_its_partitions() -> None:
     ]
     assert ClusterConfig(preempt_grace=8).cache_key() != ClusterConfig().cache_key()
     for bad in (-1, 3601, "8", True):
-        with pytest.raises(ClusterConfigError, match="^preempt_grace="):
+        with pytest.raises(ClusterConfigError, match=r"^preempt_grace="):
             ClusterConfig(preempt_grace=bad)
 
 
@@ -242,7 +243,7 @@ def test_reserved_ports_and_het_steps(slurm_cluster: LocalCluster) -> None:
     ranges = set(out.stdout.split())
     assert len(ranges) == 1
     low, high = map(int, ranges.pop().split("-"))
-    assert 20000 <= low and high == low + 2 <= 20100
+    assert low >= 20000 and high == low + 2 <= 20100
     out = slurm_cluster.srun("-N1", "-n1", "hostname", ":", "-N2", "-n2", "hostname", timeout=30)
     assert out.returncode == 0 and len(out.stdout.split()) == 3, out.stderr
 
@@ -439,7 +440,7 @@ def test_cluster_tests_skip_outside_ci_and_fail_in_ci(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str
 ) -> None:
     conftest = os.path.join(os.path.dirname(__file__), "conftest.py")
-    pytester.makeconftest(open(conftest).read())
+    pytester.makeconftest(Path(conftest).read_text())
     pytester.makeini("[pytest]\nmarkers =\n    cluster: real cluster\n")
     pytester.makepyfile(test_inner=INNER_TEST)
     monkeypatch.setenv("TFSLURM_NO_CLUSTER", "1")

@@ -301,7 +301,8 @@ def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any,
 
 @pytest.mark.parametrize("ports", ["reserved", "derived"])
 def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path: Path, ports: str) -> None:
-    """Two steps at once inside one allocation, on the same two nodes."""
+    """Two steps at once inside one allocation, on the same two nodes (the one test of this;
+    two steps of a job without MpiParams: test_gpus_ports_cluster.py)."""
     outs = [outdir(), outdir()]
     steps = "\n".join(
         "srun --exact -N2 -n2 --ntasks-per-node=1 " + " ".join(shlex.quote(a) for a in argv(out, hold=3.0, drop_resv=ports == "derived")) + " &"
@@ -318,6 +319,7 @@ def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_p
         assert all(r["rule"][0] == ports[0] for r in rows)
     first, second = runs
     assert first[0]["step"] != second[0]["step"] and first[0]["job"] == second[0]["job"]
+    assert {first[0]["step"], second[0]["step"]} == {"0", "1"}
     assert max(r["t_bound"] for r in first + second) < min(r["t_release"] for r in first + second)
     used = defaultdict(list)
     for r in first + second:

@@ -9,8 +9,10 @@ every task). Loading the plugin into a real Slurm is in ``test_site_cluster.py``
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,42 @@ def test_plugin_identifies_itself_to_slurm(build_dir: Path) -> None:
     assert kinds["plugin_name"] in "RrDd" and kinds["slurm_spank_init"] in "Tt"
     strings = subprocess.run(["strings", str(build_dir / PLUGIN_NAME)], capture_output=True, text=True).stdout
     assert "tfslurm" in strings and "spank" in strings
+    # The values themselves, read from the file (loading it needs slurmd's symbols).
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump not found (binutils)")
+    so = build_dir / PLUGIN_NAME
+    assert exported_bytes(so, "plugin_name") == b"tfslurm\0"
+    assert exported_bytes(so, "plugin_type") == b"spank\0"
+    assert exported_uint(so, "spank_plugin_version") == 1
+    header = Path("/usr/include/slurm/slurm_version.h").read_text()
+    (number,) = re.findall(r"^#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)$", header, re.MULTILINE)
+    assert exported_uint(so, "plugin_version") == int(number, 16)
+
+
+def exported_bytes(so: Path, name: str) -> bytes:
+    """The bytes of the exported read-only object ``name`` in the shared object ``so``."""
+    table = subprocess.run(
+        ["nm", "-D", "-S", "--defined-only", str(so)], capture_output=True, text=True, check=True
+    ).stdout
+    (address, size), = [
+        (int(f[0], 16), int(f[1], 16)) for f in map(str.split, table.splitlines()) if len(f) == 4 and f[3] == name
+    ]
+    dump = subprocess.run(
+        ["objdump", "-s", "-j", ".rodata", f"--start-address={address}", f"--stop-address={address + size}", str(so)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    data = b""
+    for line in dump.splitlines():
+        # " 6010 7466736c 75726d00      tfslurm." : address, hex groups, then the text
+        words = line.strip().split("  ")[0].split()
+        if len(words) > 1 and all(w.isalnum() and len(w) % 2 == 0 for w in words[1:]):
+            data += bytes.fromhex("".join(words[1:]))
+    assert len(data) == size, dump
+    return data
+
+
+def exported_uint(so: Path, name: str) -> int:
+    return int.from_bytes(exported_bytes(so, name), sys.byteorder)
 
 
 def test_c_unit_tests_pass(build_dir: Path) -> None:
@@ -227,7 +265,7 @@ def test_c_parser_matches_python(build_dir: Path, batch: list[str]) -> None:
     """On printable ASCII the verdicts are equal; elsewhere C may only be stricter
     (it refuses every control character and non-ASCII byte, which Python's str.strip
     would silently drop around a name or count)."""
-    for spec, verdict in zip(batch, c_verdicts(build_dir, batch)):
+    for spec, verdict in zip(batch, c_verdicts(build_dir, batch), strict=True):
         ok_py = python_accepts(spec)
         if plain(spec):
             assert (verdict == "OK") == ok_py, (spec, verdict)

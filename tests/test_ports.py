@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import random
 import re
 from collections import defaultdict
 from pathlib import Path
 
-import observed
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import observed
 from tfslurm import hostlist
 from tfslurm.errors import LayoutError, PortError, SlurmEnvError
 from tfslurm.layout import layout_for
@@ -112,7 +111,7 @@ def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> No
     for fid, label in multi:
         _task, step, _rule = rules_of(fid, label)[0]
         shown = parse_port_list(step.resv_ports)
-        for job_id in list(range(1, 3000)) + [2, 4242, 2**31 + 7]:
+        for job_id in [*range(1, 3000), 2, 4242, 2**31 + 7]:
             for step_id in (0, 1, 2, 7):
                 rule = port_rule(
                     dataclasses.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
@@ -158,7 +157,7 @@ def test_bad_port_base(bad: object) -> None:
 
 def test_bad_tfslurm_port_base() -> None:
     env = dict(FIXTURES["01_block_N3_tpn2"].steps["s0"][0].env, TFSLURM_PORT_BASE="80a")
-    with pytest.raises(PortError, match="^TFSLURM_PORT_BASE='80a' is not a port"):
+    with pytest.raises(PortError, match=r"^TFSLURM_PORT_BASE='80a' is not a port"):
         port_rule(Step.from_environ(env), 2)
 
 
@@ -216,7 +215,7 @@ def test_parse_port_list(text: str, ports: tuple[int, ...]) -> None:
      "+5", "1- 3", "2000\u0661", "1,,2", "1--2"],
 )
 def test_parse_port_list_rejects_garbage(text: str) -> None:
-    with pytest.raises(PortError, match="^SLURM_STEP_RESV_PORTS=") as info:
+    with pytest.raises(PortError, match=r"^SLURM_STEP_RESV_PORTS=") as info:
         parse_port_list(text)
     assert "\n" not in str(info.value)
 
@@ -283,7 +282,7 @@ def test_derived_window(ephemeral: tuple[int, int], window: tuple[int, int]) -> 
 
 
 def test_no_room_for_derived_ports_is_a_clear_error() -> None:
-    with pytest.raises(PortError, match="ephemeral port range 1024-65535 .* leaves no room for derived ports"):
+    with pytest.raises(PortError, match=r"ephemeral port range 1024-65535 .* leaves no room for derived ports"):
         derived_window((1024, 65535))
 
 

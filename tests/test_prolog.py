@@ -133,7 +133,7 @@ def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None
             return
         new_env, printed = apply_taskprolog_output(env, "\n".join(lines) + "\n")
         wanted = PRINTED.get((case_id, task.procid), [])
-        assert len(printed) == len(wanted) and all(p.startswith(w) for p, w in zip(printed, wanted)), printed
+        assert len(printed) == len(wanted) and all(p.startswith(w) for p, w in zip(printed, wanted, strict=True)), printed
         config = json.loads(new_env["TF_CONFIG"])
         clusters.add(json.dumps(config["cluster"], sort_keys=True))
         flat = [addr for name, _ in split_spec(spec) for addr in config["cluster"].get(name, [])]
@@ -141,7 +141,8 @@ def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None
         for rank, address in enumerate(flat):
             assert address.rsplit(":", 1)[0] == node_of_rank[rank]
         assert (config["task"]["type"], config["task"]["index"]) == jobs[task.procid]
-        assert prolog.SCRIPT_CONTEXT not in [l.split()[-1] for l in lines if l.startswith("unset")]
+        # the wrapper unsets Slurm's SLURM_SCRIPT_CONTEXT (tfslurm/data/taskprolog.sh.in), not the hook
+        assert "SLURM_SCRIPT_CONTEXT" not in [line.split()[-1] for line in lines if line.startswith("unset")]
     assert len(clusters) == 1
 
 
@@ -337,7 +338,7 @@ def test_wrapper_output_equals_the_hook(wrapper: Path, shell: str | None) -> Non
     cmd = [*(argv_shell.split() if argv_shell else []), str(wrapper)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + "".join(l + "\n" for l in prolog.prolog_lines(env))
+    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + "".join(line + "\n" for line in prolog.prolog_lines(env))
 
 
 def test_wrapper_ignores_the_jobs_python_settings(wrapper: Path, tmp_path: Path) -> None:

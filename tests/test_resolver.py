@@ -16,24 +16,34 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-import observed
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import observed
+import tfslurm
 from tfslurm.errors import GpuError, LayoutError, SlurmEnvError
 from tfslurm.resolver import SlurmResolverMixin
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.tf
 
-import tfslurm
-
 Resolver = tfslurm.SlurmClusterResolver
 TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def no_gpu_variable_leaks_out() -> Iterator[None]:
+    """After every test here (whatever the order), no GPU or tfslurm variable is left in
+    this process's environment: the cluster tests inherit it. Autouse fixtures are set up
+    first, so this runs after monkeypatch has undone the test's own changes."""
+    yield
+    leaked = [n for n in os.environ if n.endswith("VISIBLE_DEVICES") or n.startswith("TFSLURM")]
+    assert not leaked
 
 
 @pytest.fixture
@@ -382,8 +392,3 @@ def test_mixin_is_the_resolver_logic_without_tf(slurm_env) -> None:
     plain = SlurmResolverMixin(port_base=6000)
     assert plain.cluster_spec() == {"worker": ["n1:6000", "n1:6001"]}
     assert plain.tf_config() == '{"cluster":{"worker":["n1:6000","n1:6001"]},"task":{"type":"worker","index":1}}'
-
-
-def test_zz_no_gpu_variable_leaks_out_of_these_tests() -> None:
-    # Runs last in this module: the cluster tests inherit this process's environment.
-    assert not [n for n in os.environ if n.endswith("VISIBLE_DEVICES") or n.startswith("TFSLURM")]

@@ -279,7 +279,7 @@ def _local_ps_cluster() -> tuple[list[int], dict[str, list[str]]]:
     """Free ports for chief:0, ps:0 and worker:0 on 127.0.0.1, and that cluster."""
     ports = _free_ports(3)
     jobs = ("chief", "ps", "worker")
-    return ports, {job: [f"127.0.0.1:{port}"] for job, port in zip(jobs, ports)}
+    return ports, {job: [f"127.0.0.1:{port}"] for job, port in zip(jobs, ports, strict=True)}
 
 
 def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:

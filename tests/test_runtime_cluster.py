@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs
 
+from conftest import needs
 from tfslurm.runtime.templates import template_path
 
 pytestmark = [

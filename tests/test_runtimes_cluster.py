@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import skip_without
 
+from conftest import skip_without
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster
 

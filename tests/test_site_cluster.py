@@ -15,14 +15,14 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from test_plugin import PLUGIN_NAME, build_plugin, build_tools_missing
 from tfslurm import prolog
-from tfslurm.hostlist import expand
 from tfslurm.localcluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -160,9 +160,11 @@ def py(script: Path, *args: str) -> list[str]:
     return [sys.executable, "-S", str(script), *args]
 
 
-def dump_dir() -> Path:
-    """A fresh directory every task can write its record into (tasks may run as another user)."""
-    path = Path(tempfile.mkdtemp(prefix="tfs-site-dump-", dir="/tmp"))
+def dump_dir(base: Path) -> Path:
+    """A fresh directory under ``base`` (the test's tmp_path, so pytest removes it) that
+    every task can write its record into (tasks may run as another user)."""
+    base.chmod(0o755)
+    path = Path(tempfile.mkdtemp(prefix="dump-", dir=base))
     path.chmod(0o777)
     return path
 
@@ -251,8 +253,8 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
 # --- srun --------------------------------------------------------------------------------
 
 
-def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
@@ -265,8 +267,8 @@ def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster
         assert len(row["reached"]) == 3, row
 
 
-def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
@@ -274,8 +276,8 @@ def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: Loca
     assert {r["TFSLURM_HOST_TEMPLATE"] for r in rows} == {"{node}"}
 
 
-def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_cpu_only_step(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120)
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
@@ -283,11 +285,11 @@ def test_cpu_only_step(site_cluster: LocalCluster, site_files) -> None:
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
 
 
-def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files) -> None:
+def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """The option given to either component reaches the tasks of all of them."""
     for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
                  ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
-        out = dump_dir()
+        out = dump_dir(tmp_path)
         done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120)
         assert done.returncode == 0, done.stderr
         rows = read_dumps(out)
@@ -327,8 +329,8 @@ def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalClust
     assert json.loads(alone["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
 
 
-def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = site_cluster.run(
         ["salloc", "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
          "srun", *py(site_files["dump"], "--out", str(out))], timeout=120,
@@ -401,8 +403,8 @@ def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: Local
 def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site_cluster: LocalCluster) -> None:
     done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
-    lines = [l for l in done.stdout.splitlines() if l.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
-    assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in l for l in lines)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
+    assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in line for line in lines)
     assert "Exited with exit code 2" in done.stderr
 
 
@@ -448,7 +450,7 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
     tmp_path.chmod(0o755)
     plain, site = step_envs(slurm_cluster, site_files, tmp_path), step_envs(site_cluster, site_files, tmp_path)
     assert len(plain) == len(site) == 4
-    for rank, (a, b) in enumerate(zip(plain, site)):
+    for rank, (a, b) in enumerate(zip(plain, site, strict=True)):
         assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
         assert a == b, f"rank {rank}: values differ"
     a, b = batch_env(slurm_cluster, site_files, tmp_path), batch_env(site_cluster, site_files, tmp_path)
@@ -458,10 +460,10 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 # --- prolog=: the plugin runs the hook, no TaskProlog ------------------------------------
 
 
-def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files) -> None:
+def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """... and runs the hook once per node, in the node's first task (local id 0)."""
     hook_runs(site_files, clear=True)
-    out = dump_dir()
+    out = dump_dir(tmp_path)
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
@@ -481,8 +483,8 @@ def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: Loc
     hook_runs(site_files, clear=True)
     done = hook_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
-    printed = [l for l in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in l]
-    assert len(printed) == 4 and all(l.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for l in printed)
+    printed = [line for line in done.stdout.splitlines() if "asks for 2 tasks but the step has 4" in line]
+    assert len(printed) == 4 and all(line.startswith("tfslurm prolog (TFSLURM_TF_DIST=") for line in printed)
     assert "the hook" in done.stderr and "exit status 2" in done.stderr
     assert "Exited with exit code 2" in done.stderr  # as under a TaskProlog= (docs/tf-dist.md)
     assert not unhealthy_nodes(hook_cluster)
@@ -506,7 +508,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(hook_cluster: Loca
         writer.kill()
         writer.wait()
     assert done.returncode != 0
-    reasons = [l for l in done.stdout.splitlines() if "is not a regular file" in l]
+    reasons = [line for line in done.stdout.splitlines() if "is not a regular file" in line]
     assert len(reasons) == 2, done.stdout + done.stderr
     assert took < HOOK_TIMEOUT, "refused at once, not by the time limit"
     assert not unhealthy_nodes(hook_cluster)
@@ -520,9 +522,9 @@ def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster
     done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
                              cwd=str(tmp_path), env_extra={"SLURM_HOSTFILE": "hosts"})  # fmt: skip
     assert done.returncode != 0
-    lines = [l for l in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in l]
+    lines = [line for line in done.stdout.splitlines() if "SLURM_HOSTFILE='hosts' is a relative path" in line]
     assert len(lines) == 2, done.stdout + done.stderr
-    assert all("'/tmp'" in l and "--chdir" in l and "absolute path" in l for l in lines)
+    assert all("'/tmp'" in line and "--chdir" in line and "absolute path" in line for line in lines)
     assert "shared file system" not in done.stdout
 
 
@@ -592,7 +594,7 @@ def test_plugin_prolog_mode_per_node_run_equals_the_per_task_hook(
         runs[mode] = hook_runs(site_files)
     node_env, task_env = envs["per-node"], envs["per-task"]
     assert len(node_env) == len(task_env) > 0
-    for rank, (a, b) in enumerate(zip(node_env, task_env)):
+    for rank, (a, b) in enumerate(zip(node_env, task_env, strict=True)):
         assert a["TF_CONFIG"] and a.get("TFSLURM_TF_DIST") == "chief:1,worker:*"
         assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
         assert a == b, f"rank {rank}: values differ: " + str({k: (a[k], b[k]) for k in a if a[k] != b[k]})
@@ -619,11 +621,11 @@ def test_plugin_prolog_mode_leaves_other_jobs_untouched(
     assert hook_runs(site_files) == []  # the hook never ran
 
 
-def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files) -> None:
+def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     """A wrapper from before the per-node run prints one task's lines for --node: no task
     takes them; every task runs the hook itself and gets its own cluster."""
     hook_runs(site_files, clear=True)
-    out = dump_dir()
+    out = dump_dir(tmp_path)
     done = hook_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"], "--out", str(out)),
         timeout=120, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"},
@@ -674,8 +676,8 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
 # --- no admin rights: srun --task-prolog on a plain cluster -----------------------------
 
 
-def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files) -> None:
-    out = dump_dir()
+def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+    out = dump_dir(tmp_path)
     done = slurm_cluster.srun(
         f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
         *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
@@ -764,8 +766,8 @@ def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrappe
     assert plain.returncode == 0, plain.stderr
     asked = cluster.srun("--tf-dist=worker:*", "-N2", "-n2", "true")
     assert asked.returncode != 0
-    printed = [l for l in asked.stdout.splitlines() if l.startswith("tfslurm: Python /nonexistent/python")]
-    assert len(printed) == 2 and all("reinstall tfslurm" in l for l in printed), asked.stdout + asked.stderr
+    printed = [line for line in asked.stdout.splitlines() if line.startswith("tfslurm: Python /nonexistent/python")]
+    assert len(printed) == 2 and all("reinstall tfslurm" in line for line in printed), asked.stdout + asked.stderr
     lost = work / "wrapper-lost-later"
     lost.write_text(prolog.wrapper_script())
     lost.chmod(0o755)

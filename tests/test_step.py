@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import observed
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import observed
 from tfslurm.errors import SlurmEnvError
 from tfslurm.step import Context, HetComponent, Step
 
@@ -150,7 +150,7 @@ def test_malformed_numbers_name_the_variable(name: str, value: str) -> None:
 
 def test_malformed_gtids() -> None:
     env = task_env("01_block_N3_tpn2") | {"SLURM_GTIDS": "0,,1"}
-    with pytest.raises(SlurmEnvError, match="^SLURM_GTIDS='0,,1' is not a comma-separated list"):
+    with pytest.raises(SlurmEnvError, match=r"^SLURM_GTIDS='0,,1' is not a comma-separated list"):
         Step.from_environ(env)
 
 

@@ -1,5 +1,6 @@
-"""Stopping a run (issue 10) and the runtime's hostile-input and fault fixes (issue 16
-T4-T7, F1, F2), without Slurm or TensorFlow: ``tfslurm run`` as a real process.
+"""Stopping a run (stop signals, exit statuses, the restart cap) and the runtime's fixes for
+hostile input (marked T4-T7 below) and faults (F1: no orphans, F2: killed saves), without
+Slurm or TensorFlow: ``tfslurm run`` as a real process.
 
 The same paths on the real cluster: tests/test_stops_cluster.py.
 """
@@ -73,7 +74,7 @@ def test_hostile_tf_config_is_a_one_line_error(tf_config, message):
 def test_tf_config_nested_100000_deep_in_process():
     from tfslurm.runtime.roles import RoleError, role_from_tf_config
 
-    with pytest.raises(RoleError, match="^TF_CONFIG is nested too deeply"):
+    with pytest.raises(RoleError, match=r"^TF_CONFIG is nested too deeply"):
         role_from_tf_config("[" * 100_000 + "]" * 100_000)
 
 

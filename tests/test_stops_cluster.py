@@ -1,7 +1,8 @@
 """Every way Slurm stops a job, on a real local cluster configured for preemption
 (partition_prio, partitions low = REQUEUE and low-cancel = CANCEL with a GraceTime, high
-preempts them; RequeueExit=85), with the templates and tensorflow-cpu (issue 10), plus the
-supervisor fault tests (issue 16 F1/F2).
+preempts them; RequeueExit=85), with the templates and tensorflow-cpu, plus the
+supervisor fault tests (F1: no orphans, F2: killed saves; their unit tests are in
+tests/test_stops.py).
 
 One 2-node cluster serves every test here. Graces are a few seconds (the machine may have
 2 cores); figures are printed, not asserted (bench note: docs/preemption.md).
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import skip_without
 from test_runtime_cluster import (
     job_env,
@@ -74,7 +76,7 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
     took = time.monotonic() - sent
     stopped_at = int(saved.group(1))
-    # plant what a killed save leaves behind: the next start removes it (issue 16 F2)
+    # plant what a killed save leaves behind: the next start removes it (F2)
     ckpt = run_dir / "ckpt"
     (ckpt / "ckpt-999_temp").mkdir(parents=True, exist_ok=True)
     (ckpt / "ckpt-999_temp" / "part-00000-of-00001.data-00000-of-00001").write_text("x")

@@ -14,6 +14,7 @@ import re
 import time
 
 import pytest
+
 from conftest import needs
 from test_runtime_cluster import finish_times, job_env, submit
 
@@ -51,7 +52,6 @@ def test_ps_evaluator_template(slurm_cluster, tmp_path):
 @pytest.fixture(scope="module")
 def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
     from test_plugin import build_plugin, build_tools_missing
-
     from tfslurm import prolog
 
     missing = build_tools_missing()

@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module under ``tfslurm.commands`` and is imported only
 when it is run, so ``tfslurm prolog`` (run for every task at a site) pays for nothing else.
-A module provides ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+A module provides ``add_arguments(parser)`` and ``run(args) -> int``; its one-line help
+is in ``COMMANDS`` here, so that ``tfslurm --help`` imports no command module.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tfslurm.errors import TfslurmError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
     from collections.abc import Sequence
+    from types import ModuleType
     from typing import NoReturn
 
 # name -> (module under tfslurm.commands, one-line help). Help text lives here so that
@@ -44,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _load(name: str):
+def _load(name: str) -> ModuleType:
     return importlib.import_module(f"tfslurm.commands.{COMMANDS[name][0]}")
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import DemoError
 
-
-class DemoError(TfslurmError):
-    """The demo cannot run here (no root, no Slurm, no TensorFlow)."""
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfslurm.localcluster import LocalCluster
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,10 @@ def check_requirements() -> None:
         raise DemoError("cannot start a local Slurm cluster: " + "; ".join(missing))
     if importlib.util.find_spec("tensorflow") is None:
         if sys.version_info >= (3, 14):
+            version = "{}.{}".format(*sys.version_info[:2])
             raise DemoError(
-                "TensorFlow has no stable release for Python %d.%d: run the demo from a venv "
-                "made with Python 3.10-3.13 (e.g. PYTHON=python3.13 ./install.sh)" % sys.version_info[:2]
+                f"TensorFlow has no stable release for Python {version}: run the demo from a venv "
+                "made with Python 3.10-3.13 (e.g. PYTHON=python3.13 ./install.sh)"
             )
         raise DemoError("TensorFlow is not installed: pip install tensorflow-cpu")
 
@@ -133,7 +134,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _train(cluster, options: DemoOptions, template: str, tfslurm: str, work: Path,
+def _train(cluster: LocalCluster, options: DemoOptions, template: str, tfslurm: str, work: Path,
            out: TextIO, started: float) -> bool:
     env = {
         "TFSLURM": tfslurm,

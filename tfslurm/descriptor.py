@@ -234,7 +234,7 @@ def _check_local(
     text: str, rank_node: tuple[int, ...], rank_local: tuple[int, ...], counts: tuple[int, ...]
 ) -> None:
     per_node: list[set[int]] = [set() for _ in counts]
-    for node, local in zip(rank_node, rank_local):
+    for node, local in zip(rank_node, rank_local, strict=True):
         per_node[node].add(local)
     for node, ids in enumerate(per_node):
         if ids != set(range(counts[node])):

@@ -7,7 +7,6 @@ the CLI can print one line and exit 2.
 
 from __future__ import annotations
 
-
 MAX_MESSAGE = 400  # characters; the input in a message may be megabytes
 
 
@@ -61,8 +60,44 @@ class PlanError(TfslurmError):
     """A cluster plan that cannot be built or a descriptor that cannot be read."""
 
 
+class PrologError(TfslurmError):
+    """Variables that cannot be passed through Slurm's TaskProlog protocol."""
+
+
+class IfaceError(TfslurmError):
+    """A network interface that is missing, misnamed or whose name resolves elsewhere."""
+
+
+class RuntimeListError(TfslurmError):
+    """A runtime list that names an unknown runtime."""
+
+
+class RoleError(TfslurmError):
+    """This task's role cannot be determined, or the cluster it names cannot be trained."""
+
+
+class StopError(TfslurmError):
+    """A stop-signal list or restart cap that cannot be used."""
+
+
+class PreemptionError(TfslurmError):
+    """A preemption signal name that is not a signal."""
+
+
+class TensorFlowMissing(TfslurmError):
+    """TensorFlow is not importable by this interpreter."""
+
+
+class DemoError(TfslurmError):
+    """The demo cannot run here (no root, no Slurm, no TensorFlow)."""
+
+
 class ClusterError(RuntimeError):
     """The local test cluster could not be started or used (not bad user input)."""
+
+
+class ParameterServerFailure(RuntimeError):
+    """A parameter server went away: training cannot go on without its variables."""
 
 
 def clip(text: str, limit: int = 60) -> str:

@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import GpuError
+from tfslurm.numbers import is_ascii_number
 from tfslurm.step import BATCH_STEP_IDS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -47,22 +47,21 @@ if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path ligh
 
 __all__ = [
     "ASSIGNED_VARIABLE",
+    "POLICY",
     "VISIBLE_DEVICE_VARIABLES",
     "GpuAssignment",
     "GpuBinding",
-    "POLICY",
     "GpuError",
     "assign_gpus",
     "assign_gpus_from_env",
     "assigned_earlier",
-    "bound_per_task",
     "count_visible_gpus",
-    "parse_devices",
-    "slurm_gpu_binding",
-    "split_devices",
     "gpu_warnings",
     "node_device_list",
     "node_gpu_files",
+    "parse_devices",
+    "slurm_gpu_binding",
+    "split_devices",
 ]
 
 #: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
@@ -359,6 +358,7 @@ def assign_gpus_from_env(
 
     present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
     binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    chosen: tuple[str, ...]
     if assumed_devices is not None and not any(name in env for name in SLURM_GPU_VARIABLES):
         n = len(assumed_devices)
         origin = f"gpus_per_node={n}: devices {','.join(assumed_devices) or 'none'} assumed on every node, as TF does"
@@ -379,7 +379,6 @@ def assign_gpus_from_env(
             gpus_per_task = _slurm_per_task_count(env, len(node_devices), local_tasks)
         if shared:
             origin = f"{origin}; {_tres_bind(env)} gave every local task the node's list"
-        chosen: tuple[str, ...]
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
         elif per_task:
@@ -654,11 +653,6 @@ def slurm_gpu_binding(env: Mapping[str, str]) -> str | None:
     return _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
 
 
-def bound_per_task(env: Mapping[str, str]) -> bool:
-    """True when Slurm already chose each task's own devices (do not split them again)."""
-    return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
-
-
 def _gpu_binding(tres_bind: str) -> str | None:
     """The gpu part of SLURMD_TRES_BIND: 'none', 'per_task', 'map_gpu', ... or None."""
     for part in tres_bind.replace("+", ";").split(";"):
@@ -761,7 +755,7 @@ def gpu_warnings(
         # Slurm chose each task's devices itself (equal by construction), or the node's
         # list is not known here: only this task's own count can be judged.
         mine = len(assignment.devices)
-        if mine == 0 and (node_gpus or 0) > 0 and gpus_per_task != 0:
+        if mine == 0 and node_gpus is not None and node_gpus > 0 and gpus_per_task != 0:
             out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
         return tuple(out)
 

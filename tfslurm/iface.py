@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import socket
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import IfaceError
 from tfslurm.runtimes import IFACE_VARIABLE
 
 TYPE_CHECKING = False
@@ -31,10 +31,6 @@ __all__ = ["IFACE_VARIABLE", "IfaceError", "IfaceHosts", "check_iface_name", "in
 
 _SIOCGIFADDR = 0x8915
 _IFNAMSIZ = 16
-
-
-class IfaceError(TfslurmError):
-    """A network interface that is missing, misnamed or whose name resolves elsewhere."""
 
 
 def check_iface_name(name: str) -> str:

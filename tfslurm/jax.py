@@ -20,12 +20,14 @@ from tfslurm.runtimes import coordinator, local_device_ids, plan_with_iface
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tfslurm.plan import Plan
 
 __all__ = ["initialize"]
 
 
-def initialize(plan: Plan | None = None, *, iface: str | None = None, **options: object) -> Plan:
+def initialize(plan: Plan | None = None, *, iface: str | None = None, **options: Any) -> Plan:
     """Start JAX's distributed runtime for this task and return the plan it used.
 
     ``plan`` defaults to this task's (``plan_from_environ``); ``iface`` (default
@@ -58,7 +60,7 @@ def _gloo_on(iface: str) -> None:
 
     jaxlib = getattr(xla_bridge, "_jax", None)
     make = getattr(jaxlib, "make_gloo_tcp_collectives", None)
-    if make is None or isinstance(make, functools.partial):
+    if jaxlib is None or make is None or isinstance(make, functools.partial):
         return  # another JAX layout, or done already
     jaxlib.make_gloo_tcp_collectives = functools.partial(make, interface=iface)
 

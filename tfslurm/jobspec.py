@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import JobSpecError
+from tfslurm.numbers import is_ascii_number
 
 __all__ = ["REST", "TF_JOB_NAMES", "JobsSpec", "format_jobs", "near_tf_name", "parse_jobs", "split_spec", "tf_order"]
 

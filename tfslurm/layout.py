@@ -85,9 +85,6 @@ class Layout:
         nodes = self.nodes
         return [nodes[i] for i in self.rank_node]
 
-    def node_of(self, rank: int) -> str:
-        return self.nodes[self.rank_node[self._check_rank(rank)]]
-
     def local_id(self, rank: int) -> int:
         return self.rank_local[self._check_rank(rank)]
 
@@ -133,7 +130,7 @@ class Layout:
         rank_w = max(len("rank"), len(str(len(names) - 1)))
         node_w = max([len("node")] + [len(n) for n in self.nodes])
         lines = [f"{'rank':>{rank_w}}  {'node':<{node_w}}  local"]
-        for rank, (name, local) in enumerate(zip(names, self.rank_local)):
+        for rank, (name, local) in enumerate(zip(names, self.rank_local, strict=True)):
             lines.append(f"{rank:>{rank_w}}  {name:<{node_w}}  {local:>5}")
         return "\n".join(lines)
 

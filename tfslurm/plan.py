@@ -201,7 +201,7 @@ class Plan:
         """``host:port`` of every rank, in rank order."""
         hosts = [host + ":" for host in self.hosts]
         ports = [str(self.ports.port(local)) for local in range(max(self.counts))]
-        return tuple([hosts[n] + ports[l] for n, l in zip(self.rank_node, self.rank_local)])
+        return tuple([hosts[n] + ports[local] for n, local in zip(self.rank_node, self.rank_local, strict=True)])
 
     def cluster_spec(self) -> dict[str, list[str]]:
         """``{job: [host:port, ...]}`` in rank order (a new dict each call)."""
@@ -217,7 +217,7 @@ class Plan:
     def _cluster_json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         digits = min(len(str(self.ports.port(local))) for local in range(max(self.counts)))
-        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts))
+        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts, strict=True))
 
     @cached_property
     def _cluster_json(self) -> str:
@@ -268,10 +268,6 @@ class Plan:
         job, index = self.job_of(rank)
         cluster = self._cluster_json if job == EVALUATOR else self._training_cluster_json
         return _tf_config_text(cluster, job, index, self.rpc_layer)
-
-    def tf_config_fits(self, rank: int | None = None) -> bool:
-        """Whether TF_CONFIG of a rank can pass through exec / Slurm's task environment."""
-        return len(self.tf_config(rank).encode()) <= TF_CONFIG_MAX_BYTES
 
     def task_env(self) -> dict[str, str]:
         """The variables this task needs: TF_CONFIG (or the descriptor if it is too big), GPUs."""

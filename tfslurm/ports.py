@@ -48,9 +48,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tfslurm.numbers import is_ascii_number
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light

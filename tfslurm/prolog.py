@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import PrologError, TfslurmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
     from pathlib import Path
     from typing import TextIO
 
+    from tfslurm.layout import Layout
     from tfslurm.plan import Plan
     from tfslurm.step import Step
 
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
 
 __all__ = [
     "MARKER",
-    "PrologError",
     "SLURM_ENV_STRLEN_MAX",
+    "PrologError",
     "format_lines",
     "main",
     "node_output",
@@ -54,9 +55,6 @@ MARKER = "TFSLURM_TF_DIST"
 #: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
 #: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
 SLURM_ENV_STRLEN_MAX = 131_072
-#: Slurm adds this to the environment of every task when a TaskProlog is configured; the
-#: hook removes it so a job sees the environment it would see without the hook.
-SCRIPT_CONTEXT = "SLURM_SCRIPT_CONTEXT"
 
 #: First line of the ``--node`` output (the plugin's parser in plugin/src/node.c checks it).
 NODE_HEADER = "tfslurm-node 1"
@@ -68,10 +66,6 @@ _WRAPPER_TEMPLATE = "taskprolog.sh.in"
 def _valid_name(name: str) -> bool:
     """``[A-Za-z_][A-Za-z0-9_]*``, without importing ``re``."""
     return name.isascii() and name.isidentifier()
-
-
-class PrologError(TfslurmError):
-    """Variables that cannot be passed through Slurm's TaskProlog protocol."""
 
 
 def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) -> dict[str, str | None]:
@@ -236,7 +230,7 @@ class _NodePlans:
     """
 
     def __init__(self) -> None:
-        self.first: tuple[Plan, object, str] | None = None  # plan, layout, jobs spec
+        self.first: tuple[Plan, Layout, str] | None = None  # plan, layout, jobs spec
 
     def __call__(self, step: Step, spec: str) -> Plan:
         from dataclasses import replace
@@ -255,7 +249,7 @@ class _NodePlans:
             return plan
         plan, layout, _ = self.first
         assert step.procid is not None
-        return plan.for_task(step.procid, gpu_plan_for(step, layout))  # type: ignore[arg-type]
+        return plan.for_task(step.procid, gpu_plan_for(step, layout))
 
 
 def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:

@@ -45,7 +45,7 @@ def _resolver_class() -> type:
     """Build the public class once: TF's ClusterResolver as base when TF is importable."""
     namespace: dict[str, Any] = {"__module__": __name__, "__doc__": SlurmResolverMixin.__doc__}
     try:
-        import tensorflow as tf  # type: ignore[import-untyped]
+        import tensorflow as tf
     except ImportError:
         bases: tuple[type, ...] = (SlurmResolverMixin,)
     else:
@@ -332,7 +332,7 @@ def cuda_initialised(maps: str = "/proc/self/maps") -> bool:
     try:
         ctx = context_module.context_safe()
         return bool(ctx is not None and getattr(ctx, "_initialized", False))
-    except Exception:  # noqa: BLE001 - a private TF API; never let the check itself fail
+    except Exception:  # a private TF API; never let the check itself fail
         return False
 
 
@@ -350,7 +350,7 @@ def _cuda_driver_initialised(path: str) -> bool:
         result = lib.cuDeviceGetCount(ctypes.byref(count))
     except (OSError, AttributeError):
         return True  # mapped but not askable: assume the worst, as before
-    return result != CUDA_ERROR_NOT_INITIALIZED
+    return bool(result != CUDA_ERROR_NOT_INITIALIZED)
 
 
 def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in_process: bool) -> None:
@@ -400,7 +400,7 @@ def _override_layout(step: Any, tasks_per_node: int | Mapping[str, int]) -> Any:
         step.require("nodelist")
         nodes = hostlist.expand(step.nodelist)
         counts = [tasks_per_node] * len(nodes)
-    for node, count in zip(nodes, counts):
+    for node, count in zip(nodes, counts, strict=True):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise LayoutError(f"tasks_per_node gives {node} {count!r} tasks; need a positive integer")
     block = block_layout(nodes, counts)

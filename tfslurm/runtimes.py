@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import RuntimeListError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,10 +55,6 @@ FOR_VARIABLE = "TFSLURM_FOR"
 IFACE_VARIABLE = "TFSLURM_IFACE"
 #: Longest value passed through exec / Slurm's task environment (see tfslurm.plan).
 _MAX_VALUE = 131_060
-
-
-class RuntimeListError(TfslurmError):
-    """A runtime list that names an unknown runtime."""
 
 
 @dataclasses.dataclass(frozen=True)

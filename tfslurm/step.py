@@ -178,7 +178,7 @@ class Step:
     def describe(self) -> str:
         """A short human label such as "task 3 of step 12.0 on node2"."""
         if self.context is not Context.STEP:
-            return self.context.value
+            return str(self.context.value)
         return f"task {self.procid} of step {self.job_id}.{self.step_id} on {self.node_name}"
 
 

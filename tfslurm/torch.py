@@ -14,13 +14,15 @@ from tfslurm.runtimes import torch_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tfslurm.plan import Plan
 
 __all__ = ["device", "init_process_group"]
 
 
 def init_process_group(
-    backend: str | None = None, plan: Plan | None = None, *, iface: str | None = None, **options: object
+    backend: str | None = None, plan: Plan | None = None, *, iface: str | None = None, **options: Any
 ) -> Plan:
     """Join this task's process group and return the plan it used.
 

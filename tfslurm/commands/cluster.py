@@ -11,7 +11,6 @@ import json
 import os
 import sys
 
-HELP = "start or stop a throwaway local Slurm cluster (root)"
 DEFAULT_STATE = "/tmp/tfslurm-localcluster"
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "train with TF across a throwaway local Slurm cluster (root)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=2, help="Slurm nodes = TF workers (default 2)")

@@ -16,8 +16,6 @@ import shlex
 
 from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options, print_gpu_warnings
 
-HELP = "print the variables this task needs (export lines or JSON)"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)

@@ -11,8 +11,6 @@ import sys
 
 from tfslurm.errors import HostlistError
 
-HELP = "expand, compress and count Slurm hostlists"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")

@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 
-HELP = "show the rank -> node map of the current step"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = "show the TF cluster plan of the current step"
-
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
     """Options every plan-printing command takes."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "TaskProlog hook: print export lines for this task"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group()

@@ -24,8 +24,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from tfslurm.runtime.roles import Role
 
-HELP = "run a TF program as this task's role (chief/worker/ps/evaluator)"
-
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 _PYTHON_FLAGS_WITHOUT_VALUE = {"-u", "-B", "-E", "-s", "-S", "-I", "-O", "-OO", "-b", "-q"}
 

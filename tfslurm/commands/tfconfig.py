@@ -10,8 +10,6 @@ import argparse
 
 from tfslurm.commands.plan import add_plan_options, plan_options
 
-HELP = "print this task's TF_CONFIG"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)

@@ -58,7 +58,6 @@ def _keras() -> tuple[int, int, float]:
     loss = model.fit(x, 3 * x + 1, batch_size=8, epochs=20, verbose=0).history["loss"][-1]
     print(f"rank {rank}: loss {loss:.3g}, kernel {float(model.layers[0].kernel.numpy().ravel()[0]):.4f}")
     import jax
-
     from jax.experimental import multihost_utils
 
     total = float(np.sum(multihost_utils.process_allgather(np.array([rank + 1.0]))))

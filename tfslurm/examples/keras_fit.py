@@ -19,23 +19,30 @@ from collections.abc import Sequence
 
 from tfslurm.examples import common
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from tfslurm.runtime.api import RunContext
+
 
 class Stopped(Exception):
     """fit ended at an epoch boundary because a stop signal came."""
 
 
-def main(ctx, args) -> int:
+def main(ctx: RunContext, args: argparse.Namespace) -> int:
     import keras
     import tensorflow as tf
 
     import tfslurm.runtime
 
-    class StopOnSignal(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):  # after BackupAndRestore restored the epoch
+    class StopOnSignal(keras.callbacks.Callback):  # type: ignore[misc]  # Keras is untyped
+        def on_train_begin(self, logs: Any = None) -> None:  # after BackupAndRestore restored the epoch
             first = getattr(self.model, "_initial_epoch", None) or 0
             common.say(tag, f"restart {ctx.restart_count}: fit starts at epoch {first}")
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             common.say(tag, f"epoch {epoch + 1}/{args.epochs} loss {logs['loss']:.5f}")
             if args.step_delay:
                 time.sleep(args.step_delay)

@@ -14,8 +14,15 @@ from collections.abc import Sequence
 
 from tfslurm.examples import common
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
-def main(ctx, args) -> int:
+    from tfslurm.runtime.api import RunContext
+
+
+def main(ctx: RunContext, args: argparse.Namespace) -> int:
     import tensorflow as tf
 
     strategy = ctx.strategy
@@ -27,13 +34,13 @@ def main(ctx, args) -> int:
     checkpoints = common.restored_checkpoints(ctx, args, tag, tf.train.Checkpoint(w=w, b=b, step=step))
     x, y = common.batch(tf, args.batch, seed=1000 + ctx.role.index)
 
-    def replica_grads(x, y):
+    def replica_grads(x: Any, y: Any) -> tuple[Any, ...]:
         with tf.GradientTape() as tape:
             loss = common.loss(tf, x, y, w, b)
         return (loss, *tape.gradient(loss, [w, b]))
 
     @tf.function
-    def train_step(x, y):
+    def train_step(x: Any, y: Any) -> Any:
         loss, gw, gb = strategy.run(replica_grads, args=(x, y))
         mean = tf.distribute.ReduceOp.MEAN
         loss, gw, gb = (strategy.reduce(mean, t, axis=None) for t in (loss, gw, gb))

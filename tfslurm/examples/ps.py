@@ -19,15 +19,22 @@ from collections.abc import Sequence
 
 from tfslurm.examples import common
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
-def build(tf):
+    from tfslurm.runtime.api import RunContext
+
+
+def build(tf: Any) -> tuple[Any, Any, Any]:
     w = tf.Variable(tf.zeros([common.FEATURES, 1]), name="w")
     b = tf.Variable(0.0, name="b")
     step = tf.Variable(0, dtype=tf.int64, name="step")
     return w, b, step
 
 
-def evaluate(ctx, args) -> int:
+def evaluate(ctx: RunContext, args: argparse.Namespace) -> int:
     """Evaluator: load each new checkpoint of the chief and report its loss."""
     import tensorflow as tf
 
@@ -51,7 +58,7 @@ def evaluate(ctx, args) -> int:
     return 0
 
 
-def train(ctx, args) -> int:
+def train(ctx: RunContext, args: argparse.Namespace) -> int:
     """Chief: schedule steps on the workers through the ClusterCoordinator."""
     import tensorflow as tf
 
@@ -61,7 +68,7 @@ def train(ctx, args) -> int:
     checkpoints = common.restored_checkpoints(ctx, args, "chief:0", tf.train.Checkpoint(w=w, b=b, step=step))
 
     @tf.function
-    def worker_step():
+    def worker_step() -> Any:
         x = tf.random.normal([args.batch, common.FEATURES])
         y = tf.matmul(x, tf.constant(common.TRUE_W)) + common.TRUE_B
         with tf.GradientTape() as tape:
@@ -111,7 +118,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
     args = common.parse(common.parser("ParameterServerStrategy example"), argv)
     import tfslurm
 
-    def main(ctx) -> int:
+    def main(ctx: RunContext) -> int:
         if ctx.role.job == "evaluator":
             return evaluate(ctx, args)
         return train(ctx, args)

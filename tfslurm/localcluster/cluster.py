@@ -212,7 +212,7 @@ class LocalCluster:
             tail = self.log_tail()
             try:
                 self.stop(purge=False)
-            except Exception:  # noqa: BLE001 - the original failure matters more
+            except Exception:  # the original failure matters more
                 pass
             logs = f"\n--- log tail ({self.state_dir}/log) ---\n{tail}" if tail else ""
             if isinstance(exc, ClusterError):
@@ -256,7 +256,7 @@ class LocalCluster:
             self._wait("slurmctld to answer", self._ctld_up)
         self.timings["ctld_up"] = round(time.monotonic() - t0, 3)
         for node in self.nodes:
-            self._spawn("slurmd", self._network.enter_argv(node) + ["slurmd", "-D", "-N", node], node=node)
+            self._spawn("slurmd", [*self._network.enter_argv(node), "slurmd", "-D", "-N", node], node=node)
         self._wait(f"all {len(self.nodes)} nodes to be idle", self._all_idle)
         self.timings["nodes_idle"] = round(time.monotonic() - t0, 3)
         if self.config.smoke_test:

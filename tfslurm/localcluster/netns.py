@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 from tfslurm.errors import ClusterError
 
-OUR_RANGE = ipaddress.ip_network("10.213.0.0/16")
 # Subnets we derive automatically come from 10.213.100-254 so that they stay clear of
 # hand-picked ones (people and scripts tend to use small third octets).
 AUTO_OCTETS = range(100, 255)
@@ -124,7 +123,7 @@ def _mount(source: str | None, target: str, flags: int) -> None:
 
 
 def _umount(target: str) -> bool:
-    return _libc.umount2(target.encode(), _MNT_DETACH) == 0
+    return bool(_libc.umount2(target.encode(), _MNT_DETACH) == 0)
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,11 @@ when ``run`` (or ``tfslurm run``) needs them.
 
 from __future__ import annotations
 
-from tfslurm.runtime.api import (
-    EXIT_PS_FAILED,
-    ParameterServerFailure,
-    RunContext,
-    run,
-)
+from tfslurm.errors import ParameterServerFailure, PreemptionError, RoleError
+from tfslurm.runtime.api import EXIT_PS_FAILED, RunContext, run
 from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT
-from tfslurm.runtime.preemption import PreemptionError, requested
-from tfslurm.runtime.roles import Role, RoleError, resolve_role
+from tfslurm.runtime.preemption import requested
+from tfslurm.runtime.roles import Role, resolve_role
 
 __all__ = [
     "EXIT_PEER_TIMEOUT",

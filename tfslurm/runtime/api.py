@@ -23,20 +23,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tfslurm.errors import ParameterServerFailure
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
-from tfslurm.runtime.roles import Role, resolve_role
+from tfslurm.runtime.roles import Address, Role, resolve_role
 
 T = TypeVar("T")
 
 # Exit status when a parameter server failed: the run must restart from its checkpoint.
 EXIT_PS_FAILED = 75
-
-
-class ParameterServerFailure(RuntimeError):
-    """A parameter server went away: training cannot go on without its variables."""
 
 
 def is_ps_failure(error: BaseException) -> bool:
@@ -137,7 +134,7 @@ class RunContext:
 
         while True:
             done = self.chief_finished()
-            path = tf.train.latest_checkpoint(directory)
+            path: str | None = tf.train.latest_checkpoint(directory)
             if path is not None and path != last:
                 return path
             if done:
@@ -149,7 +146,7 @@ def watch_chief(role: Role, timeout: float) -> ChiefWatch:
     """A started ChiefWatch whose ``finished`` is also set when the chief never shows up."""
     watch: ChiefWatch
 
-    def never_seen(missing: list, waited: float) -> None:
+    def never_seen(missing: list[Address], waited: float) -> None:
         print(f"tfslurm run: {role.job}:{role.index}: {role.chief} was not seen within "
               f"{waited:.0f} s; treating the training as finished", file=sys.stderr, flush=True)
         watch.finished.set()

@@ -44,7 +44,8 @@ class Checkpoints:
     @property
     def latest(self) -> str | None:
         """The newest checkpoint in the chief's directory, or None."""
-        return self._tf.train.latest_checkpoint(self.directory)
+        path: str | None = self._tf.train.latest_checkpoint(self.directory)
+        return path
 
     def restore(self) -> str | None:
         """Restore the newest checkpoint if there is one; returns its path."""
@@ -55,7 +56,7 @@ class Checkpoints:
 
     def save(self, step: int | None = None) -> str:
         """Save (every MWMS worker must call this); returns the chief's checkpoint path."""
-        path = self.manager.save(checkpoint_number=step)
+        path: str = self.manager.save(checkpoint_number=step)
         if self.write_dir != self.directory:
             shutil.rmtree(self.write_dir, ignore_errors=True)
         self._barrier()

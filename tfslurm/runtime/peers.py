@@ -42,7 +42,7 @@ def peer_timeout_from_env(value: float | None = None) -> float:
     except ValueError:
         seconds = math.nan
     if not seconds > 0:
-        from tfslurm.runtime.roles import RoleError
+        from tfslurm.errors import RoleError
 
         raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
     return seconds

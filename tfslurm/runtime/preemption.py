@@ -18,14 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import PreemptionError, StopError
 from tfslurm.runtime import stops
 
 DEFAULT_SIGNAL = "USR1"
-
-
-class PreemptionError(TfslurmError):
-    """A preemption signal name that is not a signal."""
 
 
 def signal_number(name: str | int | None) -> int:
@@ -34,7 +30,7 @@ def signal_number(name: str | int | None) -> int:
         name = os.environ.get("TFSLURM_PREEMPT_SIGNAL") or DEFAULT_SIGNAL
     try:
         return stops.signal_number(name)
-    except stops.StopError as exc:
+    except StopError as exc:
         raise PreemptionError(str(exc)) from None
 
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import RoleError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -31,10 +31,6 @@ MAX_TF_CONFIG_IN_ENV = 131_060
 
 TRAINING_JOBS = ("chief", "worker", "ps")
 KNOWN_JOBS = ("chief", "worker", "ps", "evaluator")
-
-
-class RoleError(TfslurmError):
-    """This task's role cannot be determined, or the cluster it names cannot be trained."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import StopError
 
 # The program checkpointed and stopped before its training was done: requeue the job.
 EXIT_STOPPED = 85
@@ -26,10 +26,6 @@ EXIT_STOPPED = 85
 EXIT_RESTART_CAP = 86
 
 DEFAULT_STOP_SIGNALS = ("TERM",)  # plus the preemption signal itself
-
-
-class StopError(TfslurmError):
-    """A stop-signal list or restart cap that cannot be used."""
 
 
 def signal_number(name: str | int, what: str = "preemption signal") -> int:

@@ -157,7 +157,7 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
     return rc
 
 
-def start_watcher(role: Role, timeout: float) -> subprocess.Popen | None:
+def start_watcher(role: Role, timeout: float) -> subprocess.Popen[bytes] | None:
     """For ``tfslurm.run`` outside the CLI: a watcher process that SIGKILLs this process
     with a clear message when a peer does not come up. None when nothing needs watching."""
     peers, own = watch_spec(role)

@@ -15,7 +15,7 @@ def template_path(name: str) -> str:
     e.g. a wheel install) first, then ``sbatch_templates/`` next to the package (a git
     checkout, also installed editable)."""
     try:
-        packaged = resources.files("tfslurm").joinpath("data", "sbatch_templates", name)
+        packaged = resources.files("tfslurm") / "data" / "sbatch_templates" / name
         if packaged.is_file():
             return str(packaged)
     except (ModuleNotFoundError, NotADirectoryError, TypeError):  # pragma: no cover

@@ -14,6 +14,7 @@ import math
 import sys
 from typing import Any
 
+from tfslurm.errors import StopError
 from tfslurm.runtime import preemption, stops
 
 
@@ -29,9 +30,9 @@ def termination_config(grace_period: float = 0, exit_code: int = stops.EXIT_STOP
     if isinstance(grace_period, bool) or not isinstance(grace_period, (int, float)) or not (
         math.isfinite(grace_period) and grace_period >= 0
     ):
-        raise stops.StopError(f"grace_period {grace_period!r}: expected seconds >= 0")
+        raise StopError(f"grace_period {grace_period!r}: expected seconds >= 0")
     if isinstance(exit_code, bool) or not isinstance(exit_code, int) or not 1 <= exit_code <= 255:
-        raise stops.StopError(f"exit_code {exit_code!r}: expected 1..255 (0 would report a "
+        raise StopError(f"exit_code {exit_code!r}: expected 1..255 (0 would report a "
                               "stopped training as COMPLETED)")
     flag = preemption.install(signal)
     import tensorflow as tf

@@ -5,11 +5,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from tfslurm.errors import TfslurmError
-
-
-class TensorFlowMissing(TfslurmError):
-    """TensorFlow is not importable by this interpreter."""
+from tfslurm.errors import TensorFlowMissing
 
 
 def tensorflow() -> ModuleType:
@@ -20,4 +16,4 @@ def tensorflow() -> ModuleType:
             f"TensorFlow cannot be imported by {sys.executable} ({exc}): "
             "pip install tensorflow-cpu (or tensorflow) into the environment tfslurm runs in"
         ) from None
-    return tf
+    return tf  # type: ignore[no-any-return]  # TF's module, typed Any where TF is untyped
