@@ -26,8 +26,14 @@ from typing import Any
 import pytest
 
 from tfslurm import hostlist
+from tfslurm.localcluster import slurm_version
 
 pytestmark = pytest.mark.cluster
+
+
+def tres_prefix() -> str:
+    """How SLURMD_TRES_BIND names GPUs: ``gpu:`` on 22.05, ``gres/gpu:`` since 23.11."""
+    return "gpu:" if slurm_version() == "22.05" else "gres/gpu:"
 
 TASK = r"""
 import json, os, socket, sys, time
@@ -192,7 +198,7 @@ def test_gpus_per_task_binding_is_kept(slurm_cluster: Any) -> None:
     check_common(results, allocated, disjoint=True)
     for row in results:
         assert row["devices"] == [row["slurm"]["CUDA_VISIBLE_DEVICES"]]
-        assert row["source"].startswith("per-task binding (SLURMD_TRES_BIND=gpu:per_task:1)")
+        assert row["source"].startswith(f"per-task binding (SLURMD_TRES_BIND={tres_prefix()}per_task:1)")
 
 
 def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluster: Any) -> None:
@@ -203,7 +209,7 @@ def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluste
     )
     check_common(results, allocated, disjoint=True)
     for row in results:
-        assert row["slurm"]["SLURMD_TRES_BIND"] == "gpu:closest"
+        assert row["slurm"]["SLURMD_TRES_BIND"] == f"{tres_prefix()}closest"
         assert row["slurm"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"  # Slurm's own shared list
         assert row["devices"] == (["0", "1"] if row["local"] == 0 else ["2", "3"])
         assert "gave every local task the node's list" in row["source"]
@@ -228,16 +234,26 @@ def test_gpus_per_node_2(slurm_cluster: Any) -> None:
 
 def test_gpu_bind_none_names_no_device(slurm_cluster: Any) -> None:
     results, _ = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-node=2", "--gpu-bind=none")
-    check_common(results)
+    check_common(results, disjoint=True)
     for row in results:
-        assert "CUDA_VISIBLE_DEVICES" not in row["slurm"] and row["slurm"]["SLURMD_TRES_BIND"] == "gpu:none"
-        assert row["devices"] == [] and row["unbound"] == 2 and row["exports"] == {}
+        assert row["slurm"]["SLURMD_TRES_BIND"] == f"{tres_prefix()}none"
+        if slurm_version() == "22.05":  # only SLURM_GPUS_ON_NODE=2: nothing says which
+            assert "CUDA_VISIBLE_DEVICES" not in row["slurm"]
+            assert row["devices"] == [] and row["unbound"] == 2 and row["exports"] == {}
+        else:  # 24.11+ list the node's GPUs in every task: split like a per-node list
+            assert row["slurm"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+            assert row["devices"] == [str(row["local"])] and row["unbound"] == 0
 
 
 def test_gpu_bind_none_with_gpus_per_task_is_one_clear_error(slurm_cluster: Any) -> None:
     results, _ = run_step(slurm_cluster, "-N1", "-n2", "--gpus-per-node=2", "--gpu-bind=none", gpus_per_task=1)
     for row in results:
-        assert row["error"].startswith("gpus_per_task=1, but Slurm allocated 2 GPU(s) on this node without saying which")
+        if slurm_version() == "22.05":
+            assert row["error"].startswith(
+                "gpus_per_task=1, but Slurm allocated 2 GPU(s) on this node without saying which"
+            )
+        else:  # 24.11+ name them: one each
+            assert "error" not in row and row["devices"] == [str(row["local"])]
 
 
 def test_cpu_only_step_on_the_gpu_cluster_gets_zero_gpus_even_with_an_inherited_cvd(slurm_cluster: Any) -> None:
@@ -288,6 +304,14 @@ def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> 
     empty = [rank for rank, env in exported.items() if env.get("CUDA_VISIBLE_DEVICES") == ""]
     assert len(empty) == 1, exported
     short_local0 = empty[0] - 1  # the 1-GPU node's local task 0 (block layout: ranks 0,1 | 2,3)
+    # From 24.11 on every task also sees SLURM_GPUS=3, so rank 0 (first on the 2-GPU node, or
+    # the 1-GPU node's own first task) says the other node got fewer.
+    if slurm_version() != "22.05":
+        total = [(rank, line) for rank, lines in got.items() for line in lines if ", but SLURM_GPUS=3 for 4 tasks)" in line]
+        assert [rank for rank, _ in total] == [0], got
+        assert total[0][1].startswith("tfslurm: warning: tasks get unequal GPU counts (1 per task on node "), total
+        got = {rank: [line for line in lines if line != total[0][1]] for rank, lines in got.items()}
+        got = {rank: lines for rank, lines in got.items() if lines}
     assert sorted(got) == sorted({empty[0], short_local0}), got
     assert [line.split(" gets ")[0] for line in got[empty[0]]] == [f"tfslurm: warning: task {empty[0]} on node{empty[0] // 2 + 1}"]
     assert got[short_local0][0].startswith("tfslurm: warning: node ") and " has 1 GPU(s) for 2 tasks" in got[short_local0][0]

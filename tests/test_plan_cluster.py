@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tfslurm.localcluster import slurm_version
+
 from tfslurm.ports import PortRule
 
 pytestmark = pytest.mark.cluster
@@ -196,7 +198,10 @@ def test_every_task_reaches_its_peer_on_shape(slurm_cluster: Any, label: str, op
     if label in ("gres_gpu2", "gpus_3_uneven"):
         assert all(len(r["gpus"]) <= 1 for r in rows) and sum(len(r["gpus"]) for r in rows) >= 3
     if label == "gpus_per_node_bind_none":
-        assert all(r["gpus"] == [] and r["cvd"] is None for r in rows)
+        if slurm_version() == "22.05":  # no variable names the devices
+            assert all(r["gpus"] == [] and r["cvd"] is None for r in rows)
+        else:  # 24.11+: the node's list in every task, split one each
+            assert all(r["cvd"] == "0,1" and r["gpus"] == [str(r["localid"])] for r in rows), rows
 
 
 @pytest.mark.parametrize("gpus", ["--gres=gpu:2", "--gpus-per-task=1", "--gpus=3"])

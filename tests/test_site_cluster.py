@@ -23,7 +23,7 @@ import pytest
 
 from test_plugin import PLUGIN_NAME, build_plugin, build_tools_missing
 from tfslurm import prolog
-from tfslurm.localcluster import LocalCluster
+from tfslurm.localcluster import LocalCluster, slurm_version
 
 pytestmark = pytest.mark.cluster
 
@@ -415,6 +415,8 @@ VOLATILE = {  # differ between any two jobs, or between two clusters (ports, add
     "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT",
     "SLURM_STEP_RESV_PORTS", "SLURM_CONF", "SLURM_WORKING_CLUSTER", "SLURM_LAUNCH_NODE_IPADDR",
     "SLURM_SRUN_COMM_HOST",
+    # per job since 23.02 (start and end time) and 26.05 (the job's SLUID)
+    "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_JOB_SLUID",
 }  # fmt: skip
 
 
@@ -691,6 +693,10 @@ def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, s
 # --- a broken installation fails only --tf-dist ------------------------------------------
 
 
+# How srun reports a plugin built for another Slurm release, by version.
+INCOMPATIBLE = {"22.05": "Incompatible plugin version", "24.11": "Incompatible plugin version"}
+
+
 def build_for_other_slurm(work: Path) -> Path:
     """The plugin built against headers claiming another Slurm release (as after an
     upgrade without a rebuild): Slurm refuses to load it."""
@@ -700,7 +706,9 @@ def build_for_other_slurm(work: Path) -> Path:
         text = header.read_text()
         if header.name == "slurm_version.h":
             number = int(text.split("SLURM_VERSION_NUMBER")[1].split()[0], 16)
-            text = text.replace(hex(number), hex(number + 0x010000))  # next major release
+            # the previous major release: older than every Slurm we test, and never across the
+            # 25.05 line where spank.h gained what the plugin then uses (ESPANK_JOB_FAILURE)
+            text = text.replace(hex(number), hex(number - 0x010000))
         (include / header.name).write_text(text)
     from test_plugin import make
 
@@ -742,7 +750,8 @@ def test_broken_installation_never_fails_other_jobs(
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
     assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
-    assert "Incompatible plugin version" in done.stderr  # the stale build is reported, not loaded
+    # the stale build is reported, not loaded (Slurm's words changed in 26.05)
+    assert INCOMPATIBLE.get(slurm_version(), "Incompatible Slurm plugin") in done.stderr, done.stderr
     assert not unhealthy_nodes(cluster)
 
 
@@ -799,6 +808,11 @@ def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(slurm_clus
             warned[int(label)].append(text)
     empty = [int(label) for label, text in rows if text == "cvd="]
     assert len(empty) == 1, done.stdout
+    if slurm_version() != "22.05":  # 24.11+: SLURM_GPUS=3 also makes rank 0 say a node got fewer
+        total = [(rank, line) for rank, lines in warned.items() for line in lines if ", but SLURM_GPUS=3 for 4 tasks)" in line]
+        assert [rank for rank, _ in total] == [0], done.stdout
+        warned = {rank: [line for line in lines if line != total[0][1]] for rank, lines in warned.items()}
+        warned = {rank: lines for rank, lines in warned.items() if lines}
     assert sorted(warned) == [empty[0] - 1, empty[0]], done.stdout
     assert warned[empty[0]][0].startswith(f"tfslurm: warning: task {empty[0]} on ")
     first, second = warned[empty[0] - 1]

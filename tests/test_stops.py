@@ -187,7 +187,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("program", [
     ["sh", "-c", "echo $$; exec sleep 333"],  # a command: tfslurm run -> child -> sleep
-    ["python", "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(333)"],
+    [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(333)"],
 ])
 def test_sigkill_of_tfslurm_run_leaves_no_process_behind(program):
     proc = tfslurm_run("--", *program)
