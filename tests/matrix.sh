@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/matrix.sh: run the test suite on every supported Slurm, each a real throwaway cluster.
 #
-#   sudo tests/matrix.sh [bookworm|trixie|sid|all|others] [--build-only] [-- PYTEST ARGS...]
+#   sudo tests/matrix.sh [bookworm|trixie|sid|all|others] [--build-only] [--serial] [-- PYTEST ARGS...]
 #
 #   bookworm  Debian 12, Slurm 22.05     trixie  Debian 13, Slurm 24.11
 #   sid       Debian sid, Slurm 26.05    all     the three (default)
@@ -12,8 +12,10 @@
 # this checkout into it (tracked and untracked files git does not ignore), and runs README's
 # two set-up commands there exactly: `./install.sh`, then `.venv/bin/python -m pytest`, in a
 # mount namespace whose root is the tree (pivot_root, so slurmd is the root's binary, not the
-# host's). The venv inside the root is kept between runs. Prints one line per version:
-# Slurm version, passed/failed/skipped, minutes. Exit status: 0 only if every version passed.
+# host's). The venv inside the root is kept between runs. The versions run side by side
+# (--serial: one after another); their clusters share the host's network namespace and one
+# lock for picking ports and subnets. Prints one line per version: Slurm version,
+# passed/failed/skipped, minutes. Exit status: 0 only if every version passed.
 #
 # Where a Python runtime cannot be installed in a root (PyTorch's CPU build is kept on this
 # project's machines for Python 3.11 only; TensorFlow has no stable release for Python 3.14),
@@ -28,11 +30,12 @@ ALL=(bookworm trixie sid)
 usage() { sed -n '2,20p' "$0"; }
 die() { echo "matrix.sh: $*" >&2; exit 2; }
 
-which_set=all build_only=0 pytest_args=()
+which_set=all build_only=0 serial=0 pytest_args=()
 while (($#)); do
     case $1 in
         bookworm | trixie | sid | all | others) which_set=$1 ;;
         --build-only) build_only=1 ;;
+        --serial) serial=1 ;;
         -h | --help) usage; exit 0 ;;
         --) shift; pytest_args=("$@"); break ;;
         *) die "unknown argument '$1' (try --help)" ;;
@@ -107,6 +110,10 @@ mount --rbind "$root" "$root"
 for d in proc sys dev; do mkdir -p "$root/$d"; mount --rbind "/$d" "$root/$d"; done
 mount -t tmpfs -o mode=755 tmpfs "$root/run"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+# one lock for every cluster on this machine, in any root: clusters pick ports and subnets
+# of the one network namespace they share under it
+lock=/tmp/tfslurm-localcluster.lock
+touch "$lock" "$root$lock" && mount --bind "$lock" "$root$lock"
 # pip inside uses the host'"'"'s pip settings: index mirrors, local wheels, CA certificates
 for d in /opt/wheels /opt/pypi /opt/pypi-more /etc/xdg/pip /root/.config/pip; do
     [ -d "$d" ] && mkdir -p "$root$d" && mount --rbind -o ro "$d" "$root$d"
@@ -136,29 +143,50 @@ run_suite() {  # run_suite SUITE ROOT LOG
 
 mkdir -p "$CACHE"
 command -v rsync >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null
-status=0 summary=()
-for suite in "${suites[@]}"; do
-    root=$CACHE/$suite
+status=0 summary=() pids=() started=()
+for suite in "${suites[@]}"; do  # build every root first (network-bound, once)
     t0=$SECONDS
-    build_root "$suite" "$root"
-    ((build_only)) && { echo "matrix.sh: $suite root ready ($((SECONDS - t0)) s)"; continue; }
-    log=$CACHE/$suite.pytest.log
-    echo "matrix.sh: $suite: install.sh + pytest (log: $log)"
-    rc=0
-    run_suite "$suite" "$root" "$log" || rc=$?
+    build_root "$suite" "$CACHE/$suite"
+    ((build_only)) && echo "matrix.sh: $suite root ready ($((SECONDS - t0)) s)"
+done
+((build_only)) && exit 0
+
+finish() {  # finish SUITE RC T0: the summary line of one version
+    local suite=$1 rc=$2 t0=$3 root=$CACHE/$1 log=$CACHE/$1.pytest.log
+    local slurm result absent line end=$SECONDS
+    [[ -s $CACHE/$1.end ]] && end=$(<"$CACHE/$1.end") && rm -f "$CACHE/$1.end"
     slurm=$(chroot "$root" dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || echo '?')
     result=$({ grep -E '^=* ?[0-9]+ (passed|failed|error|skipped).* in [0-9.]+s' "$log" || true; } |
         tail -1 | tr -d '=' | sed 's/^ *//; s/ *$//')
     absent=$(cut -d: -f1 "$root/work/tfslurm/.venv/tfslurm-absent-runtimes.txt" 2>/dev/null | paste -sd, || true)
-    line="$suite (Slurm $slurm): ${result:-no pytest summary, rc=$rc} [$(((SECONDS - t0) / 60)) min $(((SECONDS - t0) % 60)) s]"
+    line="$suite (Slurm $slurm): ${result:-no pytest summary, rc=$rc} [$(((end - t0) / 60)) min $(((end - t0) % 60)) s]"
     [[ -n $absent ]] && line+=" runtimes absent: $absent"
     summary+=("$line")
     if ((rc != 0)); then
         status=1
+        echo "matrix.sh: $suite failed (rc=$rc); the end of $log:" >&2
         tail -40 "$log" >&2
     fi
+}
+
+t_all=$SECONDS
+for suite in "${suites[@]}"; do
+    log=$CACHE/$suite.pytest.log
+    echo "matrix.sh: $suite: install.sh + pytest (log: $log)"
+    if ((serial)); then
+        t0=$SECONDS rc=0
+        run_suite "$suite" "$CACHE/$suite" "$log" || rc=$?
+        finish "$suite" "$rc" "$t0"
+    else
+        { rc=0; run_suite "$suite" "$CACHE/$suite" "$log" || rc=$?; echo "$SECONDS" >"$CACHE/$suite.end"; exit $rc; } &
+        pids+=($!) started+=("$SECONDS")
+    fi
 done
-((build_only)) && exit 0
-printf '\nmatrix.sh summary\n'
+for i in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    finish "${suites[$i]}" "$rc" "${started[$i]}"
+done
+printf '\nmatrix.sh summary (%d min %d s in all)\n' $(((SECONDS - t_all) / 60)) $(((SECONDS - t_all) % 60))
 printf '  %s\n' "${summary[@]}"
 exit $status
