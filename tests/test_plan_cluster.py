@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from tfslurm.localcluster import slurm_version
-
 from tfslurm.ports import PortRule
 
 pytestmark = pytest.mark.cluster
