@@ -534,9 +534,12 @@ def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(hook_cl
     """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
     and each task fails with one line naming the limit; no second wait per task."""
     hook_runs(site_files, clear=True)
+    # a sleep only this run starts: other clusters on the machine (tests/matrix.sh runs
+    # versions side by side) share the process table
+    sleep = f"601.{os.getpid()}{int(time.time() * 1000) % 100000}"
     started = time.monotonic()
     done = hook_cluster.srun("--tf-dist=worker:*", "-N2", "-n4", "true", timeout=HOOK_TIMEOUT * 4,
-                             env_extra={"TEST_HOOK_SLEEP": "601"})  # fmt: skip
+                             env_extra={"TEST_HOOK_SLEEP": sleep})  # fmt: skip
     took = time.monotonic() - started
     assert done.returncode != 0
     assert f"did not finish within {HOOK_TIMEOUT} s and was killed" in done.stderr, done.stderr
@@ -545,7 +548,7 @@ def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(hook_cl
     assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node, killed
     assert not unhealthy_nodes(hook_cluster)
     for node in ("node1", "node2"):  # the killed hook left nothing running
-        left = hook_cluster.on_node(node, ["pgrep", "-f", "sleep 601"])
+        left = hook_cluster.on_node(node, ["pgrep", "-f", f"sleep {sleep}"])
         assert left.stdout.strip() == "", left.stdout
 
 
