@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,9 +99,10 @@ def wait_requeued_then_release(cluster, job: int, timeout: float = 60) -> None:
     raise AssertionError(f"job {job} was not requeued within {timeout} s")
 
 
-def task_pids(job: int, procid: int) -> list[int]:
+def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
     """PIDs of ``tfslurm run`` processes of task ``procid`` of ``job`` (all "nodes" of the
-    test cluster share this machine's PID namespace)."""
+    test cluster share this machine's PID namespace, and so do other clusters running at the
+    same time: the cluster's own SLURM_CONF tells its tasks apart)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -112,13 +114,14 @@ def task_pids(job: int, procid: int) -> list[int]:
             continue
         if (f"SLURM_JOB_ID={job}".encode() in environ
                 and f"SLURM_PROCID={procid}".encode() in environ
+                and f"SLURM_CONF={cluster.slurm_conf}".encode() in environ
                 and b"tfslurm" in cmdline and b"run" in cmdline):
             pids.append(int(entry.name))
     return pids
 
 
-def kill_task(job: int, procid: int) -> None:
-    pids = task_pids(job, procid)
+def kill_task(cluster: Any, job: int, procid: int) -> None:
+    pids = task_pids(cluster, job, procid)
     assert pids, f"no process of task {procid} of job {job}"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -163,7 +166,7 @@ def test_ps_worker_killed_training_completes(slurm_cluster, tmp_path):
                       "python", "-m", "tfslurm.examples.ps", "--steps", "120",
                       "--step-delay", "0.03", "--log-every", "20")
     wait_for(log, r"step 20/120")
-    kill_task(job, 3)  # rank 3 = worker 1
+    kill_task(slurm_cluster, job, 3)  # rank 3 = worker 1
     slurm_cluster.wait_job(job, timeout=120)  # FAILED: srun reports the killed task
     text = log.read_text()
     done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
@@ -183,7 +186,7 @@ def test_ps_failure_requeues_and_resumes(slurm_cluster, tmp_path):
                       "python", "-m", "tfslurm.examples.ps", "--steps", "100",
                       "--step-delay", "0.03", "--log-every", "10", "--checkpoint-every", "10")
     wait_for(log, r"step 30/100")
-    kill_task(job, 1)  # rank 1 = the parameter server
+    kill_task(slurm_cluster, job, 1)  # rank 1 = the parameter server
     wait_for(log, r"a parameter server failed")
     wait_requeued_then_release(slurm_cluster, job)
     assert slurm_cluster.wait_job(job, timeout=120) == "COMPLETED"

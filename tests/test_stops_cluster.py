@@ -365,7 +365,7 @@ def test_mwms_failed_step_reruns_in_the_allocation(preempt_cluster, tmp_path):
                       options=("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1"))
     wait_for(log, r"step 60/200", timeout=120)
     killed = time.monotonic()
-    kill_task(job, 1)
+    kill_task(cluster, job, 1)
     assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
     assert re.search(r"tfslurm: step failed \(exit \d+\): running it again in this allocation "
