@@ -27,6 +27,7 @@ from test_runtime_cluster import (
     wait_for,
     wait_requeued_then_release,
 )
+from tfslurm.localcluster import slurm_version
 
 pytestmark = [pytest.mark.cluster]
 
@@ -37,6 +38,14 @@ GRACE = 8  # GraceTime of the low partitions: enough for TF to checkpoint on 2 b
 def preempt_cluster(slurm_cluster_factory):
     return slurm_cluster_factory(num_nodes=2, gpus=0, preempt_grace=GRACE,
                                  extra_conf_lines=["RequeueExit=85"])
+
+
+def preemption_outlives_requeue() -> bool:
+    """Slurm 24.11 keeps a preemption's action pending across a `scontrol requeue` made in the
+    GraceTime: PreemptMode=REQUEUE requeues the job once more after its next run ends, and
+    PreemptMode=CANCEL ends the job PREEMPTED after its next run, though that run trained to
+    the end (seen on 24.11.5, every run). 22.05.8 and 26.05.5 do neither."""
+    return slurm_version() == "24.11"
 
 
 def preempt(cluster, tmp: Path) -> int:
@@ -83,8 +92,16 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     (ckpt / ".scratch-worker-1" / "ckpt-5_temp").mkdir(parents=True, exist_ok=True)
     wait_requeued_then_release(cluster, job, timeout=90)
     assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
+    if preemption_outlives_requeue():  # 24.11: run 2 trains to the end, then Slurm requeues again
+        wait_for(log, rf"\[worker:0\] final step {steps} weights", timeout=150)
+        wait_restarted_then_release(cluster, job, 2, timeout=90)
     assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
+    if preemption_outlives_requeue():  # the third run resumes at the end and trains nothing
+        again = re.findall(r"\[worker:(\d)\] restart 2: resumed from \S+ at step (\d+)", text)
+        assert sorted(again) == [("0", str(steps)), ("1", str(steps))], text[-3000:]
+    else:
+        assert "restart 2:" not in text, text[-3000:]
     assert re.search(r"tfslurm run: worker:\d: SIGTERM \(preemption", text), text[-3000:]
     assert re.search(r"stopped early by SIGTERM: exit 85", text), text[-3000:]
     assert "tfslurm: requeueing job" in text
@@ -235,8 +252,9 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     """ParameterServerStrategy, preempted: SIGTERM to every task; the ps and workers stay up
     while the chief checkpoints from them, the chief exits 85 and the template requeues the
     job — with PreemptMode=CANCEL too: `scontrol requeue` from the batch script succeeds
-    during the GraceTime (observed on 22.05), so the job comes back instead of ending
-    PREEMPTED. Every step is trained exactly once after the resume."""
+    during the GraceTime, so the job comes back and ends COMPLETED (22.05, 26.05); 24.11 ends
+    it PREEMPTED after that run all the same. Every step is trained exactly once after the
+    resume."""
     skip_without("tensorflow")
     cluster, steps = preempt_cluster, 150
     job, log = submit(cluster, tmp_path, "ps.sbatch", "python", "-m", "tfslurm.examples.ps",
@@ -249,8 +267,11 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     stopped_at = int(saved.group(1))
     wait_requeued_then_release(cluster, job, timeout=90)
     assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
+    # 24.11 ends the job PREEMPTED after the requeued run, which trains to the end (below)
+    end = "PREEMPTED" if preemption_outlives_requeue() else "COMPLETED"
+    assert cluster.wait_job(job, timeout=150) == end, log.read_text()[-3000:]
     text = log.read_text()
+    assert "restart 2:" not in text, text[-3000:]
     assert re.search(r"ps:0: SIGTERM received: staying up until the chief", text), text[-3000:]
     assert "stopped early by SIGTERM: exit 85" in text
     assert "tfslurm: requeueing job" in text
