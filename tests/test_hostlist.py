@@ -187,6 +187,28 @@ def test_long_error_messages_are_shortened() -> None:
     assert len(str(info.value)) < 400
 
 
+HOSTILE_ERRORS = [
+    "n[1\n2]",
+    "n[" + "1," * 500_000 + "x]",
+    "n[" + "1," * 500_000 + "3-1]",
+    "n[\x00" + "\x01" * 500 + "]",
+    "a" * 100_000 + "[1-70000]b[1]",
+    "n[" + "9" * 5000 + "]",
+    "\udcff" * 1000 + "[",
+]
+
+
+@pytest.mark.parametrize("expr", HOSTILE_ERRORS, ids=range(len(HOSTILE_ERRORS)))
+def test_error_messages_are_one_bounded_line(expr: str) -> None:
+    # issue 16 H2: one line, at most 300 characters, whatever the input
+    for function in (expand, count, expand_counts, lambda t: compress([t]), lambda t: nth(t, 0)):
+        with pytest.raises(HostlistError) as info:
+            function(expr)
+        message = str(info.value)
+        assert "\n" not in message and "\r" not in message
+        assert len(message) <= 300, message
+
+
 # ---- counts ---------------------------------------------------------------------------
 
 COUNT_CASES = {

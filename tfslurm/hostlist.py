@@ -37,7 +37,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from tfslurm.errors import HostlistError
+from tfslurm.errors import HostlistError, clip
 
 __all__ = [
     "MAX_CHARS",
@@ -67,11 +67,9 @@ _DIGITS = frozenset("0123456789")
 _ULONG_MAX = (1 << 64) - 1
 
 
-def _show(text: str, limit: int = 120) -> str:
-    """repr() of user text, shortened so an error message stays one readable line."""
-    if len(text) > limit:
-        return repr(text[: limit - 20]) + f"...(+{len(text) - limit + 20} chars)"
-    return repr(text)
+def _show(text: str, limit: int = 60) -> str:
+    """repr() of user text, clipped so that an error message stays one short line."""
+    return clip(repr(text[:limit]) + ("..." if len(text) > limit else ""), limit + 6)
 
 
 def _fail(expr: str, what: str) -> HostlistError:
@@ -162,16 +160,21 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         numbers = (low_text, high_text) if dash else (low_text,)
         if not all(text and set(text) <= _DIGITS for text in numbers):
             raise _fail(
-                expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
+                expr,
+                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} "
+                "must be N or N-M with digits only",
             )
         low = _number(expr, low_text)
         high = _number(expr, high_text) if dash else low
         if high < low:
-            raise _fail(expr, f"reversed range {part!r} in '[{body}]'")
+            raise _fail(
+                expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}"
+            )
         if high - low + 1 > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
-                f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
+                f"range {_show(part, 60)} has {high - low + 1} hosts, "
+                f"over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
     parts = [part.partition("-")[0] for part in body.split(",")]
@@ -330,7 +333,7 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     """Parse and size-check a whole expression without expanding it."""
     if not isinstance(expr, str):
         raise HostlistError(
-            f"bad hostlist {expr!r}: expected a string, got {type(expr).__name__}"
+            f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
     plans = []
     hosts = 0
@@ -384,7 +387,7 @@ def expand_counts(expr: str) -> list[int]:
     """
     if not isinstance(expr, str):
         raise HostlistError(
-            f"bad count list {expr!r}: expected a string, got {type(expr).__name__}"
+            f"bad count list {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
     if not expr.strip():
         return []
@@ -406,12 +409,12 @@ def expand_counts(expr: str) -> list[int]:
             raise _count_fail(expr, item)
         if len(value_text.lstrip("0")) > 20 or len(repeat_text.lstrip("0")) > 20:
             raise HostlistError(
-                f"bad count list {_show(expr)}: number too large in {item!r}"
+                f"bad count list {_show(expr)}: number too large in {_show(item, 40)}"
             )
         repeat = int(repeat_text.lstrip("0") or "0")  # no int() of huge digit strings
         if repeat < 1:
             raise HostlistError(
-                f"bad count list {_show(expr)}: repeat count of {item!r} must be >= 1"
+                f"bad count list {_show(expr)}: repeat count of {_show(item, 40)} must be >= 1"
             )
         total += repeat
         if total > MAX_HOSTS:
@@ -442,7 +445,7 @@ def compress_counts(counts: Iterable[int]) -> str:
     for value in counts:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise HostlistError(
-                f"bad count {value!r}: counts must be non-negative integers"
+                f"bad count {clip(repr(value))}: counts must be non-negative integers"
             )
         if value == previous:
             run += 1
@@ -486,7 +489,7 @@ def nth(expr: str, index: int) -> str:
     total = sum(size for _, _, size in plans)
     if not isinstance(index, int) or isinstance(index, bool):
         raise HostlistError(
-            f"bad host index {index!r} for {_show(expr)}: not an integer"
+            f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer"
         )
     position = index + total if index < 0 else index
     if not 0 <= position < total:
@@ -509,7 +512,7 @@ def index_of(expr: str, host: str) -> int:
     plans = _plan(expr)
     if not isinstance(host, str):
         raise HostlistError(
-            f"bad host {host!r} for {_show(expr)}: host names are strings"
+            f"bad host {clip(repr(host))} for {_show(expr)}: host names are strings"
         )
     start = 0
     for texts, groups, size in plans:
@@ -601,7 +604,9 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
         joined = "\n".join(hosts)
     except TypeError:
         bad = next((h for h in hosts if not isinstance(h, str)), None)
-        raise HostlistError(f"bad host {bad!r}: host names must be strings") from None
+        raise HostlistError(
+            f"bad host {clip(repr(bad))}: host names must be strings"
+        ) from None
     if hosts and (
         any(c in joined for c in _BAD_HOST_CHARS if c != "\n")  # newlines: counted
         or joined.count("\n") != len(hosts) - 1
@@ -609,7 +614,8 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     ):
         bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
         raise HostlistError(
-            f"bad host name {bad!r}: names must be non-empty, without blanks, ',', '[' or ']'"
+            f"bad host name {_show(bad)}: names must be non-empty, "
+            "without blanks, ',', '[' or ']'"
         )
     return hosts, joined
 
