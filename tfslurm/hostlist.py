@@ -8,7 +8,7 @@ groups expand in Slurm's own (odd) order.
 
 Grammar accepted by :func:`expand` (``docs/hostlist.md`` has the full description)::
 
-    expr   := item ( SEP+ item )*         SEP is ',', ' ', '\\t' or '\\n'; empty items skipped
+    expr   := item ( SEP+ item )*         SEP is ',', ' ' or '\\t'; empty items skipped
     item   := text ( '[' ranges ']' text )*
     ranges := range ( ',' range )*
     range  := DIGITS | DIGITS '-' DIGITS  low <= high, at most 65,536 hosts
@@ -19,6 +19,9 @@ Where Slurm 22.05 (Debian 12) and newer Slurm differ, newer Slurm is followed:
 * text after the last ``]`` (``node[1-2]-ib``) is a shared suffix (Slurm >= 23.11;
   22.05 rejects it);
 * an unclosed ``[`` (``n[1-3``) is an error (Slurm >= 23.02; 22.05 tacks on a ``]``).
+
+A newline is an error (Slurm keeps it in a host name), and so is a host name ending in a
+number past 2**64 - 1 (Slurm saturates it), in expand, count and compress alike.
 
 tfslurm is also stricter than Slurm in a few places where Slurm's C parser accepts
 garbage by accident (``strtoul`` skipping blanks and ``+``, ``n[1-]`` meaning ``n1``,
@@ -62,7 +65,7 @@ MAX_HOSTS = 1 << 20
 #: Characters all expanded host names of one expression may take together (64 Mi).
 MAX_CHARS = 1 << 26
 
-_SEPARATORS = ",\t\n "
+_SEPARATORS = ",\t "  # not a newline: Slurm keeps it in a host name (see _no_newline)
 _DIGITS = frozenset("0123456789")
 _ULONG_MAX = (1 << 64) - 1
 
@@ -199,7 +202,7 @@ def _number(expr: str, digits: str) -> int:
 
 # Brackets that pair up without nesting, and the items between separators outside them.
 _BALANCED = r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*"
-_ITEM = r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+"
+_ITEM = r"(?:[^\[\],\t ]|\[[^\[\]]*\])+"
 
 
 def _split_items(expr: str) -> Iterable[str]:
@@ -235,6 +238,53 @@ def _split_items(expr: str) -> Iterable[str]:
     if len(expr) > start:
         items.append(expr[start:])
     return items
+
+
+def _no_newline(expr: str) -> None:
+    """Refuse a newline: Slurm 22.05 does not separate hosts at one (``q1\\nb`` is one host,
+    ``q[1]\\nb`` an invalid hostlist), and no node name holds one."""
+    if "\n" in expr:
+        raise _fail(
+            expr,
+            f"newline at offset {expr.index(chr(10))}: Slurm does not separate hosts at "
+            "newlines; use ',' or blanks",
+        )
+
+
+def _over_64_bits(hosts: list[str]) -> str | None:
+    """The first host whose trailing number is past 2**64 - 1 (Slurm saturates or mangles
+    it, so no node has such a name), or None; only names of 20 characters or more are read."""
+    for host in itertools.compress(hosts, map((19).__lt__, map(len, hosts))):
+        digits = host[len(host.rstrip("0123456789")) :]
+        significant = digits.lstrip("0")
+        if len(significant) > 20 or (
+            len(significant) == 20 and int(significant) > _ULONG_MAX
+        ):
+            return host
+    return None
+
+
+def _check_tails(expr: str, hosts: list[str]) -> None:
+    host = _over_64_bits(hosts)
+    if host is not None:
+        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+
+
+_OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
+
+
+def _tail_digits(texts: list[str], groups: list[_Group]) -> int:
+    """The most digits a host of this item can end in (the texts and numbers that form
+    its trailing number), to find the items whose hosts need _check_tails."""
+    digits = 0
+    for k in range(len(groups), -1, -1):
+        text = texts[k]
+        stripped = text.rstrip("0123456789")
+        digits += len(text) - len(stripped)
+        if stripped or not k:
+            return digits
+        digits += groups[k - 1].widest
+    return digits
 
 
 def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
@@ -335,6 +385,7 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
         raise HostlistError(
             f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
+    _no_newline(expr)
     plans = []
     hosts = 0
     chars = 0
@@ -350,6 +401,8 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
             raise _fail(
                 expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)"
             )
+        if _tail_digits(texts, groups) >= 20:
+            _check_tails(expr, _item_text(texts, groups)[1:].split(","))
         plans.append((texts, groups, item_hosts))
     return plans
 
@@ -360,10 +413,11 @@ def expand(expr: str) -> list[str]:
     ``expand("n[1-2],m[01-02]-ib")`` is ``['n1', 'n2', 'm01-ib', 'm02-ib']``.
     """
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
+        _no_newline(expr)
         if len(expr) > MAX_CHARS:
             raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
         text = expr
-        for blank in "\t\n ":  # only copy the text when it has other separators
+        for blank in "\t ":  # only copy the text when it has other separators
             if blank in text:
                 text = text.replace(blank, ",")
         if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
@@ -373,6 +427,8 @@ def expand(expr: str) -> list[str]:
         hosts = text.split(",")
         if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
             hosts = [h for h in hosts if h]
+        if hosts and max(map(len, hosts)) >= 20:
+            _check_tails(expr, hosts)
         return hosts
     text = "".join([_item_text(texts, groups) for texts, groups, _ in _plan(expr)])
     return text[1:].split(",") if text else []
@@ -630,8 +686,9 @@ def _runs(hosts: list[str]) -> list[list]:
         cut = len(prefix)
         digits = host[cut:]
         significant = digits.lstrip("0") if len(digits) > 19 else digits
-        if not digits or len(significant) > 20 or int(significant or "0") > _ULONG_MAX:
-            # No numeric tail; numbers over 64 bits, which Slurm mangles, stay in the name.
+        if digits and (len(significant) > 20 or int(significant or "0") > _ULONG_MAX):
+            raise HostlistError(f"bad host name {_show(host)}: {_OVER_64_BITS}")
+        if not digits:  # no numeric tail
             last = [host, -1, -1, 0]
             append(last)
             continue
@@ -895,7 +952,7 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         )
         numbers = list(map(int, tails))
     if max(widths) == 20 and max(numbers) > _ULONG_MAX:
-        return None  # the host-by-host path keeps such names whole, as Slurm does
+        return None  # the host-by-host path names the host in its error
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
     # the run writes that number).
