@@ -11,6 +11,7 @@ import collections
 from collections import Counter
 import subprocess
 import sys
+import time
 import tracemalloc
 
 import pytest
@@ -556,3 +557,36 @@ def test_sorted_compress_never_invents_or_loses_hosts(parts: list[tuple[str, int
     names = [f"{prefix}{number:0{width}d}" for prefix, number, width in parts]
     text = hostlist.compress(names, sort=True)
     assert Counter(hostlist.expand(text)) == Counter(names)
+
+
+# ---- linear time at the limits (issue 16 H3) ---------------------------------------------
+
+
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def test_count_of_many_bracket_free_hosts_is_as_fast_as_expand() -> None:
+    for expr in ("n," * (hostlist.MAX_HOSTS - 1) + "n", "n[1]," + "n," * (hostlist.MAX_HOSTS - 2) + "n"):
+        assert count(expr) == hostlist.MAX_HOSTS
+        # was 2.4 s against 0.01 s for expand; now one split (generous bound for loaded CI)
+        assert _seconds(lambda: count(expr)) < 2.0 + 20 * _seconds(lambda: expand(expr))
+
+
+def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
+    hosts = expand("h[1-700]x[1-1000]J")  # no numeric tail: was 7.6 s and 548 MB
+    took = _seconds(lambda: compress(hosts, sort=True))
+    assert took < 20, took
+    small = expand("h[1-70]x[1-100]J,a[1-5]-b,h[01-3]x0J")
+    text = compress(small, sort=True)
+    assert text == ",".join(sorted(small, key=hostlist._natural_key))
+    assert text == hostlist._compress_by_host(small, True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ab-_.~Z0123456789") | st.characters(), min_size=1, max_size=12), max_size=30))
+def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
+    names = [n for n in names if "\n" not in n]
+    assert hostlist._natural_sorted(names) == sorted(names, key=hostlist._natural_key)

@@ -65,7 +65,6 @@ MAX_HOSTS = 1 << 20
 #: Characters all expanded host names of one expression may take together (64 Mi).
 MAX_CHARS = 1 << 26
 
-_SEPARATORS = ",\t "  # not a newline: Slurm keeps it in a host name (see _no_newline)
 _DIGITS = frozenset("0123456789")
 _ULONG_MAX = (1 << 64) - 1
 
@@ -91,36 +90,63 @@ _PLAIN_RANGES = r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*
 
 class _Group:
     """One bracket group: the text of each range, the ranges that span several numbers,
-    its host count and its widest number.
+    its host count and how many digits all its numbers take together.
 
     Expanding mostly copies the texts (Slurm writes scattered hosts as long lists of
-    single numbers); the (low, high, width) tuples are built only for nth/index_of.
+    single numbers): a group of single numbers keeps its bracket's text and splits it only
+    when asked for its parts; the (low, high, width) tuples are built only for nth/index_of.
     """
 
-    __slots__ = ("_ranges", "parts", "size", "spans", "widest")
+    __slots__ = ("_body", "_parts", "_ranges", "_widest", "digits", "size", "spans")
 
     def __init__(
         self,
-        parts: list[str],  # each range's text; a span's part is its low number's text
+        parts: list[str] | None,  # each range's text; a span's part is its low number's text
         spans: list[
             tuple[int, int, int, int]
         ],  # (index, low, high, width) if low < high
         ranges: list[_Range] | None = None,
+        body: str | None = None,  # instead of parts: single numbers joined by ','
     ) -> None:
-        self.parts = parts
+        self._parts = parts
+        self._body = body
         self.spans = spans
         self._ranges = ranges
-        self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
-        # parts hold the low numbers' texts, which give the widths
-        self.widest = max(
-            [*map(len, parts), *(len(str(high)) for _, _, high, _ in spans)]
-        )
+        self._widest: int | None = None
+        if parts is None:
+            assert body is not None
+            commas = body.count(",")
+            self.size = commas + 1
+            self.digits = len(body) - commas
+        else:
+            self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
+            self.digits = sum(map(len, parts)) + sum(
+                _span_digits(low, high, width) - len(parts[index])
+                for index, low, high, width in spans
+            )
+
+    @property
+    def parts(self) -> list[str]:
+        if self._parts is None:
+            assert self._body is not None
+            self._parts = self._body.split(",")
+        return self._parts
+
+    @property
+    def widest(self) -> int:
+        """Digits of the group's longest number (parts hold the low numbers' texts)."""
+        if self._widest is None:
+            self._widest = max(
+                [*map(len, self.parts), *(len(str(high)) for _, _, high, _ in self.spans)]
+            )
+        return self._widest
 
     @property
     def ranges(self) -> list[_Range]:
         if self._ranges is None:  # only plain groups: numbers of at most 19 digits
-            numbers = list(map(int, self.parts))
-            ranges = list(zip(numbers, numbers, map(len, self.parts)))
+            parts = self.parts
+            numbers = list(map(int, parts))
+            ranges = list(zip(numbers, numbers, map(len, parts)))
             for index, low, high, width in self.spans:
                 ranges[index] = (low, high, width)
             self._ranges = ranges
@@ -130,20 +156,38 @@ class _Group:
         """Every number of the group as written, in order."""
         if not self.spans:
             return self.parts
-        return [
-            f"{n:0{width}d}"
-            for low, high, width in self.ranges
-            for n in range(low, high + 1)
-        ]
+        return self.joined().split(",")
+
+    def joined(self) -> str:
+        """Every number of the group as written, joined by ','."""
+        if not self.spans:
+            return self._body if self._body is not None else ",".join(self.parts)
+        pieces = list(self.parts)
+        for index, low, high, width in self.spans:
+            pieces[index] = _range_text("", "", low, high, width)[1:]
+        return ",".join(pieces)
+
+
+def _span_digits(low: int, high: int, width: int) -> int:
+    """Characters of the numbers low..high written zero-padded to width, together."""
+    total = 0
+    digits = len(str(low))
+    start = low
+    while start <= high:
+        stop = min(high, 10**digits - 1)
+        total += (stop - start + 1) * max(width, digits)
+        start = stop + 1
+        digits += 1
+    return total
 
 
 def _parse_ranges(expr: str, body: str) -> _Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
     if re.fullmatch(_PLAIN_RANGES, body):
-        parts = body.split(",")
         if "-" not in body:
-            return _Group(parts, [])
+            return _Group(None, [], body=body)
+        parts = body.split(",")
         spans = []
         for index in itertools.compress(
             range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))
@@ -200,44 +244,67 @@ def _number(expr: str, digits: str) -> int:
     return int(significant or "0")
 
 
-# Brackets that pair up without nesting, and the items between separators outside them.
+# Brackets that pair up without nesting, and the rest of an item from its first '['.
 _BALANCED = r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*"
-_ITEM = r"(?:[^\[\],\t ]|\[[^\[\]]*\])+"
+_ITEM_REST = re.compile(r"(?:\[[^\[\]]*\][^\[\],\t ]*)+")
 
 
-def _split_items(expr: str) -> Iterable[str]:
-    """Split at separators outside brackets; reject unbalanced or nested brackets.
+def _bracket_items(expr: str) -> Iterable[tuple[int, int]]:
+    """(start, end) of each item with brackets, in order, for balanced brackets: found with
+    C-level searches, each part of the text looked at once or twice."""
+    pos = 0
+    while True:
+        bracket = expr.find("[", pos)
+        if bracket < 0:
+            return
+        start = 1 + max(
+            expr.rfind(",", pos, bracket),
+            expr.rfind(" ", pos, bracket),
+            expr.rfind("\t", pos, bracket),
+            pos - 1,
+        )
+        match = _ITEM_REST.match(expr, bracket)
+        assert match is not None  # brackets are balanced
+        pos = match.end()
+        yield start, pos
 
-    Every item has at least one host, so with MAX_HOSTS separators or more the items
-    come one at a time and _plan stops at the bound before building them all."""
-    if re.fullmatch(_BALANCED, expr):
-        if sum(map(expr.count, _SEPARATORS)) < MAX_HOSTS:
-            return re.findall(_ITEM, expr)
-        return map(operator.methodcaller("group"), re.finditer(_ITEM, expr))
-    # Walk the text to name the offending bracket.
-    items: list[str] = []
-    start = 0
+
+def _bracket_error(expr: str) -> HostlistError:
+    """Name the first unbalanced or nested bracket of an expression that has one."""
     depth = 0
     open_at = -1
     for pos, char in enumerate(expr):
         if char == "[":
             if depth:
-                raise _fail(expr, f"nested '[' at offset {pos}")
+                return _fail(expr, f"nested '[' at offset {pos}")
             depth = 1
             open_at = pos
         elif char == "]":
             if not depth:
-                raise _fail(expr, f"']' without '[' at offset {pos}")
+                return _fail(expr, f"']' without '[' at offset {pos}")
             depth = 0
-        elif not depth and char in _SEPARATORS:
-            if pos > start:
-                items.append(expr[start:pos])
-            start = pos + 1
     if depth:
-        raise _fail(expr, f"'[' at offset {open_at} is never closed")
-    if len(expr) > start:
-        items.append(expr[start:])
-    return items
+        return _fail(expr, f"'[' at offset {open_at} is never closed")
+    return _fail(expr, "unbalanced brackets")
+
+
+def _plain_hosts(expr: str, text: str) -> list[str]:
+    """The hosts of bracket-free text: one C-level split, bounded before it is made."""
+    if len(text) > MAX_CHARS:
+        raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
+    for blank in "\t ":  # only copy the text when it has other separators
+        if blank in text:
+            text = text.replace(blank, ",")
+    if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
+        text = re.sub(",,+", ",", text).strip(",")
+        if text.count(",") >= MAX_HOSTS:
+            raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
+    hosts = text.split(",")
+    if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
+        hosts = list(filter(None, hosts))
+    if hosts and max(map(len, hosts)) >= 20:
+        _check_tails(expr, hosts)
+    return hosts
 
 
 def _no_newline(expr: str) -> None:
@@ -297,7 +364,7 @@ def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]
     """Parse one item and return (texts, groups, host count, total name length)."""
     texts, groups = _parse_item(expr, item)
     hosts = 1
-    chars = sum(len(t) for t in texts)  # length of every name, without the numbers
+    chars = sum(map(len, texts))  # length of every name, without the numbers
     for index, group in enumerate(groups):
         size = group.size
         if index < len(groups) - 1 and size > MAX_RANGE_HOSTS:
@@ -309,9 +376,10 @@ def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]
         hosts *= size
     if not groups:
         return texts, groups, 1, chars
-    # Every host carries one number from each group; bound the longest possible name.
-    widest = sum(group.widest for group in groups)
-    return texts, groups, hosts, hosts * (chars + widest)
+    # Every host carries one number from each group: each number of a group is written
+    # once for every combination of the other groups' numbers.
+    numbers = sum(group.digits * (hosts // group.size) for group in groups)
+    return texts, groups, hosts, hosts * chars + numbers
 
 
 def _prefixes(texts: list[str], groups: list[_Group]) -> list[str]:
@@ -364,35 +432,57 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
 def _item_text(texts: list[str], groups: list[_Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
-        return "," + texts[0]
+        return "," + ",".join(texts)
     tail = texts[-1]
     group = groups[-1]
-    numbers = list(group.parts) if group.spans else group.parts
-    out = []
-    for prefix in _prefixes(texts, groups):
-        # A span becomes all its numbers with the prefix and tail between them, so one
-        # join per prefix writes every host.
-        for index, low, high, width in group.spans:
-            span = _range_text(prefix, tail, low, high, width)
-            numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
-        out.append("," + prefix + (tail + "," + prefix).join(numbers) + tail)
-    return "".join(out)
+    prefixes = _prefixes(texts, groups)
+    if len(prefixes) > 1 or not group.spans:
+        # The last group's numbers are written once and copied between every prefix
+        # and the tail.
+        numbers = group.joined()
+        return "".join(
+            [f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes]
+        )
+    prefix = prefixes[0]
+    numbers = list(group.parts)
+    # A span becomes all its numbers with the prefix and tail between them, so one join
+    # writes every host.
+    for index, low, high, width in group.spans:
+        span = _range_text(prefix, tail, low, high, width)
+        numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
+    return "," + prefix + (tail + "," + prefix).join(numbers) + tail
 
 
 def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
-    """Parse and size-check a whole expression without expanding it."""
+    """Parse and size-check a whole expression without expanding it: one entry per item
+    with brackets (its texts, groups and host count) and one per stretch of bracket-free
+    items between them (its hosts, no groups, their count)."""
     if not isinstance(expr, str):
         raise HostlistError(
             f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
     _no_newline(expr)
-    plans = []
+    if not re.fullmatch(_BALANCED, expr):
+        raise _bracket_error(expr)
+    plans: list[tuple[list[str], list[_Group], int]] = []
     hosts = 0
     chars = 0
-    for item in _split_items(expr):
-        texts, groups, item_hosts, item_chars = _item_plan(expr, item)
-        hosts += item_hosts
-        chars += item_chars
+    start = 0
+    # Items one at a time: every item has a host, so a huge expression stops at the bound.
+    for match in itertools.chain(_bracket_items(expr), [None]):
+        end = len(expr) if match is None else match[0]
+        if end > start:
+            plain = _plain_hosts(expr, expr[start:end])
+            if plain:
+                hosts += len(plain)
+                chars += end - start
+                plans.append((plain, [], len(plain)))
+        if match is not None:
+            item = expr[match[0] : match[1]]
+            start = match[1]
+            texts, groups, item_hosts, item_chars = _item_plan(expr, item)
+            hosts += item_hosts
+            chars += item_chars
         if hosts > MAX_HOSTS:
             raise _fail(
                 expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)"
@@ -401,9 +491,10 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
             raise _fail(
                 expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)"
             )
-        if _tail_digits(texts, groups) >= 20:
-            _check_tails(expr, _item_text(texts, groups)[1:].split(","))
-        plans.append((texts, groups, item_hosts))
+        if match is not None:
+            if _tail_digits(texts, groups) >= 20:
+                _check_tails(expr, _item_text(texts, groups)[1:].split(","))
+            plans.append((texts, groups, item_hosts))
     return plans
 
 
@@ -414,24 +505,30 @@ def expand(expr: str) -> list[str]:
     """
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
         _no_newline(expr)
-        if len(expr) > MAX_CHARS:
-            raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
-        text = expr
-        for blank in "\t ":  # only copy the text when it has other separators
-            if blank in text:
-                text = text.replace(blank, ",")
-        if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
-            text = re.sub(",,+", ",", text).strip(",")
-            if text.count(",") >= MAX_HOSTS:
-                raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
-        hosts = text.split(",")
-        if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
-            hosts = [h for h in hosts if h]
-        if hosts and max(map(len, hosts)) >= 20:
-            _check_tails(expr, hosts)
-        return hosts
-    text = "".join([_item_text(texts, groups) for texts, groups, _ in _plan(expr)])
-    return text[1:].split(",") if text else []
+        return _plain_hosts(expr, expr)
+    hosts: list[str] = []
+    texts_of_items: list[str] = []  # ",host,host" of neighbouring items, split together
+    for texts, groups, _ in _plan(expr):
+        if groups:
+            texts_of_items.append(_item_text(texts, groups))
+            continue
+        if texts_of_items:
+            hosts += _split_hosts("".join(texts_of_items))
+            texts_of_items = []
+        hosts += texts
+    if texts_of_items:
+        text = "".join(texts_of_items)
+        if not hosts:
+            return _split_hosts(text)
+        hosts += _split_hosts(text)
+    return hosts
+
+
+def _split_hosts(text: str) -> list[str]:
+    """The hosts of ``",host,host..."`` (one split, without copying the text)."""
+    hosts = text.split(",")
+    del hosts[0]
+    return hosts
 
 
 def expand_counts(expr: str) -> list[int]:
@@ -515,7 +612,9 @@ def compress_counts(counts: Iterable[int]) -> str:
 
 
 def count(expr: str) -> int:
-    """How many hosts ``expand(expr)`` returns, without building them."""
+    """How many hosts ``expand(expr)`` returns, without building the hosts of brackets."""
+    if isinstance(expr, str) and "[" not in expr and "]" not in expr:
+        return len(expand(expr))
     return sum(size for _, _, size in _plan(expr))
 
 
@@ -554,7 +653,7 @@ def nth(expr: str, index: int) -> str:
         )
     for texts, groups, size in plans:
         if position < size:
-            return texts[0] if not groups else _pick(groups, texts, position)
+            return texts[position] if not groups else _pick(groups, texts, position)
         position -= size
     raise AssertionError("unreachable: position was checked against the total")
 
@@ -581,7 +680,7 @@ def index_of(expr: str, host: str) -> int:
 
 def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | None:
     if not groups:
-        return 0 if host == texts[0] else None
+        return texts.index(host) if host in texts else None
     if len(groups) > 1:
         hosts = _item_text(texts, groups)[1:].split(",")
         return hosts.index(host) if host in hosts else None
@@ -729,9 +828,54 @@ def _natural_key(name: str) -> tuple:
     return tuple(key)
 
 
+# '0' and a character ranking a digit run without a leading zero by its length (above
+# U+0001, which marks runs with one); one byte per character while runs are short.
+_RUN_MARKS = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(4096)]
+
+
+def _natural_keys(names: list[str]) -> list[str] | None:
+    """Keys that sort ASCII names as _natural_key does, made in a few C-level passes over
+    many names at once; None if a name is not ASCII (or has a 4096-digit number).
+
+    Each run of digits becomes '0' (where _natural_key's 48 stands), then a character
+    ranking like _natural_key's next fields: for a run without a leading zero, one above
+    U+0080 + its length, then the digits; for one with a leading zero, U+0001, the digits
+    and U+0001 again (below any digit, so a shorter run ends first). Other characters
+    stay as they are; the end of a name sorts first, as its NUL does in strnatcmp.
+    """
+    keys: list[str] = []
+    for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
+        joined = "\n".join(names[start : start + (1 << 16)])
+        if not joined.isascii():
+            return None
+        pieces = re.split("([0-9]+)", joined)  # text, digits, text, ..., text
+        runs = pieces[1::2]
+        if runs:
+            lengths = list(map(len, runs))
+            if max(lengths) >= len(_RUN_MARKS):
+                return None
+            encoded = list(map(operator.add, map(_RUN_MARKS.__getitem__, lengths), runs))
+            # runs with a leading zero are the digit strings below "1"
+            for index in itertools.compress(
+                range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))
+            ):
+                encoded[index] = f"0\x01{runs[index]}\x01"
+            pieces[1::2] = encoded
+        keys += "".join(pieces).split("\n")
+    return keys
+
+
+def _natural_sorted(names: list[str]) -> list[str]:
+    """The names in Slurm's natural (strnatcmp) order."""
+    keys = _natural_keys(names)
+    if keys is None:
+        return sorted(names, key=_natural_key)
+    return list(map(names.__getitem__, sorted(range(len(names)), key=keys.__getitem__)))
+
+
 def _prefix_ranks(prefixes: Iterable[str]) -> dict[str, int]:
     """Each distinct prefix's position in Slurm's (natural) prefix order."""
-    return {p: rank for rank, p in enumerate(sorted(set(prefixes), key=_natural_key))}
+    return {p: rank for rank, p in enumerate(_natural_sorted(list(set(prefixes))))}
 
 
 def _sort_key(run: list, ranks: dict[str, int]) -> tuple:
@@ -1127,6 +1271,10 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     hosts, joined = _check_hosts(hosts)
     columns = _columns(hosts, joined)
     if columns is None:
+        if not re.search("[0-9]$", joined, re.MULTILINE):
+            # No host has a number: every host is a run of its own, and sorting them is
+            # all that hostlist_sort does (nothing overlaps or joins).
+            return ",".join(_natural_sorted(hosts) if sort else hosts)
         return _compress_by_host(hosts, sort)
     if sort and len(columns.lows) > 1:
         columns = _columns_sort(columns)
