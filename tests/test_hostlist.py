@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 from collections import Counter
+import random
 import subprocess
 import sys
 import time
@@ -590,3 +591,24 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
 def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
     names = [n for n in names if "\n" not in n]
     assert hostlist._natural_sorted(names) == sorted(names, key=hostlist._natural_key)
+
+
+def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
+    # issue 17 item 5: what Slurm writes for shuffled hosts is one long bracket of single
+    # numbers (with a span or two); expanding it peaked at 4x the list it returns
+    numbers = list(range(200_000))
+    random.Random(42).shuffle(numbers)
+    numbers[10:12] = [7, 8]  # a span
+    hosts = [f"n{i}" for i in numbers]
+    text = compress(hosts)
+    assert "-" in text
+    floor = sys.getsizeof(hosts) + sum(map(sys.getsizeof, hosts))
+    del hosts
+    tracemalloc.start()
+    try:
+        expanded = expand(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert expanded == [f"n{i}" for i in numbers]
+    assert peak < 1.5 * floor, (peak, floor)
