@@ -491,7 +491,7 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
     tail = texts[-1]
     group = groups[-1]
     prefixes = _prefixes(texts, groups)
-    if len(prefixes) > 1 or not group.spans or group._parts is None:
+    if len(prefixes) > 1:
         # The last group's numbers are written once and copied between every prefix
         # and the tail.
         numbers = group.joined()
@@ -499,13 +499,27 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
             [f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes]
         )
     prefix = prefixes[0]
+    between = f"{tail},{prefix}"
+    if group._parts is None:  # the bracket's text: plain stretches, and spans written out
+        body = group._body
+        assert body is not None
+        pieces = []
+        done = 0
+        for (start, end), (_, low, high, width) in zip(group._cuts, group.spans):
+            if start > done:  # numbers, then the ',' before the span
+                pieces.append(f",{prefix}{body[done:start - 1].replace(',', between)}{tail}")
+            pieces.append(_range_text(prefix, tail, low, high, width))
+            done = end + 1
+        if done < len(body):
+            pieces.append(f",{prefix}{body[done:].replace(',', between)}{tail}")
+        return "".join(pieces)
     numbers = list(group.parts)
     # A span becomes all its numbers with the prefix and tail between them, so one join
     # writes every host.
     for index, low, high, width in group.spans:
         span = _range_text(prefix, tail, low, high, width)
         numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
-    return "," + prefix + (tail + "," + prefix).join(numbers) + tail
+    return "," + prefix + between.join(numbers) + tail
 
 
 def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
@@ -564,13 +578,14 @@ def expand(expr: str) -> list[str]:
     parts: list[list[str]] = []
     texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
     for texts, groups, size in _plan(expr):
-        if groups and size <= 4096:
+        hosts = texts if not groups else _item_hosts(texts, groups) if size > 4096 else None
+        if hosts is None:
             texts_of_items.append(_item_text(texts, groups))
             continue
         if texts_of_items:
             parts.append(_split_hosts("".join(texts_of_items)))
             texts_of_items = []
-        parts.append(_item_hosts(texts, groups) if groups else texts)
+        parts.append(hosts)
     if texts_of_items:
         parts.append(_split_hosts("".join(texts_of_items)))
     if len(parts) == 1:
@@ -578,14 +593,15 @@ def expand(expr: str) -> list[str]:
     return list(itertools.chain.from_iterable(parts))
 
 
-def _item_hosts(texts: list[str], groups: list[_Group]) -> list[str]:
-    """The hosts of one item with brackets; a single group of single numbers (what Slurm
-    writes for scattered hosts) is split right out of its text, with no copy between."""
+def _item_hosts(texts: list[str], groups: list[_Group]) -> list[str] | None:
+    """The hosts of an item whose one group is a bracket of single numbers (what Slurm
+    writes for scattered hosts), split right out of its text with no copy between; None
+    for other items."""
     tail = texts[-1]
     group = groups[-1]
     prefixes = _prefixes(texts, groups)
-    if len(prefixes) > 1 or group._parts is not None:
-        return _split_hosts(_item_text(texts, groups))
+    if len(prefixes) > 1 or group._parts is not None or group.spans:
+        return None
     prefix = prefixes[0]
     hosts = group.joined().replace(",", f"{tail},{prefix}").split(",")
     if prefix:
