@@ -612,3 +612,34 @@ def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
         tracemalloc.stop()
     assert expanded == [f"n{i}" for i in numbers]
     assert peak < 1.5 * floor, (peak, floor)
+
+
+def test_trailing_numbers_made_of_several_groups_are_checked_without_expanding() -> None:
+    # the digits after the last non-digit span groups and texts: found by the fuzz target
+    # (it took seconds, expanding 900k hosts three times, to accept or refuse them)
+    ok = "n[000000000000000000001-5000][00-99]"
+    assert count(ok) == 500_000
+    bad = "é[000000000000000000086-0770][1134][000000000000000000218-643]"
+    started = time.perf_counter()
+    with pytest.raises(HostlistError, match="64-bit limit"):
+        count(bad)
+    assert time.perf_counter() - started < 0.5
+    for expr, refused in [("1844674407370955161[5-6]", True), ("1844674407370955161[4-5]", False),
+                          ("n[0-1]8446744073709551615", False), ("n[1-2]8446744073709551616", True),
+                          ("0" * 30 + "[1-3]" + "0" * 17, False), ("0[99,1]" + "0" * 18, True)]:  # fmt: skip
+        if refused:
+            with pytest.raises(HostlistError, match="64-bit limit"):
+                expand(expr)
+        else:
+            assert len(expand(expr)) == count(expr)
+
+
+def test_compress_writes_ranges_that_read_back() -> None:
+    # Slurm 22.05 writes n[0-69999], which its own parser (and expand) refuses as over
+    # 65,536 hosts in a range; found by the fuzz target
+    hosts = [f"n{i}" for i in range(70_000)]
+    for sort in (False, True):
+        assert compress(hosts, sort=sort) == "n[0-65535,65536-69999]"
+        assert hostlist._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
+    assert compress([f"x{i:06d}" for i in range(65_537)]) == "x[000000-065535,065536]"
+    assert expand(compress(hosts)) == hosts

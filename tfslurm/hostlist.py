@@ -35,6 +35,7 @@ allocated: see :data:`MAX_RANGE_HOSTS`, :data:`MAX_HOSTS` and :data:`MAX_CHARS`.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import re
 from collections import Counter
@@ -370,14 +371,20 @@ def _no_newline(expr: str) -> None:
 
 def _over_64_bits(hosts: list[str]) -> str | None:
     """The first host whose trailing number is past 2**64 - 1 (Slurm saturates or mangles
-    it, so no node has such a name), or None; only names of 20 characters or more are read."""
-    for host in itertools.compress(hosts, map((19).__lt__, map(len, hosts))):
-        digits = host[len(host.rstrip("0123456789")) :]
-        significant = digits.lstrip("0")
-        if len(significant) > 20 or (
-            len(significant) == 20 and int(significant) > _ULONG_MAX
-        ):
-            return host
+    it, so no node has such a name), or None; only names of 20 characters or more are read,
+    with C-level passes."""
+    long = list(itertools.compress(hosts, map((19).__lt__, map(len, hosts))))
+    if not long:
+        return None
+    cuts = map(len, map(str.rstrip, long, itertools.repeat("0123456789")))
+    tails = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
+    significant = list(map(str.lstrip, tails, itertools.repeat("0")))
+    for index in itertools.compress(
+        range(len(long)), map((19).__lt__, map(len, significant))
+    ):
+        number = significant[index]
+        if len(number) > 20 or int(number) > _ULONG_MAX:
+            return long[index]
     return None
 
 
@@ -407,6 +414,59 @@ def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) ->
     if digits >= 20 and not exact:
         return _tail_digits(texts, groups, exact=True)
     return digits
+
+
+def _written_maxima(group: _Group) -> dict[int, int]:
+    """For each length a number of the group is written with, its largest such number."""
+    maxima: dict[int, int] = {}
+    spans = {index: (low, high, width) for index, low, high, width in group.spans}
+    for index, text in enumerate(group.parts):
+        if index in spans:
+            low, high, width = spans[index]
+            for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
+                value = min(high, 10**length - 1)
+                maxima[length] = max(maxima.get(length, value), value)
+        else:
+            value = int(text.lstrip("0") or "0")
+            maxima[len(text)] = max(maxima.get(len(text), value), value)
+    return maxima
+
+
+def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
+    """A host of the item whose trailing number is past 2**64 - 1, or None.
+
+    A host's trailing number is the digits of the texts and numbers at its end; with each
+    number's written length fixed, it is largest where each number is, so the largest
+    number of every group at every length it is written with is all there is to try
+    (the item's hosts are every combination). Many combinations: the hosts are read.
+    """
+    first = len(groups)  # groups from index `first` on are inside the trailing number
+    while first and not texts[first].rstrip("0123456789"):
+        first -= 1
+    tail_groups = groups[first:]
+    maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
+    if math.prod(map(len, maxima)) > 4096:
+        return _over_64_bits(_item_text(texts, groups)[1:].split(","))
+    lead = texts[first][len(texts[first].rstrip("0123456789")) :]
+    for choice in itertools.product(*maxima):
+        digits = lead + "".join(
+            f"{value:0{length}d}{texts[first + 1 + k]}"
+            for k, (length, value) in enumerate(choice)
+        )
+        significant = digits.lstrip("0")
+        if len(significant) > 20 or (
+            len(significant) == 20 and int(significant) > _ULONG_MAX
+        ):
+            parts = [texts[0]]
+            for k, group in enumerate(groups):
+                if k >= first:
+                    length, value = choice[k - first]
+                    parts.append(f"{value:0{length}d}")
+                else:
+                    parts.append(group.parts[0])
+                parts.append(texts[k + 1])
+            return "".join(parts)
+    return None
 
 
 def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
@@ -562,7 +622,9 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
             )
         if match is not None:
             if _tail_digits(texts, groups) >= 20:
-                _check_tails(expr, _item_text(texts, groups)[1:].split(","))
+                host = _tail_overflow(texts, groups)
+                if host is not None:
+                    raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
             plans.append((texts, groups, item_hosts))
     return plans
 
@@ -1047,6 +1109,20 @@ def _collapse(runs: list[list]) -> list[list]:
     return out
 
 
+def _span_text(low: int, high: int, width: int) -> str:
+    """``low-high`` for low < high, in ranges of at most MAX_RANGE_HOSTS hosts: Slurm 22.05
+    writes n[0-69999], which its own parser (and expand) refuses."""
+    if high - low < MAX_RANGE_HOSTS:
+        return f"{low:0{width}d}-{high:0{width}d}"
+    pieces = []
+    for start in range(low, high + 1, MAX_RANGE_HOSTS):
+        stop = min(start + MAX_RANGE_HOSTS - 1, high)
+        pieces.append(
+            f"{start:0{width}d}-{stop:0{width}d}" if stop > start else f"{start:0{width}d}"
+        )
+    return ",".join(pieces)
+
+
 def _ranged_string(runs: list[list]) -> str:
     """Slurm's hostlist_ranged_string: one bracket per stretch of same-prefix numeric runs."""
     parts: list[str] = []
@@ -1067,7 +1143,7 @@ def _ranged_string(runs: list[list]) -> str:
         numbers = []
         while True:
             if high > low:
-                numbers.append(f"{low:0{width}d}-{high:0{width}d}")
+                numbers.append(_span_text(low, high, width))
             else:
                 numbers.append(f"{low:0{width}d}")
             i += 1
@@ -1288,11 +1364,11 @@ def _columns_string(columns: _Columns) -> str:
     if widths is None:
         numbers = list(map(str, lows))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] += f"-{highs[row]}"
+            numbers[row] = _span_text(lows[row], highs[row], 0)
     else:
         numbers = list(map(format, lows, map("0{}d".format, widths)))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] += f"-{highs[row]:0{widths[row]}d}"
+            numbers[row] = _span_text(lows[row], highs[row], widths[row])
     if columns.one_prefix:
         bounds = [0, total]
     else:
