@@ -271,9 +271,17 @@ def test_generated_host_lists_compress_like_scontrol(
     scontrol: Scontrol, lists: list[list[str]]
 ) -> None:
     assert [compress(h) for h in lists] == scontrol.hostlist(lists)
+    # 22.05 loses hosts sorting numbers 2**31 or more apart (a documented difference):
+    # a digit-only prefix such as "22" with zero padding makes the host "2200000000"
+    lists = [h for h in lists if all(_tail_value(host) < 2**31 for host in h)]
     assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(
         lists, sort=True
     )
+
+
+def _tail_value(host: str) -> int:
+    digits = host[len(host.rstrip("0123456789")) :]
+    return int(digits) if digits else 0
 
 
 @_examples(40)

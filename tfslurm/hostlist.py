@@ -228,6 +228,10 @@ def _parse_ranges(expr: str, body: str) -> _Group:
     # Range by range, to name the bad one.
     ranges: list[_Range] = []
     for part in body.split(","):
+        if part.isdigit() and len(part) <= 19 and part.isascii():  # a plain number
+            number = int(part)
+            ranges.append((number, number, len(part)))
+            continue
         low_text, dash, high_text = part.partition("-")
         numbers = (low_text, high_text) if dash else (low_text,)
         if not all(text and set(text) <= _DIGITS for text in numbers):
@@ -469,15 +473,28 @@ def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
     return None
 
 
-def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
-    """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists."""
+def _parse_item(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group]]:
+    """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists; ``seen``
+    holds the groups already parsed (Slurm writes the same bracket after many prefixes)."""
     pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
-    return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+    if seen is None:
+        return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+    groups = []
+    for body in pieces[1::2]:
+        group = seen.get(body)
+        if group is None:
+            group = seen[body] = _parse_ranges(expr, body)
+        groups.append(group)
+    return pieces[::2], groups
 
 
-def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]:
+def _item_plan(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group], int, int]:
     """Parse one item and return (texts, groups, host count, total name length)."""
-    texts, groups = _parse_item(expr, item)
+    texts, groups = _parse_item(expr, item, seen)
     hosts = 1
     chars = sum(map(len, texts))  # length of every name, without the numbers
     for index, group in enumerate(groups):
@@ -597,10 +614,11 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     hosts = 0
     chars = 0
     start = 0
+    seen: dict[str, _Group] = {}
     # Items one at a time: every item has a host, so a huge expression stops at the bound.
     for match in itertools.chain(_bracket_items(expr), [None]):
         end = len(expr) if match is None else match[0]
-        if end > start:
+        if end > start and expr[start:end].strip(",\t "):
             plain = _plain_hosts(expr, expr[start:end])
             if plain:
                 hosts += len(plain)
@@ -609,7 +627,7 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
         if match is not None:
             item = expr[match[0] : match[1]]
             start = match[1]
-            texts, groups, item_hosts, item_chars = _item_plan(expr, item)
+            texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
             hosts += item_hosts
             chars += item_chars
         if hosts > MAX_HOSTS:
