@@ -403,7 +403,7 @@ _OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
 
 def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) -> int:
     """The most digits a host of this item can end in (the texts and numbers that form
-    its trailing number), to find the items whose hosts need _check_tails. Numbers of a
+    its trailing number), to find the items that need _tail_overflow. Numbers of a
     group kept as text have at most 19 digits; their exact widest is read only if that
     bound says 20 or more."""
     digits = 0
@@ -998,37 +998,49 @@ def _natural_key(name: str) -> tuple:
 # '0' and a character ranking a digit run without a leading zero by its length (above
 # U+0001, which marks runs with one); one byte per character while runs are short.
 _RUN_MARKS = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(4096)]
+# For names with other than ASCII, whose UTF-8 bytes sort as signed chars (before the end
+# of a name): those bytes stay U+0080-U+00FF, the end of a name becomes U+0100, and ASCII
+# characters (and the '0' a digit run starts with) move up to U+0101-U+017F.
+_WIDE_MARKS = [chr(0x130) + mark[1:] for mark in _RUN_MARKS]
+_WIDE_TEXT = {c: 0x100 + c for c in range(0x80) if c != 10}  # NUL ranks as the end
 
 
 def _natural_keys(names: list[str]) -> list[str] | None:
-    """Keys that sort ASCII names as _natural_key does, made in a few C-level passes over
-    many names at once; None if a name is not ASCII (or has a 4096-digit number).
+    """Keys that sort names as _natural_key does, made in a few C-level passes over many
+    names at once; None if a name has a 4096-digit number.
 
     Each run of digits becomes '0' (where _natural_key's 48 stands), then a character
     ranking like _natural_key's next fields: for a run without a leading zero, one above
     U+0080 + its length, then the digits; for one with a leading zero, U+0001, the digits
     and U+0001 again (below any digit, so a shorter run ends first). Other characters
-    stay as they are; the end of a name sorts first, as its NUL does in strnatcmp.
+    stay as they are; the end of a name sorts first, as its NUL does in strnatcmp. Names
+    with other than ASCII are keyed by their UTF-8 bytes (see _WIDE_MARKS).
     """
     keys: list[str] = []
     for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
         joined = "\n".join(names[start : start + (1 << 16)])
-        if not joined.isascii():
-            return None
+        wide = not joined.isascii()
+        if wide:
+            joined = joined.encode("utf-8", "surrogatepass").decode("latin-1")
         pieces = re.split("([0-9]+)", joined)  # text, digits, text, ..., text
         runs = pieces[1::2]
         if runs:
             lengths = list(map(len, runs))
             if max(lengths) >= len(_RUN_MARKS):
                 return None
-            encoded = list(map(operator.add, map(_RUN_MARKS.__getitem__, lengths), runs))
+            marks = _WIDE_MARKS if wide else _RUN_MARKS
+            encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
             # runs with a leading zero are the digit strings below "1"
             for index in itertools.compress(
                 range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))
             ):
-                encoded[index] = f"0\x01{runs[index]}\x01"
+                encoded[index] = f"{marks[0][0]}\x01{runs[index]}\x01"
             pieces[1::2] = encoded
-        keys += "".join(pieces).split("\n")
+        if wide:
+            pieces[::2] = [text.translate(_WIDE_TEXT) for text in pieces[::2]]
+            keys += map(operator.add, "".join(pieces).split("\n"), itertools.repeat("\u0100"))
+        else:
+            keys += "".join(pieces).split("\n")
     return keys
 
 
