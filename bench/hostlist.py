@@ -1,17 +1,26 @@
-"""Benchmark tfslurm.hostlist against python-hostlist and Slurm's own scontrol.
+"""Benchmark tfslurm.hostlist against python-hostlist, ClusterShell and Slurm's scontrol.
 
 Every figure is measured in this one run (best of several repetitions), so the ratios
-compare like with like on whatever machine runs it. Targets:
+compare like with like on whatever machine runs it: each row prints every anchor's time
+and the ratio anchor time / tfslurm time (> 1: tfslurm is faster). Targets (issues 3, 17):
 
 * expand ``n[1-50000],n[50001-100000]`` at least 3x faster than python-hostlist;
 * compress 100k hosts (sorted and shuffled) at least 3x faster than python-hostlist's
   ``collect_hostlist`` (which sorts; tfslurm is timed with and without ``sort=True``);
+* multi-bracket expand (``rack[1-R]-n[001-400]``) and sorted compress of names without a
+  numeric tail (``n1-ib``) at least as fast as python-hostlist and ClusterShell
+  (0.9x allowed at 1k, where a fraction of a millisecond is noise);
+* peak memory of expanding the compressed form of 1M shuffled hosts within 1.5x of the
+  list it returns;
 * linear growth: expanding 100k bracket-free hosts within 12x of 10k.
 
 scontrol times include starting the process and reading the input (arguments, or
 standard input for text over the 128 KiB argument limit); the row "scontrol start-up"
-shows that fixed cost. Run: ``python bench/hostlist.py`` (``--check`` exits 1 when a
-target is missed). Needs python-hostlist (test extra); scontrol is optional.
+shows that fixed cost. ClusterShell (``NodeSet``) always sorts and de-duplicates, as
+``collect_hostlist`` does. Run: ``python bench/hostlist.py`` (``--check`` exits 1 when a
+target is missed; ``--big`` adds the 1M row of the sorted compress, which takes
+python-hostlist about ten seconds). Needs python-hostlist (test extra); ClusterShell
+(``pip install ClusterShell``) and scontrol are optional columns.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 
 from tfslurm import hostlist as ours
@@ -35,8 +45,14 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.modules.pop("hostlist", None)
 try:
     import hostlist as python_hostlist
+
+    python_hostlist.MAX_SIZE = 1 << 24  # its default (100,000 hosts) stops the 1M rows
 except ImportError:  # pragma: no cover - reported in main()
     python_hostlist = None
+try:
+    from ClusterShell import NodeSet as clustershell
+except ImportError:  # pragma: no cover - an optional column
+    clustershell = None
 
 ARG_LIMIT = 128 * 1024
 
@@ -94,6 +110,20 @@ class Scontrol:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def peak_bytes(function: Callable[[], object]) -> int:
+    """Peak memory allocated while ``function`` runs (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+Row = tuple[str, float | None, dict[str, float]]  # case, tfslurm, anchor -> same unit
+ANCHORS = ("python-hostlist", "ClusterShell", "scontrol")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -105,6 +135,9 @@ def main() -> int:
     parser.add_argument(
         "--no-scontrol", action="store_true", help="skip the scontrol column"
     )
+    parser.add_argument(
+        "--big", action="store_true", help="add the 1M row of the sorted compress"
+    )
     args = parser.parse_args()
     if python_hostlist is None:
         print(
@@ -113,6 +146,8 @@ def main() -> int:
         )
         return 2
     scontrol = None if args.no_scontrol or not shutil.which("scontrol") else Scontrol()
+    ph = python_hostlist
+    cs = clustershell
 
     ranged = "n[1-50000],n[50001-100000]"
     flat_10k = ",".join(f"n{i}" for i in range(10_000))
@@ -122,44 +157,48 @@ def main() -> int:
     random.Random(42).shuffle(shuffled_hosts)
 
     # Same answers first, so the timings compare equal work.
-    assert ours.expand(ranged) == python_hostlist.expand_hostlist(
-        ranged, allow_duplicates=True
-    )
-    assert ours.expand(flat_10k) == python_hostlist.expand_hostlist(
-        flat_10k, allow_duplicates=True
-    )
-    assert ours.compress(shuffled_hosts, sort=True) == python_hostlist.collect_hostlist(
-        shuffled_hosts
-    )
+    assert ours.expand(ranged) == ph.expand_hostlist(ranged, allow_duplicates=True)
+    assert ours.expand(flat_10k) == ph.expand_hostlist(flat_10k, allow_duplicates=True)
+    assert ours.compress(shuffled_hosts, sort=True) == ph.collect_hostlist(shuffled_hosts)
+    if cs:
+        assert ours.expand(ranged) == cs.expand(ranged)
+        assert ours.compress(shuffled_hosts, sort=True) == str(cs.NodeSet.fromlist(shuffled_hosts))
     if scontrol:
         assert scontrol.run("hostnames", ranged).split() == ours.expand(ranged)
         assert scontrol.run(
             "hostlist", ",".join(shuffled_hosts[:5000])
         ).strip() == ours.compress(shuffled_hosts[:5000])
 
-    rows: list[tuple[str, float | None, float | None, float | None]] = []
+    rows: list[Row] = []
     slow = max(1, args.repeat // 2)
 
-    def row(name: str, mine: Callable[[], object], theirs: Callable[[], object] | None,
-            slurm: Callable[[], object] | None) -> float:  # fmt: skip
-        t_ours = best_of(mine, args.repeat)
-        t_ph = best_of(theirs, slow) if theirs else None
-        t_sc = best_of(slurm, slow) if slurm else None
-        rows.append((name, t_ours, t_ph, t_sc))
+    def row(name: str, mine: Callable[[], object], anchors: dict[str, Callable[[], object] | None],
+            repeat: int | None = None) -> float:  # fmt: skip
+        t_ours = best_of(mine, repeat or args.repeat)
+        times = {k: best_of(f, min(slow, repeat or slow)) for k, f in anchors.items() if f}
+        rows.append((name, t_ours, times))
         return t_ours
 
-    ph_expand = python_hostlist.expand_hostlist
-    sc = scontrol
-    row("expand n[1-50000],n[50001-100000]", lambda: ours.expand(ranged),
-        lambda: ph_expand(ranged, allow_duplicates=True), sc and (lambda: sc.run("hostnames", ranged)))  # fmt: skip
-    t10 = row("expand 10k bracket-free", lambda: ours.expand(flat_10k),
-              lambda: ph_expand(flat_10k, allow_duplicates=True),
-              sc and (lambda: sc.run("hostnames", flat_10k)))  # fmt: skip
-    t100 = row("expand 100k bracket-free", lambda: ours.expand(flat_100k),
-               lambda: ph_expand(flat_100k, allow_duplicates=True),
-               sc and (lambda: sc.run("hostnames", flat_100k)))  # fmt: skip
-    sc10 = rows[-2][3]
-    sc100 = rows[-1][3]
+    def expand_row(name: str, text: str, repeat: int | None = None) -> float:
+        return row(name, lambda: ours.expand(text), {
+            "python-hostlist": lambda: ph.expand_hostlist(text, allow_duplicates=True),
+            "ClusterShell": cs and (lambda: cs.expand(text)),
+            "scontrol": scontrol and (lambda: scontrol.run("hostnames", text)),
+        }, repeat)  # fmt: skip
+
+    def compress_row(name: str, hosts: list[str], sort: bool, repeat: int | None = None) -> float:
+        text = ",".join(hosts)
+        return row(name, lambda: ours.compress(hosts, sort=sort), {
+            "python-hostlist": lambda: ph.collect_hostlist(hosts),
+            "ClusterShell": cs and (lambda: str(cs.NodeSet.fromlist(hosts))),
+            "scontrol": scontrol and (lambda: scontrol.run("hostlistsorted" if sort else "hostlist", text)),
+        }, repeat)  # fmt: skip
+
+    expand_row("expand n[1-50000],n[50001-100000]", ranged)
+    t10 = expand_row("expand 10k bracket-free", flat_10k)
+    t100 = expand_row("expand 100k bracket-free", flat_100k)
+    sc10 = rows[-2][2].get("scontrol")
+    sc100 = rows[-1][2].get("scontrol")
     # The growth floor of this machine: CPython's own str.split of the same texts (every
     # expansion ends in creating one string object per host), and the same 100k hosts
     # made as ten 10k expansions kept alive (equal memory footprint).
@@ -174,50 +213,88 @@ def main() -> int:
         best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10
     )
     compressed = ours.compress(shuffled_hosts)  # what Slurm writes for scattered hosts
-    row("expand compress(100k shuffled)", lambda: ours.expand(compressed),
-        lambda: ph_expand(compressed, allow_duplicates=True),
-        sc and (lambda: sc.run("hostnames", compressed)))  # fmt: skip
+    expand_row("expand compress(100k shuffled)", compressed)
     for label, hosts in (("sorted", sorted_hosts), ("shuffled", shuffled_hosts)):
-        text = ",".join(hosts)
-        row(f"compress 100k {label}", lambda h=hosts: ours.compress(h),
-            lambda h=hosts: python_hostlist.collect_hostlist(h),
-            sc and (lambda t=text: sc.run("hostlist", t)))  # fmt: skip
-        row(f"compress 100k {label}, sort=True", lambda h=hosts: ours.compress(h, sort=True),
-            lambda h=hosts: python_hostlist.collect_hostlist(h),
-            sc and (lambda t=text: sc.run("hostlistsorted", t)))  # fmt: skip
-    if sc:
-        rows.append(("scontrol start-up (show hostnames n1)", None, None,
-                     best_of(lambda: sc.run("hostnames", "n1"), slow)))  # fmt: skip
+        compress_row(f"compress 100k {label}", hosts, False)
+        compress_row(f"compress 100k {label}, sort=True", hosts, True)
+    sizes = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
+    multi = {}
+    for label, size in sizes.items():
+        text = f"rack[1-{size // 400}]-n[001-400]"
+        assert ours.expand(text) == ph.expand_hostlist(text, allow_duplicates=True)
+        multi[label] = expand_row(f"expand {text} ({label})", text, 3 if size >= 10**6 else None)
+    plain_sort = {}
+    for label, size in sizes.items():
+        if size >= 10**6 and not args.big:
+            continue
+        hosts = [f"n{i}-ib" for i in range(size)]
+        random.Random(7).shuffle(hosts)
+        # Slurm (so tfslurm) folds only a numeric tail: the answer is the sorted names,
+        # where python-hostlist and ClusterShell write n[0-999]-ib.
+        assert ours.expand(ours.compress(hosts, sort=True)) == ph.expand_hostlist(
+            ph.collect_hostlist(hosts)
+        )
+        plain_sort[label] = compress_row(
+            f"compress {label} shuffled n<i>-ib, sort=True", hosts, True, 1 if size >= 10**6 else None
+        )
+    # Memory: the compressed form of 1M shuffled hosts expanded, against the list it gives.
+    million = [f"n{i}" for i in range(1_000_000)]
+    random.Random(42).shuffle(million)
+    big_text = ours.compress(million)
+    floor = sys.getsizeof(million) + sum(map(sys.getsizeof, million))
+    del million
+    mib = 1 << 20
+    peaks = {
+        "python-hostlist": peak_bytes(lambda: ph.expand_hostlist(big_text, allow_duplicates=True)) / mib,
+    }  # fmt: skip
+    if cs:
+        peaks["ClusterShell"] = peak_bytes(lambda: cs.expand(big_text)) / mib
+    peak_ours = peak_bytes(lambda: ours.expand(big_text)) / mib
+    if scontrol:
+        rows.append(("scontrol start-up (show hostnames n1)", None,
+                     {"scontrol": best_of(lambda: scontrol.run("hostnames", "n1"), slow)}))  # fmt: skip
 
-    def cell(seconds: float | None, mine: float | None) -> str:
-        if seconds is None:
-            return f"{'-':>22}"
+    def cell(value: float | None, mine: float | None, unit: str, scale: float) -> str:
+        if value is None:
+            return f"{'-':>24}"
         if mine is None:  # no tfslurm figure in this row
-            return f"{seconds * 1000:10.1f} ms{'':>10}"
-        return f"{seconds * 1000:10.1f} ms ({seconds / mine:5.1f}x)"
+            return f"{value * scale:11.1f} {unit}{'':>10}"
+        return f"{value * scale:11.1f} {unit} ({value / mine:5.2f}x)"
 
-    print(f"{'case':<42}{'tfslurm':>12}{'python-hostlist':>24}{'scontrol':>24}")
-    for name, mine, theirs, slurm in rows:
-        mine_text = "-" if mine is None else f"{mine * 1000:.1f} ms"
-        print(f"{name:<42}{mine_text:>12}{cell(theirs, mine)}{cell(slurm, mine)}")
-    print("(x = how many times longer than tfslurm)")
+    print(f"{'case':<50}{'tfslurm':>13}" + "".join(f"{a:>24}" for a in ANCHORS))
+    for name, mine, times in rows:
+        mine_text = "-" if mine is None else f"{mine * 1000:.2f} ms"
+        print(f"{name:<50}{mine_text:>13}"
+              + "".join(cell(times.get(a), mine, "ms", 1000) for a in ANCHORS))  # fmt: skip
+    print(f"{'peak MiB: expand compress(1M shuffled)':<50}{peak_ours:>9.1f} MiB"
+          + "".join(cell(peaks.get(a), peak_ours, "MiB", 1) for a in ANCHORS)
+          + f"   (the list itself: {floor / mib:.1f} MiB)")  # fmt: skip
+    print("(ratio = anchor / tfslurm: > 1 means tfslurm is faster or smaller)")
 
     ratio = {
-        name: (theirs / mine if theirs else 0.0)
-        for name, mine, theirs, _ in rows
+        (name, anchor): value / mine
+        for name, mine, times in rows
         if mine
+        for anchor, value in times.items()
+        if anchor != "scontrol"
     }
     growth = t100 / t10
     checks = [
-        ("expand ranged >= 3x python-hostlist", ratio["expand n[1-50000],n[50001-100000]"] >= 3),
-        ("compress 100k sorted >= 3x", ratio["compress 100k sorted"] >= 3),
-        ("compress 100k shuffled >= 3x", ratio["compress 100k shuffled"] >= 3),
-        ("compress 100k sorted, sort=True >= 3x", ratio["compress 100k sorted, sort=True"] >= 3),
-        ("compress 100k shuffled, sort=True >= 3x", ratio["compress 100k shuffled, sort=True"] >= 3),
+        ("expand ranged >= 3x python-hostlist", ratio["expand n[1-50000],n[50001-100000]", "python-hostlist"] >= 3),
+        ("compress 100k sorted >= 3x", ratio["compress 100k sorted", "python-hostlist"] >= 3),
+        ("compress 100k shuffled >= 3x", ratio["compress 100k shuffled", "python-hostlist"] >= 3),
+        ("compress 100k sorted, sort=True >= 3x", ratio["compress 100k sorted, sort=True", "python-hostlist"] >= 3),
+        ("compress 100k shuffled, sort=True >= 3x", ratio["compress 100k shuffled, sort=True", "python-hostlist"] >= 3),
         ((f"100k bracket-free within 12x of 10k (is {growth:.1f}x; str.split alone grows "
           f"{split_growth:.1f}x here; {matched_growth:.1f}x against ten 10k lists kept alive)"),
          growth <= 12),
+        (f"peak memory of the shuffled 1M expand within 1.5x of its list (is {peak_ours * mib / floor:.2f}x)",
+         peak_ours * mib <= 1.5 * floor),
     ]  # fmt: skip
+    for (name, anchor), value in ratio.items():
+        if name.startswith("expand rack") or "n<i>-ib" in name:
+            least = 0.9 if "(1k)" in name or " 1k " in name else 1.0
+            checks.append((f"{name} >= {least}x {anchor} (is {value:.2f}x)", value >= least))
     if sc10 and sc100:
         print(f"scontrol growth 10k -> 100k bracket-free: {sc100 / sc10:.1f}x")
     for label, ok in checks:

@@ -8,8 +8,10 @@ says newer Slurm is followed).
 from __future__ import annotations
 
 import collections
+import random
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections import Counter
 
@@ -44,7 +46,7 @@ EXPAND_CASES = {
     "n[1,1-2]": ["n1", "n1", "n2"],
     "n[1-2],,m1": ["n1", "n2", "m1"],  # empty items skipped
     "n[1-2] m[3]": ["n1", "n2", "m3"],  # blanks separate
-    "a\tb\nc , d": ["a", "b", "c", "d"],
+    "a\tb c , d": ["a", "b", "c", "d"],
     "": [],
     " , ,\t": [],
     "[1-2]": ["1", "2"],
@@ -117,6 +119,17 @@ BAD_EXPRS = {
     "n[99999999999999999999999]": "64-bit",
     "a[1-40000,1-40000]b[1]": "non-final group",
     "a[1-65536]b[1-65536]": "more than 1048576 hosts",
+    # issue 16 H4: Slurm 22.05 keeps a newline in a host name (or says Invalid hostlist)
+    "q[1]\nb": "newline at offset 4",
+    "q1\nb": "newline at offset 2",
+    "n[1\n2]": "newline at offset 3",
+    # issue 13 item 7: Slurm saturates or crashes on numbers past 2**64 - 1
+    "n18446744073709551616": "64-bit",
+    "n[18446744073709551614-18446744073709551616]": "64-bit",
+    "n1844674407370955161[5-6]": "64-bit",
+    "n[1-2]8446744073709551616": "64-bit",
+    "a,18446744073709551616": "64-bit",
+    "n000000000000000000018446744073709551616": "64-bit",
 }
 
 
@@ -185,6 +198,28 @@ def test_long_error_messages_are_shortened() -> None:
     with pytest.raises(HostlistError) as info:
         expand(expr)
     assert len(str(info.value)) < 400
+
+
+HOSTILE_ERRORS = [
+    "n[1\n2]",
+    "n[" + "1," * 500_000 + "x]",
+    "n[" + "1," * 500_000 + "3-1]",
+    "n[\x00" + "\x01" * 500 + "]",
+    "a" * 100_000 + "[1-70000]b[1]",
+    "n[" + "9" * 5000 + "]",
+    "\udcff" * 1000 + "[",
+]
+
+
+@pytest.mark.parametrize("expr", HOSTILE_ERRORS, ids=range(len(HOSTILE_ERRORS)))
+def test_error_messages_are_one_bounded_line(expr: str) -> None:
+    # issue 16 H2: one line, at most 300 characters, whatever the input
+    for function in (expand, count, expand_counts, lambda t: compress([t]), lambda t: nth(t, 0)):
+        with pytest.raises(HostlistError) as info:
+            function(expr)
+        message = str(info.value)
+        assert "\n" not in message and "\r" not in message
+        assert len(message) <= 300, message
 
 
 # ---- counts ---------------------------------------------------------------------------
@@ -463,19 +498,26 @@ def test_column_path_equals_host_by_host_path(hosts: list[str], sort: bool) -> N
     assert compress(hosts, sort=sort) == hostlist._compress_by_host(hosts, sort)
 
 
-def test_compress_keeps_numbers_over_64_bits_as_names() -> None:
-    # Slurm mangles such numbers; tfslurm keeps the host intact (docs/hostlist.md).
-    huge = "n" + "1" * 5000
+def test_numbers_past_64_bits_are_refused() -> None:
+    # issue 13 item 7: Slurm saturates such numbers (n18446744073709551616 becomes
+    # n18446744073709551615) or crashes, so no node has such a name: refused everywhere.
+    for hosts in (
+        ["n18446744073709551616"],
+        ["n1", "n" + "1" * 5000],
+        ["20000000000000000000", "n1"],
+        ["n1-ib", "a18446744073709551616"],
+    ):
+        for sort in (False, True):
+            with pytest.raises(HostlistError, match="64-bit limit"):
+                compress(hosts, sort=sort)
+            with pytest.raises(HostlistError, match="64-bit limit"):
+                hostlist._compress_by_host(hosts, sort)
+    # the largest number and long zero-padded numbers are still hosts
+    top = ["n18446744073709551615", "n18446744073709551614"]
+    assert compress(top, sort=True) == "n[18446744073709551614-18446744073709551615]"
     padded = ["n" + "0" * 5000 + "1", "n" + "0" * 5000 + "2"]
-    assert compress([huge]) == huge
     assert expand(compress(padded)) == padded
-    assert compress([huge, "n1"], sort=True) == f"n1,{huge}"
-    # 20 digits, yet over 2**64 - 1: the column path must fall back too (found by hypothesis)
-    over = ["20000000000000000000", "20000000000000000100", "n18446744073709551616"]
-    for sort in (False, True):
-        assert compress(over, sort=sort) == hostlist._compress_by_host(over, sort)
-        assert sorted(expand(compress(over, sort=sort))) == sorted(over)
-    assert compress(over) == ",".join(over)
+    assert count("n[18446744073709551615],x18446744073709551616y") == 2  # not a tail
 
 
 def test_long_digit_strings_never_reach_int_limits() -> None:
@@ -516,3 +558,88 @@ def test_sorted_compress_never_invents_or_loses_hosts(parts: list[tuple[str, int
     names = [f"{prefix}{number:0{width}d}" for prefix, number, width in parts]
     text = hostlist.compress(names, sort=True)
     assert Counter(hostlist.expand(text)) == Counter(names)
+
+
+# ---- linear time at the limits (issue 16 H3) ---------------------------------------------
+
+
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def test_count_of_many_bracket_free_hosts_is_as_fast_as_expand() -> None:
+    for expr in ("n," * (hostlist.MAX_HOSTS - 1) + "n", "n[1]," + "n," * (hostlist.MAX_HOSTS - 2) + "n"):
+        assert count(expr) == hostlist.MAX_HOSTS
+        # was 2.4 s against 0.01 s for expand; now one split (generous bound for loaded CI)
+        assert _seconds(lambda: count(expr)) < 2.0 + 20 * _seconds(lambda: expand(expr))
+
+
+def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
+    hosts = expand("h[1-700]x[1-1000]J")  # no numeric tail: was 7.6 s and 548 MB
+    took = _seconds(lambda: compress(hosts, sort=True))
+    assert took < 20, took
+    small = expand("h[1-70]x[1-100]J,a[1-5]-b,h[01-3]x0J")
+    text = compress(small, sort=True)
+    assert text == ",".join(sorted(small, key=hostlist._natural_key))
+    assert text == hostlist._compress_by_host(small, True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ab-_.~Z0123456789") | st.characters(), min_size=1, max_size=12), max_size=30))
+def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
+    names = [n for n in names if "\n" not in n]
+    assert hostlist._natural_sorted(names) == sorted(names, key=hostlist._natural_key)
+
+
+def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
+    # issue 17 item 5: what Slurm writes for shuffled hosts is one long bracket of single
+    # numbers (with a span or two); expanding it peaked at 4x the list it returns
+    numbers = list(range(200_000))
+    random.Random(42).shuffle(numbers)
+    numbers[10:12] = [7, 8]  # a span
+    hosts = [f"n{i}" for i in numbers]
+    text = compress(hosts)
+    assert "-" in text
+    floor = sys.getsizeof(hosts) + sum(map(sys.getsizeof, hosts))
+    del hosts
+    tracemalloc.start()
+    try:
+        expanded = expand(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert expanded == [f"n{i}" for i in numbers]
+    assert peak < 1.5 * floor, (peak, floor)
+
+
+def test_trailing_numbers_made_of_several_groups_are_checked_without_expanding() -> None:
+    # the digits after the last non-digit span groups and texts: found by the fuzz target
+    # (it took seconds, expanding 900k hosts three times, to accept or refuse them)
+    ok = "n[000000000000000000001-5000][00-99]"
+    assert count(ok) == 500_000
+    bad = "é[000000000000000000086-0770][1134][000000000000000000218-643]"
+    started = time.perf_counter()
+    with pytest.raises(HostlistError, match="64-bit limit"):
+        count(bad)
+    assert time.perf_counter() - started < 0.5
+    for expr, refused in [("1844674407370955161[5-6]", True), ("1844674407370955161[4-5]", False),
+                          ("n[0-1]8446744073709551615", False), ("n[1-2]8446744073709551616", True),
+                          ("0" * 30 + "[1-3]" + "0" * 17, False), ("0[99,1]" + "0" * 18, True)]:  # fmt: skip
+        if refused:
+            with pytest.raises(HostlistError, match="64-bit limit"):
+                expand(expr)
+        else:
+            assert len(expand(expr)) == count(expr)
+
+
+def test_compress_writes_ranges_that_read_back() -> None:
+    # Slurm 22.05 writes n[0-69999], which its own parser (and expand) refuses as over
+    # 65,536 hosts in a range; found by the fuzz target
+    hosts = [f"n{i}" for i in range(70_000)]
+    for sort in (False, True):
+        assert compress(hosts, sort=sort) == "n[0-65535,65536-69999]"
+        assert hostlist._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
+    assert compress([f"x{i:06d}" for i in range(65_537)]) == "x[000000-065535,065536]"
+    assert expand(compress(hosts)) == hosts

@@ -46,3 +46,16 @@ def test_errors_are_one_line_on_stderr_with_status_2() -> None:
         assert done.stdout == ""
         lines = done.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("tfslurm hostlist: error: bad hostlist")
+
+
+def test_hostile_input_gives_one_bounded_line() -> None:
+    # issue 16 H2: a newline inside the expression and a 1 MB expression
+    for done in (
+        tfslurm("expand", "n[1\n2]"),
+        tfslurm("compress", stdin="n[" + "1," * 500_000 + "x]"),
+    ):
+        assert done.returncode == 2
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and len(lines[0]) <= 330, done.stderr[:1000]
+        assert lines[0].startswith("tfslurm hostlist: error: bad hostlist")

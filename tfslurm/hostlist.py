@@ -8,7 +8,7 @@ groups expand in Slurm's own (odd) order.
 
 Grammar accepted by :func:`expand` (``docs/hostlist.md`` has the full description)::
 
-    expr   := item ( SEP+ item )*         SEP is ',', ' ', '\\t' or '\\n'; empty items skipped
+    expr   := item ( SEP+ item )*         SEP is ',', ' ' or '\\t'; empty items skipped
     item   := text ( '[' ranges ']' text )*
     ranges := range ( ',' range )*
     range  := DIGITS | DIGITS '-' DIGITS  low <= high, at most 65,536 hosts
@@ -19,6 +19,9 @@ Where Slurm 22.05 (Debian 12) and newer Slurm differ, newer Slurm is followed:
 * text after the last ``]`` (``node[1-2]-ib``) is a shared suffix (Slurm >= 23.11;
   22.05 rejects it);
 * an unclosed ``[`` (``n[1-3``) is an error (Slurm >= 23.02; 22.05 tacks on a ``]``).
+
+A newline is an error (Slurm keeps it in a host name), and so is a host name ending in a
+number past 2**64 - 1 (Slurm saturates it), in expand, count and compress alike.
 
 tfslurm is also stricter than Slurm in a few places where Slurm's C parser accepts
 garbage by accident (``strtoul`` skipping blanks and ``+``, ``n[1-]`` meaning ``n1``,
@@ -32,12 +35,13 @@ allocated: see :data:`MAX_RANGE_HOSTS`, :data:`MAX_HOSTS` and :data:`MAX_CHARS`.
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import re
 from collections import Counter
 from collections.abc import Iterable
 
-from tfslurm.errors import HostlistError
+from tfslurm.errors import HostlistError, clip
 
 __all__ = [
     "MAX_CHARS",
@@ -62,16 +66,13 @@ MAX_HOSTS = 1 << 20
 #: Characters all expanded host names of one expression may take together (64 Mi).
 MAX_CHARS = 1 << 26
 
-_SEPARATORS = ",\t\n "
 _DIGITS = frozenset("0123456789")
 _ULONG_MAX = (1 << 64) - 1
 
 
-def _show(text: str, limit: int = 120) -> str:
-    """repr() of user text, shortened so an error message stays one readable line."""
-    if len(text) > limit:
-        return repr(text[: limit - 20]) + f"...(+{len(text) - limit + 20} chars)"
-    return repr(text)
+def _show(text: str, limit: int = 60) -> str:
+    """repr() of user text, clipped so that an error message stays one short line."""
+    return clip(repr(text[:limit]) + ("..." if len(text) > limit else ""), limit + 6)
 
 
 def _fail(expr: str, what: str) -> HostlistError:
@@ -84,42 +85,81 @@ _Range = tuple[int, int, int]
 
 
 _LOW_OF, _HIGH_OF, _WIDTH_OF = (operator.itemgetter(i) for i in range(3))
-# N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk.
-_PLAIN_RANGES = r"[0-9]{1,19}(?:-[0-9]{1,19})?(?:,[0-9]{1,19}(?:-[0-9]{1,19})?)*"
+# N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk. Possessive
+# (no backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB
+# for a bracket of a million numbers, this one 60 ms and nothing).
+_PLAIN_RANGES = r"[0-9]{1,19}+(?:-[0-9]{1,19}+)?+(?:,[0-9]{1,19}+(?:-[0-9]{1,19}+)?+)*+"
 
 
 class _Group:
     """One bracket group: the text of each range, the ranges that span several numbers,
-    its host count and its widest number.
+    its host count and how many digits all its numbers take together.
 
     Expanding mostly copies the texts (Slurm writes scattered hosts as long lists of
-    single numbers); the (low, high, width) tuples are built only for nth/index_of.
+    single numbers): a group of single numbers keeps its bracket's text and splits it only
+    when asked for its parts; the (low, high, width) tuples are built only for nth/index_of.
     """
 
-    __slots__ = ("_ranges", "parts", "size", "spans", "widest")
+    __slots__ = ("_body", "_cuts", "_parts", "_ranges", "_widest", "digits", "size", "spans")
 
     def __init__(
         self,
-        parts: list[str],  # each range's text; a span's part is its low number's text
+        parts: list[str] | None,  # each range's text; a span's part is its low number's text
         spans: list[
             tuple[int, int, int, int]
         ],  # (index, low, high, width) if low < high
         ranges: list[_Range] | None = None,
+        body: str | None = None,  # instead of parts: the bracket's text
+        cuts: list[tuple[int, int]] | None = None,  # with body: where each span's text is
     ) -> None:
-        self.parts = parts
+        self._parts = parts
+        self._body = body
+        self._cuts = cuts or []
         self.spans = spans
         self._ranges = ranges
-        self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
-        # parts hold the low numbers' texts, which give the widths
-        self.widest = max(
-            [*map(len, parts), *(len(str(high)) for _, _, high, _ in spans)]
-        )
+        self._widest: int | None = None
+        if parts is None:
+            assert body is not None
+            commas = body.count(",")
+            self.size = commas + 1 + sum(high - low for _, low, high, _ in spans)
+            self.digits = (
+                len(body)
+                - commas
+                - sum(end - start for start, end in self._cuts)
+                + sum(_span_digits(low, high, width) for _, low, high, width in spans)
+            )
+        else:
+            self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
+            self.digits = sum(map(len, parts)) + sum(
+                _span_digits(low, high, width) - len(parts[index])
+                for index, low, high, width in spans
+            )
+
+    @property
+    def parts(self) -> list[str]:
+        if self._parts is None:
+            assert self._body is not None
+            parts = self._body.split(",")
+            for index, _, _, _ in self.spans:
+                parts[index] = parts[index].partition("-")[0]
+            self._parts = parts
+        return self._parts
+
+    @property
+    def widest(self) -> int:
+        """Digits of the group's longest number (parts hold the low numbers' texts)."""
+        if self._widest is None:
+            self._widest = max(
+                [*map(len, self.parts), *(len(str(high)) for _, _, high, _ in self.spans)]
+            )
+        return self._widest
 
     @property
     def ranges(self) -> list[_Range]:
         if self._ranges is None:  # only plain groups: numbers of at most 19 digits
-            numbers = list(map(int, self.parts))
-            ranges = list(zip(numbers, numbers, map(len, self.parts)))
+            parts = self.parts
+            numbers = list(map(int, parts))
+            ranges = list(zip(numbers, numbers, map(len, parts)))
             for index, low, high, width in self.spans:
                 ranges[index] = (low, high, width)
             self._ranges = ranges
@@ -129,20 +169,50 @@ class _Group:
         """Every number of the group as written, in order."""
         if not self.spans:
             return self.parts
-        return [
-            f"{n:0{width}d}"
-            for low, high, width in self.ranges
-            for n in range(low, high + 1)
-        ]
+        return self.joined().split(",")
+
+    def joined(self) -> str:
+        """Every number of the group as written, joined by ','."""
+        if not self.spans:
+            return self._body if self._body is not None else ",".join(self.parts)
+        if self._body is not None:  # the bracket's text with each span written out
+            pieces = []
+            done = 0
+            for (start, end), (_, low, high, width) in zip(self._cuts, self.spans):
+                pieces += self._body[done:start], _range_text("", "", low, high, width)[1:]
+                done = end
+            pieces.append(self._body[done:])
+            return "".join(pieces)
+        pieces = list(self.parts)
+        for index, low, high, width in self.spans:
+            pieces[index] = _range_text("", "", low, high, width)[1:]
+        return ",".join(pieces)
+
+
+def _span_digits(low: int, high: int, width: int) -> int:
+    """Characters of the numbers low..high written zero-padded to width, together."""
+    total = 0
+    digits = len(str(low))
+    start = low
+    while start <= high:
+        stop = min(high, 10**digits - 1)
+        total += (stop - start + 1) * max(width, digits)
+        start = stop + 1
+        digits += 1
+    return total
 
 
 def _parse_ranges(expr: str, body: str) -> _Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
     if re.fullmatch(_PLAIN_RANGES, body):
-        parts = body.split(",")
         if "-" not in body:
-            return _Group(parts, [])
+            return _Group(None, [], body=body)
+        if body.count("-") <= 64:  # a few spans among many numbers: keep the text
+            group = _few_spans(body)
+            if group is not None:
+                return group
+        parts = body.split(",")
         spans = []
         for index in itertools.compress(
             range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))
@@ -158,20 +228,29 @@ def _parse_ranges(expr: str, body: str) -> _Group:
     # Range by range, to name the bad one.
     ranges: list[_Range] = []
     for part in body.split(","):
+        if part.isdigit() and len(part) <= 19 and part.isascii():  # a plain number
+            number = int(part)
+            ranges.append((number, number, len(part)))
+            continue
         low_text, dash, high_text = part.partition("-")
         numbers = (low_text, high_text) if dash else (low_text,)
         if not all(text and set(text) <= _DIGITS for text in numbers):
             raise _fail(
-                expr, f"range {part!r} in '[{body}]' must be N or N-M with digits only"
+                expr,
+                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} "
+                "must be N or N-M with digits only",
             )
         low = _number(expr, low_text)
         high = _number(expr, high_text) if dash else low
         if high < low:
-            raise _fail(expr, f"reversed range {part!r} in '[{body}]'")
+            raise _fail(
+                expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}"
+            )
         if high - low + 1 > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
-                f"range {part!r} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
+                f"range {_show(part, 60)} has {high - low + 1} hosts, "
+                f"over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
     parts = [part.partition("-")[0] for part in body.split(",")]
@@ -181,6 +260,32 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         if high > low
     ]
     return _Group(parts, spans, ranges)
+
+
+def _few_spans(body: str) -> _Group | None:
+    """The group of a plain bracket text with a few spans, found without splitting it;
+    None if a span is reversed or too long (the caller names the problem)."""
+    spans = []
+    cuts = []
+    index = 0
+    counted = 0
+    dash = body.find("-")
+    while dash >= 0:
+        start = body.rfind(",", 0, dash) + 1
+        end = body.find(",", dash)
+        end = len(body) if end < 0 else end
+        index += body.count(",", counted, start)
+        counted = start
+        low, high = int(body[start:dash]), int(body[dash + 1 : end])
+        if not low <= high < low + MAX_RANGE_HOSTS:
+            return None
+        if high > low:
+            spans.append((index, low, high, dash - start))
+            cuts.append((start, end))
+        else:  # N-N is the single number N, written as its low text
+            return None
+        dash = body.find("-", end)
+    return _Group(None, spans, body=body, cuts=cuts)
 
 
 def _number(expr: str, digits: str) -> int:
@@ -194,57 +299,204 @@ def _number(expr: str, digits: str) -> int:
     return int(significant or "0")
 
 
-# Brackets that pair up without nesting, and the items between separators outside them.
-_BALANCED = r"[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*"
-_ITEM = r"(?:[^\[\],\t\n ]|\[[^\[\]]*\])+"
+# Brackets that pair up without nesting, and the rest of an item from its first '['.
+_BALANCED = r"[^\[\]]*+(?:\[[^\[\]]*+\][^\[\]]*+)*+"
+_ITEM_REST = re.compile(r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++")
 
 
-def _split_items(expr: str) -> Iterable[str]:
-    """Split at separators outside brackets; reject unbalanced or nested brackets.
+def _bracket_items(expr: str) -> Iterable[tuple[int, int]]:
+    """(start, end) of each item with brackets, in order, for balanced brackets: found with
+    C-level searches, each part of the text looked at once or twice."""
+    pos = 0
+    while True:
+        bracket = expr.find("[", pos)
+        if bracket < 0:
+            return
+        start = 1 + max(
+            expr.rfind(",", pos, bracket),
+            expr.rfind(" ", pos, bracket),
+            expr.rfind("\t", pos, bracket),
+            pos - 1,
+        )
+        match = _ITEM_REST.match(expr, bracket)
+        assert match is not None  # brackets are balanced
+        pos = match.end()
+        yield start, pos
 
-    Every item has at least one host, so with MAX_HOSTS separators or more the items
-    come one at a time and _plan stops at the bound before building them all."""
-    if re.fullmatch(_BALANCED, expr):
-        if sum(map(expr.count, _SEPARATORS)) < MAX_HOSTS:
-            return re.findall(_ITEM, expr)
-        return map(operator.methodcaller("group"), re.finditer(_ITEM, expr))
-    # Walk the text to name the offending bracket.
-    items: list[str] = []
-    start = 0
+
+def _bracket_error(expr: str) -> HostlistError:
+    """Name the first unbalanced or nested bracket of an expression that has one."""
     depth = 0
     open_at = -1
     for pos, char in enumerate(expr):
         if char == "[":
             if depth:
-                raise _fail(expr, f"nested '[' at offset {pos}")
+                return _fail(expr, f"nested '[' at offset {pos}")
             depth = 1
             open_at = pos
         elif char == "]":
             if not depth:
-                raise _fail(expr, f"']' without '[' at offset {pos}")
+                return _fail(expr, f"']' without '[' at offset {pos}")
             depth = 0
-        elif not depth and char in _SEPARATORS:
-            if pos > start:
-                items.append(expr[start:pos])
-            start = pos + 1
     if depth:
-        raise _fail(expr, f"'[' at offset {open_at} is never closed")
-    if len(expr) > start:
-        items.append(expr[start:])
-    return items
+        return _fail(expr, f"'[' at offset {open_at} is never closed")
+    return _fail(expr, "unbalanced brackets")
 
 
-def _parse_item(expr: str, item: str) -> tuple[list[str], list[_Group]]:
-    """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists."""
+def _plain_hosts(expr: str, text: str) -> list[str]:
+    """The hosts of bracket-free text: one C-level split, bounded before it is made."""
+    if len(text) > MAX_CHARS:
+        raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
+    for blank in "\t ":  # only copy the text when it has other separators
+        if blank in text:
+            text = text.replace(blank, ",")
+    if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
+        text = re.sub(",,+", ",", text).strip(",")
+        if text.count(",") >= MAX_HOSTS:
+            raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
+    hosts = text.split(",")
+    if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
+        hosts = list(filter(None, hosts))
+    if hosts and max(map(len, hosts)) >= 20:
+        _check_tails(expr, hosts)
+    return hosts
+
+
+def _no_newline(expr: str) -> None:
+    """Refuse a newline: Slurm 22.05 does not separate hosts at one (``q1\\nb`` is one host,
+    ``q[1]\\nb`` an invalid hostlist), and no node name holds one."""
+    if "\n" in expr:
+        raise _fail(
+            expr,
+            f"newline at offset {expr.index(chr(10))}: Slurm does not separate hosts at "
+            "newlines; use ',' or blanks",
+        )
+
+
+def _over_64_bits(hosts: list[str]) -> str | None:
+    """The first host whose trailing number is past 2**64 - 1 (Slurm saturates or mangles
+    it, so no node has such a name), or None; only names of 20 characters or more are read,
+    with C-level passes."""
+    long = list(itertools.compress(hosts, map((19).__lt__, map(len, hosts))))
+    if not long:
+        return None
+    cuts = map(len, map(str.rstrip, long, itertools.repeat("0123456789")))
+    tails = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
+    significant = list(map(str.lstrip, tails, itertools.repeat("0")))
+    for index in itertools.compress(
+        range(len(long)), map((19).__lt__, map(len, significant))
+    ):
+        number = significant[index]
+        if len(number) > 20 or int(number) > _ULONG_MAX:
+            return long[index]
+    return None
+
+
+def _check_tails(expr: str, hosts: list[str]) -> None:
+    host = _over_64_bits(hosts)
+    if host is not None:
+        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+
+
+_OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
+
+
+def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) -> int:
+    """The most digits a host of this item can end in (the texts and numbers that form
+    its trailing number), to find the items that need _tail_overflow. Numbers of a
+    group kept as text have at most 19 digits; their exact widest is read only if that
+    bound says 20 or more."""
+    digits = 0
+    for k in range(len(groups), -1, -1):
+        text = texts[k]
+        stripped = text.rstrip("0123456789")
+        digits += len(text) - len(stripped)
+        if stripped or not k:
+            break
+        group = groups[k - 1]
+        digits += group.widest if exact or group._parts is not None else 19
+    if digits >= 20 and not exact:
+        return _tail_digits(texts, groups, exact=True)
+    return digits
+
+
+def _written_maxima(group: _Group) -> dict[int, int]:
+    """For each length a number of the group is written with, its largest such number."""
+    maxima: dict[int, int] = {}
+    spans = {index: (low, high, width) for index, low, high, width in group.spans}
+    for index, text in enumerate(group.parts):
+        if index in spans:
+            low, high, width = spans[index]
+            for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
+                value = min(high, 10**length - 1)
+                maxima[length] = max(maxima.get(length, value), value)
+        else:
+            value = int(text.lstrip("0") or "0")
+            maxima[len(text)] = max(maxima.get(len(text), value), value)
+    return maxima
+
+
+def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
+    """A host of the item whose trailing number is past 2**64 - 1, or None.
+
+    A host's trailing number is the digits of the texts and numbers at its end; with each
+    number's written length fixed, it is largest where each number is, so the largest
+    number of every group at every length it is written with is all there is to try
+    (the item's hosts are every combination). Many combinations: the hosts are read.
+    """
+    first = len(groups)  # groups from index `first` on are inside the trailing number
+    while first and not texts[first].rstrip("0123456789"):
+        first -= 1
+    tail_groups = groups[first:]
+    maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
+    if math.prod(map(len, maxima)) > 4096:
+        return _over_64_bits(_item_text(texts, groups)[1:].split(","))
+    lead = texts[first][len(texts[first].rstrip("0123456789")) :]
+    for choice in itertools.product(*maxima):
+        digits = lead + "".join(
+            f"{value:0{length}d}{texts[first + 1 + k]}"
+            for k, (length, value) in enumerate(choice)
+        )
+        significant = digits.lstrip("0")
+        if len(significant) > 20 or (
+            len(significant) == 20 and int(significant) > _ULONG_MAX
+        ):
+            parts = [texts[0]]
+            for k, group in enumerate(groups):
+                if k >= first:
+                    length, value = choice[k - first]
+                    parts.append(f"{value:0{length}d}")
+                else:
+                    parts.append(group.parts[0])
+                parts.append(texts[k + 1])
+            return "".join(parts)
+    return None
+
+
+def _parse_item(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group]]:
+    """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists; ``seen``
+    holds the groups already parsed (Slurm writes the same bracket after many prefixes)."""
     pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
-    return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+    if seen is None:
+        return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+    groups = []
+    for body in pieces[1::2]:
+        group = seen.get(body)
+        if group is None:
+            group = seen[body] = _parse_ranges(expr, body)
+        groups.append(group)
+    return pieces[::2], groups
 
 
-def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]:
+def _item_plan(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group], int, int]:
     """Parse one item and return (texts, groups, host count, total name length)."""
-    texts, groups = _parse_item(expr, item)
+    texts, groups = _parse_item(expr, item, seen)
     hosts = 1
-    chars = sum(len(t) for t in texts)  # length of every name, without the numbers
+    chars = sum(map(len, texts))  # length of every name, without the numbers
     for index, group in enumerate(groups):
         size = group.size
         if index < len(groups) - 1 and size > MAX_RANGE_HOSTS:
@@ -256,9 +508,10 @@ def _item_plan(expr: str, item: str) -> tuple[list[str], list[_Group], int, int]
         hosts *= size
     if not groups:
         return texts, groups, 1, chars
-    # Every host carries one number from each group; bound the longest possible name.
-    widest = sum(group.widest for group in groups)
-    return texts, groups, hosts, hosts * (chars + widest)
+    # Every host carries one number from each group: each number of a group is written
+    # once for every combination of the other groups' numbers.
+    numbers = sum(group.digits * (hosts // group.size) for group in groups)
+    return texts, groups, hosts, hosts * chars + numbers
 
 
 def _prefixes(texts: list[str], groups: list[_Group]) -> list[str]:
@@ -311,34 +564,72 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
 def _item_text(texts: list[str], groups: list[_Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
-        return "," + texts[0]
+        return "," + ",".join(texts)
     tail = texts[-1]
     group = groups[-1]
-    numbers = list(group.parts) if group.spans else group.parts
-    out = []
-    for prefix in _prefixes(texts, groups):
-        # A span becomes all its numbers with the prefix and tail between them, so one
-        # join per prefix writes every host.
-        for index, low, high, width in group.spans:
-            span = _range_text(prefix, tail, low, high, width)
-            numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
-        out.append("," + prefix + (tail + "," + prefix).join(numbers) + tail)
-    return "".join(out)
+    prefixes = _prefixes(texts, groups)
+    if len(prefixes) > 1:
+        # The last group's numbers are written once and copied between every prefix
+        # and the tail.
+        numbers = group.joined()
+        return "".join(
+            [f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes]
+        )
+    prefix = prefixes[0]
+    between = f"{tail},{prefix}"
+    if group._parts is None:  # the bracket's text: plain stretches, and spans written out
+        body = group._body
+        assert body is not None
+        pieces = []
+        done = 0
+        for (start, end), (_, low, high, width) in zip(group._cuts, group.spans):
+            if start > done:  # numbers, then the ',' before the span
+                pieces.append(f",{prefix}{body[done:start - 1].replace(',', between)}{tail}")
+            pieces.append(_range_text(prefix, tail, low, high, width))
+            done = end + 1
+        if done < len(body):
+            pieces.append(f",{prefix}{body[done:].replace(',', between)}{tail}")
+        return "".join(pieces)
+    numbers = list(group.parts)
+    # A span becomes all its numbers with the prefix and tail between them, so one join
+    # writes every host.
+    for index, low, high, width in group.spans:
+        span = _range_text(prefix, tail, low, high, width)
+        numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
+    return "," + prefix + between.join(numbers) + tail
 
 
 def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
-    """Parse and size-check a whole expression without expanding it."""
+    """Parse and size-check a whole expression without expanding it: one entry per item
+    with brackets (its texts, groups and host count) and one per stretch of bracket-free
+    items between them (its hosts, no groups, their count)."""
     if not isinstance(expr, str):
         raise HostlistError(
-            f"bad hostlist {expr!r}: expected a string, got {type(expr).__name__}"
+            f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
-    plans = []
+    _no_newline(expr)
+    if not re.fullmatch(_BALANCED, expr):
+        raise _bracket_error(expr)
+    plans: list[tuple[list[str], list[_Group], int]] = []
     hosts = 0
     chars = 0
-    for item in _split_items(expr):
-        texts, groups, item_hosts, item_chars = _item_plan(expr, item)
-        hosts += item_hosts
-        chars += item_chars
+    start = 0
+    seen: dict[str, _Group] = {}
+    # Items one at a time: every item has a host, so a huge expression stops at the bound.
+    for match in itertools.chain(_bracket_items(expr), [None]):
+        end = len(expr) if match is None else match[0]
+        if end > start and expr[start:end].strip(",\t "):
+            plain = _plain_hosts(expr, expr[start:end])
+            if plain:
+                hosts += len(plain)
+                chars += end - start
+                plans.append((plain, [], len(plain)))
+        if match is not None:
+            item = expr[match[0] : match[1]]
+            start = match[1]
+            texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
+            hosts += item_hosts
+            chars += item_chars
         if hosts > MAX_HOSTS:
             raise _fail(
                 expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)"
@@ -347,7 +638,12 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
             raise _fail(
                 expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)"
             )
-        plans.append((texts, groups, item_hosts))
+        if match is not None:
+            if _tail_digits(texts, groups) >= 20:
+                host = _tail_overflow(texts, groups)
+                if host is not None:
+                    raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+            plans.append((texts, groups, item_hosts))
     return plans
 
 
@@ -357,22 +653,49 @@ def expand(expr: str) -> list[str]:
     ``expand("n[1-2],m[01-02]-ib")`` is ``['n1', 'n2', 'm01-ib', 'm02-ib']``.
     """
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
-        if len(expr) > MAX_CHARS:
-            raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
-        text = expr
-        for blank in "\t\n ":  # only copy the text when it has other separators
-            if blank in text:
-                text = text.replace(blank, ",")
-        if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
-            text = re.sub(",,+", ",", text).strip(",")
-            if text.count(",") >= MAX_HOSTS:
-                raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
-        hosts = text.split(",")
-        if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
-            hosts = [h for h in hosts if h]
-        return hosts
-    text = "".join([_item_text(texts, groups) for texts, groups, _ in _plan(expr)])
-    return text[1:].split(",") if text else []
+        _no_newline(expr)
+        return _plain_hosts(expr, expr)
+    parts: list[list[str]] = []
+    texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
+    for texts, groups, size in _plan(expr):
+        hosts = texts if not groups else _item_hosts(texts, groups) if size > 4096 else None
+        if hosts is None:
+            texts_of_items.append(_item_text(texts, groups))
+            continue
+        if texts_of_items:
+            parts.append(_split_hosts("".join(texts_of_items)))
+            texts_of_items = []
+        parts.append(hosts)
+    if texts_of_items:
+        parts.append(_split_hosts("".join(texts_of_items)))
+    if len(parts) == 1:
+        return parts[0]
+    return list(itertools.chain.from_iterable(parts))
+
+
+def _item_hosts(texts: list[str], groups: list[_Group]) -> list[str] | None:
+    """The hosts of an item whose one group is a bracket of single numbers (what Slurm
+    writes for scattered hosts), split right out of its text with no copy between; None
+    for other items."""
+    tail = texts[-1]
+    group = groups[-1]
+    prefixes = _prefixes(texts, groups)
+    if len(prefixes) > 1 or group._parts is not None or group.spans:
+        return None
+    prefix = prefixes[0]
+    hosts = group.joined().replace(",", f"{tail},{prefix}").split(",")
+    if prefix:
+        hosts[0] = prefix + hosts[0]
+    if tail:
+        hosts[-1] += tail
+    return hosts
+
+
+def _split_hosts(text: str) -> list[str]:
+    """The hosts of ``",host,host..."`` (one split, without copying the text)."""
+    hosts = text.split(",")
+    del hosts[0]
+    return hosts
 
 
 def expand_counts(expr: str) -> list[int]:
@@ -384,7 +707,7 @@ def expand_counts(expr: str) -> list[int]:
     """
     if not isinstance(expr, str):
         raise HostlistError(
-            f"bad count list {expr!r}: expected a string, got {type(expr).__name__}"
+            f"bad count list {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
         )
     if not expr.strip():
         return []
@@ -406,12 +729,12 @@ def expand_counts(expr: str) -> list[int]:
             raise _count_fail(expr, item)
         if len(value_text.lstrip("0")) > 20 or len(repeat_text.lstrip("0")) > 20:
             raise HostlistError(
-                f"bad count list {_show(expr)}: number too large in {item!r}"
+                f"bad count list {_show(expr)}: number too large in {_show(item, 40)}"
             )
         repeat = int(repeat_text.lstrip("0") or "0")  # no int() of huge digit strings
         if repeat < 1:
             raise HostlistError(
-                f"bad count list {_show(expr)}: repeat count of {item!r} must be >= 1"
+                f"bad count list {_show(expr)}: repeat count of {_show(item, 40)} must be >= 1"
             )
         total += repeat
         if total > MAX_HOSTS:
@@ -442,7 +765,7 @@ def compress_counts(counts: Iterable[int]) -> str:
     for value in counts:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise HostlistError(
-                f"bad count {value!r}: counts must be non-negative integers"
+                f"bad count {clip(repr(value))}: counts must be non-negative integers"
             )
         if value == previous:
             run += 1
@@ -456,7 +779,9 @@ def compress_counts(counts: Iterable[int]) -> str:
 
 
 def count(expr: str) -> int:
-    """How many hosts ``expand(expr)`` returns, without building them."""
+    """How many hosts ``expand(expr)`` returns, without building the hosts of brackets."""
+    if isinstance(expr, str) and "[" not in expr and "]" not in expr:
+        return len(expand(expr))
     return sum(size for _, _, size in _plan(expr))
 
 
@@ -486,7 +811,7 @@ def nth(expr: str, index: int) -> str:
     total = sum(size for _, _, size in plans)
     if not isinstance(index, int) or isinstance(index, bool):
         raise HostlistError(
-            f"bad host index {index!r} for {_show(expr)}: not an integer"
+            f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer"
         )
     position = index + total if index < 0 else index
     if not 0 <= position < total:
@@ -495,7 +820,7 @@ def nth(expr: str, index: int) -> str:
         )
     for texts, groups, size in plans:
         if position < size:
-            return texts[0] if not groups else _pick(groups, texts, position)
+            return texts[position] if not groups else _pick(groups, texts, position)
         position -= size
     raise AssertionError("unreachable: position was checked against the total")
 
@@ -509,7 +834,7 @@ def index_of(expr: str, host: str) -> int:
     plans = _plan(expr)
     if not isinstance(host, str):
         raise HostlistError(
-            f"bad host {host!r} for {_show(expr)}: host names are strings"
+            f"bad host {clip(repr(host))} for {_show(expr)}: host names are strings"
         )
     start = 0
     for texts, groups, size in plans:
@@ -522,7 +847,7 @@ def index_of(expr: str, host: str) -> int:
 
 def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | None:
     if not groups:
-        return 0 if host == texts[0] else None
+        return texts.index(host) if host in texts else None
     if len(groups) > 1:
         hosts = _item_text(texts, groups)[1:].split(",")
         return hosts.index(host) if host in hosts else None
@@ -601,7 +926,9 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
         joined = "\n".join(hosts)
     except TypeError:
         bad = next((h for h in hosts if not isinstance(h, str)), None)
-        raise HostlistError(f"bad host {bad!r}: host names must be strings") from None
+        raise HostlistError(
+            f"bad host {clip(repr(bad))}: host names must be strings"
+        ) from None
     if hosts and (
         any(c in joined for c in _BAD_HOST_CHARS if c != "\n")  # newlines: counted
         or joined.count("\n") != len(hosts) - 1
@@ -609,7 +936,8 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     ):
         bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
         raise HostlistError(
-            f"bad host name {bad!r}: names must be non-empty, without blanks, ',', '[' or ']'"
+            f"bad host name {_show(bad)}: names must be non-empty, "
+            "without blanks, ',', '[' or ']'"
         )
     return hosts, joined
 
@@ -624,8 +952,9 @@ def _runs(hosts: list[str]) -> list[list]:
         cut = len(prefix)
         digits = host[cut:]
         significant = digits.lstrip("0") if len(digits) > 19 else digits
-        if not digits or len(significant) > 20 or int(significant or "0") > _ULONG_MAX:
-            # No numeric tail; numbers over 64 bits, which Slurm mangles, stay in the name.
+        if digits and (len(significant) > 20 or int(significant or "0") > _ULONG_MAX):
+            raise HostlistError(f"bad host name {_show(host)}: {_OVER_64_BITS}")
+        if not digits:  # no numeric tail
             last = [host, -1, -1, 0]
             append(last)
             continue
@@ -666,9 +995,66 @@ def _natural_key(name: str) -> tuple:
     return tuple(key)
 
 
+# '0' and a character ranking a digit run without a leading zero by its length (above
+# U+0001, which marks runs with one); one byte per character while runs are short.
+_RUN_MARKS = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(4096)]
+# For names with other than ASCII, whose UTF-8 bytes sort as signed chars (before the end
+# of a name): those bytes stay U+0080-U+00FF, the end of a name becomes U+0100, and ASCII
+# characters (and the '0' a digit run starts with) move up to U+0101-U+017F.
+_WIDE_MARKS = [chr(0x130) + mark[1:] for mark in _RUN_MARKS]
+_WIDE_TEXT = {c: 0x100 + c for c in range(0x80) if c != 10}  # NUL ranks as the end
+
+
+def _natural_keys(names: list[str]) -> list[str] | None:
+    """Keys that sort names as _natural_key does, made in a few C-level passes over many
+    names at once; None if a name has a 4096-digit number.
+
+    Each run of digits becomes '0' (where _natural_key's 48 stands), then a character
+    ranking like _natural_key's next fields: for a run without a leading zero, one above
+    U+0080 + its length, then the digits; for one with a leading zero, U+0001, the digits
+    and U+0001 again (below any digit, so a shorter run ends first). Other characters
+    stay as they are; the end of a name sorts first, as its NUL does in strnatcmp. Names
+    with other than ASCII are keyed by their UTF-8 bytes (see _WIDE_MARKS).
+    """
+    keys: list[str] = []
+    for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
+        joined = "\n".join(names[start : start + (1 << 16)])
+        wide = not joined.isascii()
+        if wide:
+            joined = joined.encode("utf-8", "surrogatepass").decode("latin-1")
+        pieces = re.split("([0-9]+)", joined)  # text, digits, text, ..., text
+        runs = pieces[1::2]
+        if runs:
+            lengths = list(map(len, runs))
+            if max(lengths) >= len(_RUN_MARKS):
+                return None
+            marks = _WIDE_MARKS if wide else _RUN_MARKS
+            encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
+            # runs with a leading zero are the digit strings below "1"
+            for index in itertools.compress(
+                range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))
+            ):
+                encoded[index] = f"{marks[0][0]}\x01{runs[index]}\x01"
+            pieces[1::2] = encoded
+        if wide:
+            pieces[::2] = [text.translate(_WIDE_TEXT) for text in pieces[::2]]
+            keys += map(operator.add, "".join(pieces).split("\n"), itertools.repeat("\u0100"))
+        else:
+            keys += "".join(pieces).split("\n")
+    return keys
+
+
+def _natural_sorted(names: list[str]) -> list[str]:
+    """The names in Slurm's natural (strnatcmp) order."""
+    keys = _natural_keys(names)
+    if keys is None:
+        return sorted(names, key=_natural_key)
+    return list(map(names.__getitem__, sorted(range(len(names)), key=keys.__getitem__)))
+
+
 def _prefix_ranks(prefixes: Iterable[str]) -> dict[str, int]:
     """Each distinct prefix's position in Slurm's (natural) prefix order."""
-    return {p: rank for rank, p in enumerate(sorted(set(prefixes), key=_natural_key))}
+    return {p: rank for rank, p in enumerate(_natural_sorted(list(set(prefixes))))}
 
 
 def _sort_key(run: list, ranks: dict[str, int]) -> tuple:
@@ -753,6 +1139,20 @@ def _collapse(runs: list[list]) -> list[list]:
     return out
 
 
+def _span_text(low: int, high: int, width: int) -> str:
+    """``low-high`` for low < high, in ranges of at most MAX_RANGE_HOSTS hosts: Slurm 22.05
+    writes n[0-69999], which its own parser (and expand) refuses."""
+    if high - low < MAX_RANGE_HOSTS:
+        return f"{low:0{width}d}-{high:0{width}d}"
+    pieces = []
+    for start in range(low, high + 1, MAX_RANGE_HOSTS):
+        stop = min(start + MAX_RANGE_HOSTS - 1, high)
+        pieces.append(
+            f"{start:0{width}d}-{stop:0{width}d}" if stop > start else f"{start:0{width}d}"
+        )
+    return ",".join(pieces)
+
+
 def _ranged_string(runs: list[list]) -> str:
     """Slurm's hostlist_ranged_string: one bracket per stretch of same-prefix numeric runs."""
     parts: list[str] = []
@@ -773,7 +1173,7 @@ def _ranged_string(runs: list[list]) -> str:
         numbers = []
         while True:
             if high > low:
-                numbers.append(f"{low:0{width}d}-{high:0{width}d}")
+                numbers.append(_span_text(low, high, width))
             else:
                 numbers.append(f"{low:0{width}d}")
             i += 1
@@ -889,7 +1289,7 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         )
         numbers = list(map(int, tails))
     if max(widths) == 20 and max(numbers) > _ULONG_MAX:
-        return None  # the host-by-host path keeps such names whole, as Slurm does
+        return None  # the host-by-host path names the host in its error
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
     # the run writes that number).
@@ -994,11 +1394,11 @@ def _columns_string(columns: _Columns) -> str:
     if widths is None:
         numbers = list(map(str, lows))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] += f"-{highs[row]}"
+            numbers[row] = _span_text(lows[row], highs[row], 0)
     else:
         numbers = list(map(format, lows, map("0{}d".format, widths)))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] += f"-{highs[row]:0{widths[row]}d}"
+            numbers[row] = _span_text(lows[row], highs[row], widths[row])
     if columns.one_prefix:
         bounds = [0, total]
     else:
@@ -1064,6 +1464,10 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     hosts, joined = _check_hosts(hosts)
     columns = _columns(hosts, joined)
     if columns is None:
+        if not re.search("[0-9]$", joined, re.MULTILINE):
+            # No host has a number: every host is a run of its own, and sorting them is
+            # all that hostlist_sort does (nothing overlaps or joins).
+            return ",".join(_natural_sorted(hosts) if sort else hosts)
         return _compress_by_host(hosts, sort)
     if sort and len(columns.lows) > 1:
         columns = _columns_sort(columns)

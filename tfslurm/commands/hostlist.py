@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
                 raise HostlistError(
                     f"standard input is longer than {hostlist.MAX_CHARS} characters (tfslurm's bound)"
                 )
+        # lines of input are items, though a newline inside one expression is an error
+        text = text.replace("\n", ",")
         print(hostlist.compress(hostlist.expand(text), sort=args.sorted))
     else:
         print(hostlist.count(args.expr))

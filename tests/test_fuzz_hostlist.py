@@ -1,0 +1,17 @@
+"""A short run of the hostlist fuzz target (tests/fuzz_hostlist.py; run it at length with
+``python tests/fuzz_hostlist.py --inputs 1000000``)."""
+
+from __future__ import annotations
+
+import fuzz_hostlist
+
+
+def test_hostlist_inputs_give_answers_or_one_line_errors() -> None:
+    lines: list[str] = []
+    summary = fuzz_hostlist.run(3000, seed=0, report=lines.append)
+    assert summary["crashes"] == 0, "\n".join(lines)
+    assert summary["round_trip_failures"] == 0, "\n".join(lines)
+    outcomes = summary["outcomes"]
+    assert isinstance(outcomes, dict)
+    assert outcomes["ok"] > 1000 and outcomes["HostlistError"] > 300  # both sides reached
+
