@@ -43,6 +43,13 @@ from collections.abc import Iterable
 
 from tfslurm.errors import HostlistError, clip
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+    # A run of hosts as the compressors keep it: [prefix, low, high, width], changed in place.
+    _Run: TypeAlias = list[Any]
+
 __all__ = [
     "MAX_CHARS",
     "MAX_HOSTS",
@@ -159,7 +166,7 @@ class _Group:
         if self._ranges is None:  # only plain groups: numbers of at most 19 digits
             parts = self.parts
             numbers = list(map(int, parts))
-            ranges = list(zip(numbers, numbers, map(len, parts)))
+            ranges = list(zip(numbers, numbers, map(len, parts), strict=False))
             for index, low, high, width in self.spans:
                 ranges[index] = (low, high, width)
             self._ranges = ranges
@@ -176,9 +183,9 @@ class _Group:
         if not self.spans:
             return self._body if self._body is not None else ",".join(self.parts)
         if self._body is not None:  # the bracket's text with each span written out
-            pieces = []
+            pieces: list[str] = []
             done = 0
-            for (start, end), (_, low, high, width) in zip(self._cuts, self.spans):
+            for (start, end), (_, low, high, width) in zip(self._cuts, self.spans, strict=False):
                 pieces += self._body[done:start], _range_text("", "", low, high, width)[1:]
                 done = end
             pieces.append(self._body[done:])
@@ -381,7 +388,7 @@ def _over_64_bits(hosts: list[str]) -> str | None:
     if not long:
         return None
     cuts = map(len, map(str.rstrip, long, itertools.repeat("0123456789")))
-    tails = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
+    tails: Iterable[str] = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
     significant = list(map(str.lstrip, tails, itertools.repeat("0")))
     for index in itertools.compress(
         range(len(long)), map((19).__lt__, map(len, significant))
@@ -582,7 +589,7 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
         assert body is not None
         pieces = []
         done = 0
-        for (start, end), (_, low, high, width) in zip(group._cuts, group.spans):
+        for (start, end), (_, low, high, width) in zip(group._cuts, group.spans, strict=False):
             if start > done:  # numbers, then the ',' before the span
                 pieces.append(f",{prefix}{body[done:start - 1].replace(',', between)}{tail}")
             pieces.append(_range_text(prefix, tail, low, high, width))
@@ -590,13 +597,13 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
         if done < len(body):
             pieces.append(f",{prefix}{body[done:].replace(',', between)}{tail}")
         return "".join(pieces)
-    numbers = list(group.parts)
+    written = list(group.parts)
     # A span becomes all its numbers with the prefix and tail between them, so one join
     # writes every host.
     for index, low, high, width in group.spans:
         span = _range_text(prefix, tail, low, high, width)
-        numbers[index] = span[1 + len(prefix) : len(span) - len(tail)]
-    return "," + prefix + between.join(numbers) + tail
+        written[index] = span[1 + len(prefix) : len(span) - len(tail)]
+    return "," + prefix + between.join(written) + tail
 
 
 def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
@@ -888,7 +895,7 @@ def _digits_of(number: int) -> int:
     return len(str(number))
 
 
-def _width_equiv(a: list, b: list) -> bool:
+def _width_equiv(a: _Run, b: _Run) -> bool:
     """Slurm's ``_width_equiv``: may a's and b's numbers share a width? Adopts it if so.
 
     Two widths are compatible when writing one run's low number with the other's width
@@ -942,11 +949,11 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     return hosts, joined
 
 
-def _runs(hosts: list[str]) -> list[list]:
+def _runs(hosts: list[str]) -> list[_Run]:
     """Slurm's hostlist_push_host for each host: join onto the last run when consecutive."""
-    runs: list[list] = []
+    runs: list[_Run] = []
     append = runs.append
-    last: list = ["", -2, -2, 0]  # sentinel: hi + 1 never equals a number
+    last: _Run = ["", -2, -2, 0]  # sentinel: hi + 1 never equals a number
     for host in hosts:
         prefix = host.rstrip("0123456789")
         cut = len(prefix)
@@ -975,7 +982,7 @@ def _runs(hosts: list[str]) -> list[list]:
     return runs
 
 
-def _natural_key(name: str) -> tuple:
+def _natural_key(name: str) -> tuple[Any, ...]:
     """Slurm's strnatcmp (Martin Pool's natural order) as a key, for names without blanks.
 
     strnatcmp walks both names byte by byte as C ``char`` (signed: UTF-8 bytes of
@@ -984,7 +991,7 @@ def _natural_key(name: str) -> tuple:
     by length then text (by value). Runs at the same place are either identical or decide
     the comparison, so comparing token by token is the same order.
     """
-    key: list[tuple] = []
+    key: list[tuple[Any, ...]] = []
     for token in re.findall(rb"[0-9]+|[^0-9]", name.encode("utf-8", "surrogatepass")):
         first = token[0]
         if 48 <= first <= 57:
@@ -1057,7 +1064,7 @@ def _prefix_ranks(prefixes: Iterable[str]) -> dict[str, int]:
     return {p: rank for rank, p in enumerate(_natural_sorted(list(set(prefixes))))}
 
 
-def _sort_key(run: list, ranks: dict[str, int]) -> tuple:
+def _sort_key(run: _Run, ranks: dict[str, int]) -> tuple[Any, ...]:
     """hostrange_cmp as a key: prefix, single hosts first, then by width class and number.
 
     Slurm compares runs of one prefix by low number when their widths are compatible and
@@ -1074,7 +1081,7 @@ def _sort_key(run: list, ranks: dict[str, int]) -> tuple:
     return (rank, 1, digits, 1, run[_LO])
 
 
-def _coalesce(runs: list[list]) -> list[list]:
+def _coalesce(runs: list[_Run]) -> list[_Run]:
     """Slurm's hostlist_coalesce over sorted runs: split overlapping runs at the overlap.
 
     Slurm walks pairs right to left and restarts from the end after each split. Only the
@@ -1086,7 +1093,7 @@ def _coalesce(runs: list[list]) -> list[list]:
     if not any(map(operator.gt, highs, map(_LOW, runs[1:]))):
         return runs  # no run reaches past the start of the next: nothing overlaps
     left = runs
-    right: list[list] = []  # processed runs, reversed: right[-1] is the leftmost
+    right: list[_Run] = []  # processed runs, reversed: right[-1] is the leftmost
     if left:
         right.append(left.pop())
     while left:
@@ -1117,11 +1124,11 @@ def _coalesce(runs: list[list]) -> list[list]:
     return right
 
 
-def _collapse(runs: list[list]) -> list[list]:
+def _collapse(runs: list[_Run]) -> list[_Run]:
     """Slurm's hostlist_collapse: join neighbouring consecutive runs, right to left."""
     if not runs:
         return runs
-    out: list[list] = []
+    out: list[_Run] = []
     current = runs[-1]
     for run in reversed(runs[:-1]):
         if (
@@ -1153,7 +1160,7 @@ def _span_text(low: int, high: int, width: int) -> str:
     return ",".join(pieces)
 
 
-def _ranged_string(runs: list[list]) -> str:
+def _ranged_string(runs: list[_Run]) -> str:
     """Slurm's hostlist_ranged_string: one bracket per stretch of same-prefix numeric runs."""
     parts: list[str] = []
     i = 0
@@ -1418,12 +1425,12 @@ def _columns_string(columns: _Columns) -> str:
     return ",".join(parts)
 
 
-def _columns_to_runs(columns: _Columns) -> list[list]:
+def _columns_to_runs(columns: _Columns) -> list[_Run]:
     widths = columns.widths
     if widths is None:
         widths = list(map(len, map(str, columns.lows)))
     return [
-        list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths)
+        list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)
     ]
 
 
@@ -1437,7 +1444,7 @@ def _compress_by_host(hosts: list[str], sort: bool) -> str:
     return _ranged_string(runs)
 
 
-def _coalesced_string(runs: list[list], hosts: list[str]) -> str:
+def _coalesced_string(runs: list[_Run], hosts: list[str]) -> str:
     """Slurm's hostlist_coalesce + collapse of sorted, overlapping runs, kept only where it
     keeps the hosts. Where runs of different widths overlap, Slurm's split loses hosts
     (22.05: ``n9 n10 n00 n9 n10`` gives ``n[9,9-10,10]``, without n00) and a literal copy of
