@@ -99,12 +99,7 @@ class Scontrol:
             text=True,
             check=False,
         )
-        return (
-            "\n".join(
-                line for line in done.stdout.splitlines() if "scontrol: " not in line
-            )
-            + "\n"
-        )
+        return "\n".join(line for line in done.stdout.splitlines() if "scontrol: " not in line) + "\n"
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -126,18 +121,10 @@ ANCHORS = ("python-hostlist", "ClusterShell", "scontrol")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--repeat", type=int, default=5, help="repetitions per figure (best is kept)"
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="exit 1 if a target is missed"
-    )
-    parser.add_argument(
-        "--no-scontrol", action="store_true", help="skip the scontrol column"
-    )
-    parser.add_argument(
-        "--big", action="store_true", help="add the 1M row of the sorted compress"
-    )
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per figure (best is kept)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--no-scontrol", action="store_true", help="skip the scontrol column")
+    parser.add_argument("--big", action="store_true", help="add the 1M row of the sorted compress")
     args = parser.parse_args()
     if python_hostlist is None:
         print(
@@ -165,9 +152,9 @@ def main() -> int:
         assert ours.compress(shuffled_hosts, sort=True) == str(cs.NodeSet.fromlist(shuffled_hosts))
     if scontrol:
         assert scontrol.run("hostnames", ranged).split() == ours.expand(ranged)
-        assert scontrol.run(
-            "hostlist", ",".join(shuffled_hosts[:5000])
-        ).strip() == ours.compress(shuffled_hosts[:5000])
+        assert scontrol.run("hostlist", ",".join(shuffled_hosts[:5000])).strip() == ours.compress(
+            shuffled_hosts[:5000]
+        )
 
     rows: list[Row] = []
     slow = max(1, args.repeat // 2)
@@ -205,13 +192,8 @@ def main() -> int:
     split_growth = best_of(lambda: flat_100k.split(","), args.repeat) / best_of(
         lambda: flat_10k.split(","), args.repeat
     )
-    tenths = [
-        ",".join(f"n{i}" for i in range(k * 10_000, (k + 1) * 10_000))
-        for k in range(10)
-    ]
-    matched_growth = t100 / (
-        best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10
-    )
+    tenths = [",".join(f"n{i}" for i in range(k * 10_000, (k + 1) * 10_000)) for k in range(10)]
+    matched_growth = t100 / (best_of(lambda: [ours.expand(t) for t in tenths], args.repeat) / 10)
     compressed = ours.compress(shuffled_hosts)  # what Slurm writes for scattered hosts
     expand_row("expand compress(100k shuffled)", compressed)
     for label, hosts in (("sorted", sorted_hosts), ("shuffled", shuffled_hosts)):
@@ -231,9 +213,7 @@ def main() -> int:
         random.Random(7).shuffle(hosts)
         # Slurm (so tfslurm) folds only a numeric tail: the answer is the sorted names,
         # where python-hostlist and ClusterShell write n[0-999]-ib.
-        assert ours.expand(ours.compress(hosts, sort=True)) == ph.expand_hostlist(
-            ph.collect_hostlist(hosts)
-        )
+        assert ours.expand(ours.compress(hosts, sort=True)) == ph.expand_hostlist(ph.collect_hostlist(hosts))
         plain_sort[label] = compress_row(
             f"compress {label} shuffled n<i>-ib, sort=True", hosts, True, 1 if size >= 10**6 else None
         )

@@ -28,8 +28,7 @@ from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout
 from tfslurm.step import Step
 
 
-def step_env(layout: Layout, rank: int, node_order: list[str] | None = None,
-             **extra: str) -> dict[str, str]:
+def step_env(layout: Layout, rank: int, node_order: list[str] | None = None, **extra: str) -> dict[str, str]:
     """The environment slurmstepd gives task ``rank`` of a step laid out as ``layout``.
 
     ``node_order``: nodes by SLURM_NODEID where that differs (het: component order).
@@ -74,27 +73,49 @@ def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
     last = 99_999
     out = [
         ("block (no -m), 10 per node", step_env(block_layout(nodes, even), last)),
-        ("block, packed 16/7 per node", step_env(block_layout(nodes, packed), last,
-                                                 SLURM_DISTRIBUTION="block")),
-        ("cyclic, 10 per node", step_env(cyclic_layout(nodes, even), last,
-                                         SLURM_DISTRIBUTION="cyclic")),
-        ("plane=4, 10 per node", step_env(plane_layout(nodes, even, 4), last,
-                                          SLURM_DISTRIBUTION="plane", SLURM_DIST_PLANESIZE="4")),
+        (
+            "block, packed 16/7 per node",
+            step_env(block_layout(nodes, packed), last, SLURM_DISTRIBUTION="block"),
+        ),
+        ("cyclic, 10 per node", step_env(cyclic_layout(nodes, even), last, SLURM_DISTRIBUTION="cyclic")),
+        (
+            "plane=4, 10 per node",
+            step_env(
+                plane_layout(nodes, even, 4), last, SLURM_DISTRIBUTION="plane", SLURM_DIST_PLANESIZE="4"
+            ),
+        ),
     ]
     hosts = [nodes[(r * 7919) % 10_000] for r in range(100_000)]  # every node 10 times, shuffled
     hostfile = os.path.join(tmp, "hostfile")
     with open(hostfile, "w") as handle:
         handle.write("\n".join(hosts) + "\n")
-    out.append(("arbitrary, 100k-line SLURM_HOSTFILE", step_env(
-        arbitrary_layout(nodes, hosts), last, SLURM_DISTRIBUTION="arbitrary", SLURM_HOSTFILE=hostfile)))
+    out.append(
+        (
+            "arbitrary, 100k-line SLURM_HOSTFILE",
+            step_env(
+                arbitrary_layout(nodes, hosts), last, SLURM_DISTRIBUTION="arbitrary", SLURM_HOSTFILE=hostfile
+            ),
+        )
+    )
     half = 5_000
-    het_truth = block_layout(nodes[half:], [10] * half).rank_to_node + \
-        block_layout(nodes[:half], [10] * half).rank_to_node  # component 0 on the upper half
+    het_truth = (
+        block_layout(nodes[half:], [10] * half).rank_to_node
+        + block_layout(nodes[:half], [10] * half).rank_to_node
+    )  # component 0 on the upper half
     het = arbitrary_layout(nodes, het_truth)
-    out.append(("het step, 2 components x 50k", step_env(
-        het, last, nodes[half:] + nodes[:half], SLURM_HET_SIZE="2",
-        SLURM_JOB_NODELIST_PACK_GROUP_0=hostlist.compress(nodes[half:]),
-        SLURM_JOB_NODELIST_PACK_GROUP_1=hostlist.compress(nodes[:half]))))
+    out.append(
+        (
+            "het step, 2 components x 50k",
+            step_env(
+                het,
+                last,
+                nodes[half:] + nodes[:half],
+                SLURM_HET_SIZE="2",
+                SLURM_JOB_NODELIST_PACK_GROUP_0=hostlist.compress(nodes[half:]),
+                SLURM_JOB_NODELIST_PACK_GROUP_1=hostlist.compress(nodes[:half]),
+            ),
+        )
+    )
     return out
 
 
@@ -126,7 +147,10 @@ def bench_tf(repeat: int) -> None:
     ours_ms = median_ms(ours, repeat)[1]
     child = subprocess.run(
         [sys.executable, "-c", TF_CHILD, str(repeat)],
-        input=json.dumps(env), capture_output=True, text=True, timeout=600,
+        input=json.dumps(env),
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
         | {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
     )
@@ -147,8 +171,10 @@ def main() -> int:
     parser.add_argument("--no-tf", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfslurm-bench-") as tmp:
-        print(f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view "
-              f"(median of {args.repeat}):")
+        print(
+            f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view "
+            f"(median of {args.repeat}):"
+        )
         for name, env in shapes(tmp):
 
             def run(env: dict[str, str] = env) -> Layout:
@@ -159,8 +185,10 @@ def main() -> int:
             layout = run()
             wall, cpu = median_ms(run, args.repeat)
             flag = "ok" if cpu < 100 else "OVER 100 ms"
-            print(f"  {name:38s} cpu {cpu:6.1f} ms  wall {wall:6.1f} ms  "
-                  f"[{layout.method.split(' (')[0]}, {layout.num_tasks} tasks] {flag}")
+            print(
+                f"  {name:38s} cpu {cpu:6.1f} ms  wall {wall:6.1f} ms  "
+                f"[{layout.method.split(' (')[0]}, {layout.num_tasks} tasks] {flag}"
+            )
     if args.no_tf:
         return 0
     if importlib.util.find_spec("tensorflow") is None:

@@ -21,7 +21,9 @@ BUDGET_MS = 100.0
 
 def step_env(tasks: int, per_node: int, rank: int) -> dict[str, str]:
     nodes = -(-tasks // per_node)
-    counts = f"{per_node}(x{nodes})" if tasks % per_node == 0 else f"{per_node}(x{nodes - 1}),{tasks % per_node}"
+    counts = (
+        f"{per_node}(x{nodes})" if tasks % per_node == 0 else f"{per_node}(x{nodes - 1}),{tasks % per_node}"
+    )
     node = rank // per_node
     return {
         "SLURM_JOB_ID": "123456",
@@ -30,7 +32,9 @@ def step_env(tasks: int, per_node: int, rank: int) -> dict[str, str]:
         "SLURM_LOCALID": str(rank % per_node),
         "SLURM_NODEID": str(node),
         "SLURMD_NODENAME": f"nid{node:06d}",
-        "SLURM_GTIDS": ",".join(str(node * per_node + i) for i in range(min(per_node, tasks - node * per_node))),
+        "SLURM_GTIDS": ",".join(
+            str(node * per_node + i) for i in range(min(per_node, tasks - node * per_node))
+        ),
         "SLURM_STEP_NODELIST": f"nid[{0:06d}-{nodes - 1:06d}]",
         "SLURM_STEP_TASKS_PER_NODE": counts,
         "SLURM_STEP_NUM_TASKS": str(tasks),
@@ -81,7 +85,9 @@ def time_tf(env: dict[str, str]) -> float:
     os.environ.update(env)
     try:
         start = time.perf_counter()
-        resolver = SlurmClusterResolver(port_base=8888, gpus_per_node=len(env["CUDA_VISIBLE_DEVICES"].split(",")))
+        resolver = SlurmClusterResolver(
+            port_base=8888, gpus_per_node=len(env["CUDA_VISIBLE_DEVICES"].split(","))
+        )
         resolver.cluster_spec()
         return time.perf_counter() - start
     finally:
@@ -112,7 +118,9 @@ def main() -> None:
         f"(min {min(runs):.1f}, max {max(runs):.1f}; {args.repeat} runs)"
     )
     print(f"  ... plus the full TF_CONFIG JSON in-process: median {full_median:.1f} ms")
-    print(f"ratio to the {BUDGET_MS:.0f} ms budget: {median / BUDGET_MS:.2f} (with TF_CONFIG: {full_median / BUDGET_MS:.2f})")
+    print(
+        f"ratio to the {BUDGET_MS:.0f} ms budget: {median / BUDGET_MS:.2f} (with TF_CONFIG: {full_median / BUDGET_MS:.2f})"
+    )
     node_env = step_env(args.tasks, args.per_node, rank=0)
     time_node_hook(node_env)  # warm-up
     pairs = [time_node_hook(node_env) for _ in range(args.repeat)]

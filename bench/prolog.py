@@ -53,12 +53,16 @@ def build(work: Path, snapshot: bool) -> tuple[Path, Path]:
         parent = work / "snapshot"
         parent.mkdir()
         archive = subprocess.run(
-            ["git", "-C", str(PLUGIN_DIR.parent), "archive", "HEAD", "tfslurm"], capture_output=True, check=True
+            ["git", "-C", str(PLUGIN_DIR.parent), "archive", "HEAD", "tfslurm"],
+            capture_output=True,
+            check=True,
         )
         subprocess.run(["tar", "-x", "-C", str(parent)], input=archive.stdout, check=True)
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(parent)], check=True)
         parent.chmod(0o755)
-    wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog", package_parent=str(parent) if parent else None)
+    wrapper = prolog.write_wrapper(
+        work / "tfslurm-taskprolog", package_parent=str(parent) if parent else None
+    )
     return work / "build" / "spank_tfslurm.so", wrapper
 
 
@@ -117,11 +121,15 @@ def main() -> int:
         empty = work / "empty-taskprolog"
         empty.write_text("#!/bin/sh\nexit 0\n")
         empty.chmod(0o755)
-        with LocalCluster(**base) as plain, LocalCluster(
-            **base, task_prolog=str(wrapper), plugstack_lines=[f"optional {plugin}"]
-        ) as site, LocalCluster(**base, task_prolog=str(empty)) as reference, LocalCluster(
-            **base, plugstack_lines=[f"optional {plugin} prolog={wrapper}"]
-        ) as hooked, LocalCluster(**base, plugstack_lines=[f"optional {plugin} prolog={per_task_hook}"]) as per_task_hooked:
+        with (
+            LocalCluster(**base) as plain,
+            LocalCluster(**base, task_prolog=str(wrapper), plugstack_lines=[f"optional {plugin}"]) as site,
+            LocalCluster(**base, task_prolog=str(empty)) as reference,
+            LocalCluster(**base, plugstack_lines=[f"optional {plugin} prolog={wrapper}"]) as hooked,
+            LocalCluster(
+                **base, plugstack_lines=[f"optional {plugin} prolog={per_task_hook}"]
+            ) as per_task_hooked,
+        ):
             settings = {
                 "a": (plain, [*shape, "true"]),
                 "r": (reference, [*shape, "true"]),
@@ -145,13 +153,17 @@ def main() -> int:
     print(f"srun {' '.join(shape)} true: median of {args.runs} interleaved runs each "
           f"(load average {load_before[0]:.1f} -> {load_after[0]:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
     print(f"  (a) no TaskProlog, no plugin        {med['a']:8.1f} ms")
-    print(f"  (r) empty /bin/sh TaskProlog        {med['r']:8.1f} ms  ({per_task['r']:.2f} ms per task: Slurm's floor)")
+    print(
+        f"  (r) empty /bin/sh TaskProlog        {med['r']:8.1f} ms  ({per_task['r']:.2f} ms per task: Slurm's floor)"
+    )
     print(f"  (b) tfslurm installed, no --tf-dist {med['b']:8.1f} ms")
     print(f"  (c) tfslurm, --tf-dist              {med['c']:8.1f} ms")
     print(f"  (b2) plugin prolog=, no --tf-dist   {med['b2']:8.1f} ms")
     print(f"  (c2) plugin prolog=, --tf-dist      {med['c2']:8.1f} ms")
-    print(f"  (c3) as (c2), hook in every task    {med['c3']:8.1f} ms  ({per_task['c3']:.2f} ms per task; "
-          f"per-node run saves {per_task['c3'] - per_task['c2']:.2f} ms per task)")
+    print(
+        f"  (c3) as (c2), hook in every task    {med['c3']:8.1f} ms  ({per_task['c3']:.2f} ms per task; "
+        f"per-node run saves {per_task['c3'] - per_task['c2']:.2f} ms per task)"
+    )
     verdicts = []
     for key, target in (("b", TARGET_B_MS), ("c", TARGET_C_MS), ("b2", TARGET_B_MS), ("c2", TARGET_C_MS)):
         ok = per_task[key] <= target
@@ -159,7 +171,9 @@ def main() -> int:
         label = f"({key})-(a)"
         print(f"  {label:9s} per task {per_task[key]:7.2f} ms  target <= {target:g} ms  "
               f"ratio {per_task[key] / target:5.2f}  {'OK' if ok else 'MISSED'}")  # fmt: skip
-    print(f"  wrapper alone (no Slurm): no marker {alone_b * 1000:.1f} ms, with marker {alone_c * 1000:.1f} ms per task")
+    print(
+        f"  wrapper alone (no Slurm): no marker {alone_b * 1000:.1f} ms, with marker {alone_c * 1000:.1f} ms per task"
+    )
     return 0 if all(verdicts) else 3
 
 

@@ -85,9 +85,9 @@ values = st.one_of(
     st.text(alphabet="n0123456789[]-,:x()* \n", max_size=40),
 )
 mutation = st.tuples(st.sampled_from(VARIABLES), st.one_of(st.none(), values))
-environments = st.tuples(
-    st.integers(0, len(BASES) - 1), st.lists(mutation, min_size=1, max_size=6)
-).map(lambda pair: _apply(BASES[pair[0]], pair[1]))
+environments = st.tuples(st.integers(0, len(BASES) - 1), st.lists(mutation, min_size=1, max_size=6)).map(
+    lambda pair: _apply(BASES[pair[0]], pair[1])
+)
 
 
 def _apply(base: dict[str, str], changes: list[tuple[str, str | None]]) -> dict[str, str]:

@@ -71,7 +71,7 @@ def _number(rng: random.Random) -> str:
     if pick < 0.75:
         value = rng.randint(0, 1200)
     elif pick < 0.9:
-        value = rng.randint(0, 10**rng.randint(1, 19))
+        value = rng.randint(0, 10 ** rng.randint(1, 19))
     else:
         value = 2**64 + rng.randint(-3, 3)
     width = rng.choice((0, 0, 0, 1, 2, 3, 4, 6, 21))
@@ -136,7 +136,9 @@ def count_list(rng: random.Random) -> str:
     items = []
     for _ in range(rng.randint(0, 5)):
         value = rng.choice(("1", "2", "16", "0", "65535", "9" * 25, "-1", "²", " 3 "))
-        items.append(value + (f"(x{rng.choice(('2', '3', '1', '0', '99999999', ''))})" if rng.random() < 0.3 else ""))
+        items.append(
+            value + (f"(x{rng.choice(('2', '3', '1', '0', '99999999', ''))})" if rng.random() < 0.3 else "")
+        )
     return ",".join(items)
 
 

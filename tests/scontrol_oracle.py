@@ -39,9 +39,7 @@ class Scontrol:
     """A real ``scontrol`` binary plus the throwaway config it needs."""
 
     executable: str
-    conf_dir: str = field(
-        default_factory=lambda: tempfile.mkdtemp(prefix="tfslurm-oracle-")
-    )
+    conf_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="tfslurm-oracle-"))
     queries: int = 0  # how many expressions/host lists were asked, for the test report
 
     def __post_init__(self) -> None:
@@ -77,9 +75,7 @@ class Scontrol:
         """``scontrol show hostnames`` of each expression; None where Slurm rejects it."""
         return self._ask("hostnames", exprs)
 
-    def hostlist(
-        self, host_lists: Sequence[Sequence[str]], sort: bool = False
-    ) -> list[str | None]:
+    def hostlist(self, host_lists: Sequence[Sequence[str]], sort: bool = False) -> list[str | None]:
         """``scontrol show hostlist[sorted]`` of each comma-joined host list."""
         kind = "hostlistsorted" if sort else "hostlist"
         answers = self._ask(kind, [",".join(hosts) for hosts in host_lists])
@@ -153,10 +149,7 @@ class Scontrol:
         for block in blocks[:-1]:
             if any(line.startswith("Invalid hostlist") for line in block):
                 answers.append(None)
-            elif any(
-                line.startswith("scontrol: error: _parse_single_range")
-                for line in block
-            ):
+            elif any(line.startswith("scontrol: error: _parse_single_range") for line in block):
                 answers.append(PARTIAL)  # type: ignore[arg-type]
             elif any(line.startswith("scontrol:") for line in block):
                 raise RuntimeError(f"unexpected scontrol output {block!r}")

@@ -51,7 +51,9 @@ def libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_stages(script: str, *args: str) -> str:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -65,8 +67,10 @@ def test_a_mapped_libcuda_that_cannot_be_asked_counts_as_initialised(tmp_path: P
     (tmp_path / "c.c").write_text("int cuInit(unsigned int f) { (void)f; return 0; }\n")
     lib = tmp_path / "libcuda.so.1"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "c.c")], check=True)
-    script = ("import ctypes, sys\nfrom tfslurm.resolver import cuda_initialised\n"
-              "a = cuda_initialised(); ctypes.CDLL(sys.argv[1]); print(a, cuda_initialised())")
+    script = (
+        "import ctypes, sys\nfrom tfslurm.resolver import cuda_initialised\n"
+        "a = cuda_initialised(); ctypes.CDLL(sys.argv[1]); print(a, cuda_initialised())"
+    )
     assert run_stages(script, str(lib)) == "False True"
 
 
@@ -75,11 +79,18 @@ def test_maps_naming_a_libcuda_not_in_this_process(tmp_path: Path, libcuda: Path
     # stale or foreign maps file) is "cannot ask", hence True — and nothing gets loaded.
     maps = tmp_path / "maps"
     maps.write_text(f"7f0000000000-7f0000001000 r-xp 00000000 08:01 123   {libcuda}\n")
-    script = ("import sys\nfrom tfslurm.resolver import cuda_initialised\n"
-              "r = cuda_initialised(sys.argv[1])\n"
-              "print(r, any(sys.argv[2] in l for l in open('/proc/self/maps')))")
+    script = (
+        "import sys\nfrom tfslurm.resolver import cuda_initialised\n"
+        "r = cuda_initialised(sys.argv[1])\n"
+        "print(r, any(sys.argv[2] in l for l in open('/proc/self/maps')))"
+    )
     assert run_stages(script, str(maps), str(libcuda)) == "True False"
     empty = tmp_path / "empty"
     empty.write_text("")
-    assert run_stages("import sys\nfrom tfslurm.resolver import cuda_initialised\n"
-                      "print(cuda_initialised(sys.argv[1]))", str(empty)) == "False"
+    assert (
+        run_stages(
+            "import sys\nfrom tfslurm.resolver import cuda_initialised\nprint(cuda_initialised(sys.argv[1]))",
+            str(empty),
+        )
+        == "False"
+    )

@@ -46,8 +46,9 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
     slurm_cluster_factory()  # skips (or fails in CI) where no cluster can run
     _need_tensorflow()
     started = time.monotonic()
-    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=300,
-                          env=_clean_env())
+    done = subprocess.run(
+        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=300, env=_clean_env()
+    )
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -67,8 +68,13 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
 def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
     slurm_cluster_factory()
     _need_tensorflow()
-    proc = subprocess.Popen([*TFSLURM, "demo", "--steps", "100000"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=_clean_env())
+    proc = subprocess.Popen(
+        [*TFSLURM, "demo", "--steps", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_clean_env(),
+    )
     lines = []
     state = None
     try:
@@ -92,46 +98,77 @@ def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
 def test_demo_without_cluster_support_is_one_clear_line():
     env = _clean_env()
     env["TFSLURM_NO_CLUSTER"] = "1"
-    done = subprocess.run([*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60, env=env)
+    done = subprocess.run(
+        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60, env=env
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("tfslurm demo: error: cannot start a local Slurm cluster:")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                    reason="needs root to switch to an unprivileged user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to switch to an unprivileged user"
+)
 def test_demo_as_non_root_says_so():
     env = _clean_env()
     env["HOME"] = "/tmp"
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           *TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60,
-                          env=env, cwd="/tmp")
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *TFSLURM, "demo"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=env,
+        cwd="/tmp",
+    )
     assert done.returncode == 2, done.stderr
-    assert re.fullmatch(r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n",
-                        done.stderr), done.stderr
+    assert re.fullmatch(
+        r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n", done.stderr
+    ), done.stderr
 
 
 def test_demo_rejects_bad_options():
-    done = subprocess.run([*TFSLURM, "demo", "--nodes", "0"], capture_output=True, text=True, check=False,
-                          timeout=60, env=_clean_env())
+    done = subprocess.run(
+        [*TFSLURM, "demo", "--nodes", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=_clean_env(),
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"
-    done = subprocess.run([*TFSLURM, "demo", "--timeout", "nan"], capture_output=True, text=True,
-                          check=False, timeout=60, env=_clean_env())
+    done = subprocess.run(
+        [*TFSLURM, "demo", "--timeout", "nan"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=_clean_env(),
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --timeout nan: choose a positive number of seconds"
 
 
 def test_demo_rejects_bad_cluster_options_in_one_line():
-    for args, needle in ((["--state-dir", "rel/dir"], "--state-dir 'rel/dir': must be an absolute path"),
-                         (["--ctld-port", "80"], "--ctld-port 80: expected an integer in 1024..65534"),
-                         (["--resv-ports", "30000-20000"], "--resv-ports '30000-20000': expected LOW-HIGH")):
-        done = subprocess.run([*TFSLURM, "demo", *args], capture_output=True, text=True, check=False,
-                              timeout=60, env=_clean_env())
+    for args, needle in (
+        (["--state-dir", "rel/dir"], "--state-dir 'rel/dir': must be an absolute path"),
+        (["--ctld-port", "80"], "--ctld-port 80: expected an integer in 1024..65534"),
+        (["--resv-ports", "30000-20000"], "--resv-ports '30000-20000': expected LOW-HIGH"),
+    ):
+        done = subprocess.run(
+            [*TFSLURM, "demo", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env=_clean_env(),
+        )
         assert done.returncode == 2
         assert done.stderr.strip() == f"tfslurm demo: error: {needle}" or (
-            len(done.stderr.splitlines()) == 1 and needle in done.stderr), done.stderr
+            len(done.stderr.splitlines()) == 1 and needle in done.stderr
+        ), done.stderr
 
 
 @pytest.mark.cluster
@@ -142,9 +179,24 @@ def test_demo_takes_its_state_dir_and_ports(slurm_cluster_factory, tmp_path):
     _need_tensorflow()
     state = Path(f"/tmp/tfs-demo-opts-{os.getpid()}")
     port = 30000 + os.getpid() % 2000 * 2
-    proc = subprocess.Popen([*TFSLURM, "demo", "--steps", "100000", "--state-dir", str(state), "--ctld-port",
-                             str(port), "--resv-ports", "21000-21100"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=_clean_env())
+    proc = subprocess.Popen(
+        [
+            *TFSLURM,
+            "demo",
+            "--steps",
+            "100000",
+            "--state-dir",
+            str(state),
+            "--ctld-port",
+            str(port),
+            "--resv-ports",
+            "21000-21100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_clean_env(),
+    )
     lines = []
     try:
         for line in proc.stdout:

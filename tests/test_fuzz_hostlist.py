@@ -14,4 +14,3 @@ def test_hostlist_inputs_give_answers_or_one_line_errors() -> None:
     outcomes = summary["outcomes"]
     assert isinstance(outcomes, dict)
     assert outcomes["ok"] > 1000 and outcomes["HostlistError"] > 300  # both sides reached
-

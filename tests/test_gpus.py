@@ -28,8 +28,14 @@ from tfslurm.step import Step
 
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths(observed.VERSIONS)}
 VERSIONS = observed.VERSIONS
-GPU_FIXTURES = ["11_gres_gpu2", "12_gpus_per_task", "13_gpus_per_node_bind_none", "13b_gpus_per_node",
-                "13c_gpus_total_3", "22_sbatch_gpus"]
+GPU_FIXTURES = [
+    "11_gres_gpu2",
+    "12_gpus_per_task",
+    "13_gpus_per_node_bind_none",
+    "13b_gpus_per_node",
+    "13c_gpus_total_3",
+    "22_sbatch_gpus",
+]
 NO_SMI = "/nonexistent/nvidia-smi"  # the observed cluster has no nvidia-smi either
 # How SLURMD_TRES_BIND names the gpu part (``gres/gpu:`` since 23.11's --tres-bind).
 TRES_PREFIX = {"22.05": "gpu:", "24.11": "gres/gpu:", "26.05": "gres/gpu:"}
@@ -85,14 +91,19 @@ def test_recorded_tasks_never_get_a_device_slurm_did_not_give(fid: str) -> None:
         assert set(gpu.devices) <= set(gpu.node_devices) <= set(given_list)
         for name, value in gpu.env().items():
             if name == ASSIGNED_VARIABLE:
-                assert value.startswith(f"{task.env['SLURM_JOB_ID']}.{task.env['SLURM_STEP_ID']}.{task.procid}:")
+                assert value.startswith(
+                    f"{task.env['SLURM_JOB_ID']}.{task.env['SLURM_STEP_ID']}.{task.procid}:"
+                )
                 continue
             assert name in task.env, f"{name} exported but Slurm never set it"
             assert set(filter(None, value.split(","))) <= set(task.env[name].split(","))
 
 
-@pytest.mark.parametrize("fid", gpu_fids(exclude=("13_gpus_per_node_bind_none",))
-                         + [fid_of(v, "13_gpus_per_node_bind_none") for v in VERSIONS[1:]])
+@pytest.mark.parametrize(
+    "fid",
+    gpu_fids(exclude=("13_gpus_per_node_bind_none",))
+    + [fid_of(v, "13_gpus_per_node_bind_none") for v in VERSIONS[1:]],
+)
 def test_recorded_gpu_shapes_give_disjoint_devices_per_node(fid: str) -> None:
     for node, gpus in per_node(assignments(fid)).items():
         owned = [d for gpu in gpus for d in gpu.devices]
@@ -117,7 +128,9 @@ def test_gres_gpu2_two_tasks_per_node_split_the_node_list(version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_gres_gpu2_with_gpus_per_task_two_is_too_many(version: str) -> None:
-    with pytest.raises(GpuError, match=r"gpus_per_task=2 for 2 task\(s\) on this node needs 4 GPU\(s\), but only 2"):
+    with pytest.raises(
+        GpuError, match=r"gpus_per_task=2 for 2 task\(s\) on this node needs 4 GPU\(s\), but only 2"
+    ):
         assignments(fid_of(version, "11_gres_gpu2"), gpus_per_task=2)
 
 
@@ -223,7 +236,9 @@ def test_parse_devices(value: str, devices: tuple[str, ...]) -> None:
     assert parse_devices("CUDA_VISIBLE_DEVICES", value) == devices
 
 
-@pytest.mark.parametrize("value", ["0,,1", "0 1", "gpu$0", ",", "0;1", "x" * 300_000, "\u0661", ".0", "0,\u00e90"])
+@pytest.mark.parametrize(
+    "value", ["0,,1", "0 1", "gpu$0", ",", "0;1", "x" * 300_000, "\u0661", ".0", "0,\u00e90"]
+)
 def test_parse_devices_rejects_garbage_with_the_variable_name(value: str) -> None:
     with pytest.raises(GpuError, match=r"^CUDA_VISIBLE_DEVICES") as info:
         parse_devices("CUDA_VISIBLE_DEVICES", value)
@@ -231,7 +246,9 @@ def test_parse_devices_rejects_garbage_with_the_variable_name(value: str) -> Non
 
 
 def test_empty_cvd_from_slurm_stays_empty() -> None:
-    gpu = assign_gpus_from_env({"CUDA_VISIBLE_DEVICES": "", "SLURM_GPUS_ON_NODE": "0"}, local_tasks=2, local_id=1)
+    gpu = assign_gpus_from_env(
+        {"CUDA_VISIBLE_DEVICES": "", "SLURM_GPUS_ON_NODE": "0"}, local_tasks=2, local_id=1
+    )
     assert gpu.devices == () and gpu.env() == {"CUDA_VISIBLE_DEVICES": ""}
 
 
@@ -331,8 +348,14 @@ def test_bad_slurm_gpus_on_node() -> None:
 def test_explicit_and_own_share_bindings_are_kept_per_task() -> None:
     # A list shorter than the node's (a socket's share under closest, an explicit map/mask) is
     # this task's own and kept as Slurm bound it.
-    for bind in ("gpu:map_gpu:1,0", "gpu:single:2", "gpu:closest", "gpu:verbose,per_task:1", "gres/gpu:mask_gpu:0x1",
-                 "gres/gpu:closest"):
+    for bind in (
+        "gpu:map_gpu:1,0",
+        "gpu:single:2",
+        "gpu:closest",
+        "gpu:verbose,per_task:1",
+        "gres/gpu:mask_gpu:0x1",
+        "gres/gpu:closest",
+    ):
         env = {"CUDA_VISIBLE_DEVICES": "1", "SLURMD_TRES_BIND": bind, "SLURM_GPUS_ON_NODE": "2"}
         gpu = assign_gpus_from_env(env, local_id=1, local_tasks=2)
         assert gpu.devices == ("1",) and gpu.source.startswith("per-task binding"), bind
@@ -342,8 +365,12 @@ def test_explicit_and_own_share_bindings_are_kept_per_task() -> None:
 def test_a_per_task_list_that_is_the_whole_node_list_is_split(bind: str) -> None:
     # srun --gpus-per-task=2 --gpu-bind=closest on a one-socket node: Slurm hands each of the
     # node's tasks the whole step list 0,1,2,3 (measured); they must not share it.
-    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_STEP_GPUS": "0,1,2,3", "SLURMD_TRES_BIND": bind,
-           "SLURM_GPUS_ON_NODE": "4"}
+    env = {
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "SLURM_STEP_GPUS": "0,1,2,3",
+        "SLURMD_TRES_BIND": bind,
+        "SLURM_GPUS_ON_NODE": "4",
+    }
     gpus = [assign_gpus_from_env(env, local_id=i, local_tasks=2) for i in range(2)]
     assert [g.devices for g in gpus] == [("0", "1"), ("2", "3")]
     assert all(not g.per_task and "gave every local task the node's list" in g.source for g in gpus)
@@ -356,7 +383,11 @@ def test_a_per_task_list_that_is_the_whole_node_list_is_split(bind: str) -> None
 def test_whole_node_list_split_by_the_gpus_per_task_slurm_was_asked_for() -> None:
     # --gpus-per-task=1 --gpu-bind=closest with 4 GPUs and 2 tasks: one each (24.11+ says
     # SLURM_TRES_PER_TASK, older sbatch jobs SLURM_GPUS_PER_TASK), not a balanced 2 each.
-    base = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gres/gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    base = {
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "SLURMD_TRES_BIND": "gres/gpu:closest",
+        "SLURM_GPUS_ON_NODE": "4",
+    }
     for extra in ({"SLURM_TRES_PER_TASK": "cpu=1,gres/gpu=1"}, {"SLURM_GPUS_PER_TASK": "1"}):
         gpus = [assign_gpus_from_env({**base, **extra}, local_id=i, local_tasks=2) for i in range(2)]
         assert [g.devices for g in gpus] == [("0",), ("1",)]
@@ -429,7 +460,9 @@ def test_default_split_uses_every_device_once_and_balances(devices: list[str], l
 
 
 @given(devices=device_lists, local_tasks=st.integers(1, 12), per_task=st.integers(0, 6))
-def test_gpus_per_task_split_is_disjoint_equal_or_an_error(devices: list[str], local_tasks: int, per_task: int) -> None:
+def test_gpus_per_task_split_is_disjoint_equal_or_an_error(
+    devices: list[str], local_tasks: int, per_task: int
+) -> None:
     if local_tasks * per_task > len(devices):
         with pytest.raises(GpuError):
             split_devices(devices, local_tasks, 0, per_task)
@@ -469,7 +502,9 @@ def test_every_task_gets_a_subset_and_disjoint_devices_under_gpus_per_task(case:
     for local_id in range(tasks):
         try:
             results.append(
-                assign_gpus_from_env(env, local_id=local_id, local_tasks=tasks, gpus_per_task=per_task, nvidia_smi=NO_SMI)
+                assign_gpus_from_env(
+                    env, local_id=local_id, local_tasks=tasks, gpus_per_task=per_task, nvidia_smi=NO_SMI
+                )
             )
         except GpuError as exc:
             assert "\n" not in str(exc)
@@ -519,7 +554,10 @@ def test_narrowed_list_is_kept_and_marked_per_task() -> None:
     env = {"CUDA_VISIBLE_DEVICES": "1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2"}
     gpu = assign_gpus_from_env(env, local_id=1, local_tasks=2)
     assert gpu.devices == ("1",) and gpu.per_task
-    assert gpu.source == "already narrowed after Slurm (CUDA_VISIBLE_DEVICES=1 of the 2 GPU(s) in SLURM_STEP_GPUS=0,1), kept"
+    assert (
+        gpu.source
+        == "already narrowed after Slurm (CUDA_VISIBLE_DEVICES=1 of the 2 GPU(s) in SLURM_STEP_GPUS=0,1), kept"
+    )
     hidden = assign_gpus_from_env(dict(env, CUDA_VISIBLE_DEVICES=""), local_id=0, local_tasks=2)
     assert hidden.devices == () and hidden.env() == {"CUDA_VISIBLE_DEVICES": ""}
     full = assign_gpus_from_env(dict(env, CUDA_VISIBLE_DEVICES="0,1"), local_id=1, local_tasks=2)
@@ -529,8 +567,15 @@ def test_narrowed_list_is_kept_and_marked_per_task() -> None:
 def test_local_id_comes_from_the_layout_and_is_never_guessed() -> None:
     from tfslurm.layout import Layout
 
-    env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_GTIDS": "1,2",
-           "CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_STEP_GPUS": "0,1,2,3", "SLURM_GPUS_ON_NODE": "4"}
+    env = {
+        "SLURM_JOB_ID": "5",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "2",
+        "SLURM_GTIDS": "1,2",
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "SLURM_STEP_GPUS": "0,1,2,3",
+        "SLURM_GPUS_ON_NODE": "4",
+    }
     layout = Layout(("a", "b"), (0, 1, 1), (0, 0, 1), "test")
     # no SLURM_LOCALID: the layout says rank 2 is local task 1 of 2 on node b
     assert assign_gpus(Step.from_environ(env), layout).devices == ("2", "3")
@@ -553,15 +598,18 @@ def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> Non
     assert again.devices == ("1",) and again.per_task and "earlier by tfslurm" in again.source
     # a marker of another step (inherited by a nested srun) or a changed value is ignored
     for stale in ("5.1.1:CUDA_VISIBLE_DEVICES=1", "5.0.1:CUDA_VISIBLE_DEVICES=0"):
-        fresh = assign_gpus_from_env({**env, "CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: stale},
-                                     local_id=1, local_tasks=2)
+        fresh = assign_gpus_from_env(
+            {**env, "CUDA_VISIBLE_DEVICES": "1", ASSIGNED_VARIABLE: stale}, local_id=1, local_tasks=2
+        )
         assert fresh.devices == () and not fresh.per_task
 
 
 # --- warnings ----------------------------------------------------------------------------
 
 
-def plan_warnings(env: dict[str, str], dev_dir: str = "/nonexistent-dev", **kwargs: object) -> tuple[str, ...]:
+def plan_warnings(
+    env: dict[str, str], dev_dir: str = "/nonexistent-dev", **kwargs: object
+) -> tuple[str, ...]:
     from tfslurm.gpus import gpu_warnings
 
     step = Step.from_environ(env)
@@ -579,13 +627,19 @@ def fixture_warnings(fid: str, **kwargs: object) -> dict[int, tuple[str, ...]]:
     return out
 
 
-UNEVEN_TAIL = ("; MultiWorkerMirroredStrategy needs the same count on every worker: request --gpus-per-task=N "
-               "or --gres=gpu:N with N a multiple of the tasks per node (TFSLURM_UNEVEN_GPUS=error makes this an error)")
-ZERO_3 = ("tfslurm: warning: task 3 on node2 gets 0 GPUs while other tasks of the step have some (1 GPU(s) for "
-          "2 task(s) on the node): it runs on the CPU; request --gpus-per-task=N, or --gres=gpu:N with N a "
-          "multiple of the tasks per node")
-FEWER_NODE2 = ("tfslurm: warning: node node2 has 1 GPU(s) for 2 tasks: 1 task(s) get none (a GPU is never "
-               "shared); request at least one GPU per task (--gpus-per-task=1)")
+UNEVEN_TAIL = (
+    "; MultiWorkerMirroredStrategy needs the same count on every worker: request --gpus-per-task=N "
+    "or --gres=gpu:N with N a multiple of the tasks per node (TFSLURM_UNEVEN_GPUS=error makes this an error)"
+)
+ZERO_3 = (
+    "tfslurm: warning: task 3 on node2 gets 0 GPUs while other tasks of the step have some (1 GPU(s) for "
+    "2 task(s) on the node): it runs on the CPU; request --gpus-per-task=N, or --gres=gpu:N with N a "
+    "multiple of the tasks per node"
+)
+FEWER_NODE2 = (
+    "tfslurm: warning: node node2 has 1 GPU(s) for 2 tasks: 1 task(s) get none (a GPU is never "
+    "shared); request at least one GPU per task (--gpus-per-task=1)"
+)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -596,13 +650,21 @@ def test_gpus_3_over_two_nodes_warns_exactly_the_uneven_tasks(version: str) -> N
         3: (ZERO_3,),
     }
     if version != "22.05":  # SLURM_GPUS=3 (24.11+) tells rank 0 that node2 got fewer
-        wanted[0] = ("tfslurm: warning: tasks get unequal GPU counts (1 per task on node node1, but SLURM_GPUS=3 for 4 tasks)"
-                     + UNEVEN_TAIL,)
+        wanted[0] = (
+            "tfslurm: warning: tasks get unequal GPU counts (1 per task on node node1, but SLURM_GPUS=3 for 4 tasks)"
+            + UNEVEN_TAIL,
+        )
     assert got == wanted
 
 
-@pytest.mark.parametrize("fid", [f for f in sorted(FIXTURES) if not f.endswith("13c_gpus_total_3")
-                                 and "09_arbitrary" not in f and "26_sbatch_arbitrary" not in f])
+@pytest.mark.parametrize(
+    "fid",
+    [
+        f
+        for f in sorted(FIXTURES)
+        if not f.endswith("13c_gpus_total_3") and "09_arbitrary" not in f and "26_sbatch_arbitrary" not in f
+    ],
+)
 def test_no_warning_for_even_shapes(fid: str) -> None:
     for tasks in FIXTURES[fid].steps.values():
         for task in tasks:
@@ -623,7 +685,9 @@ def test_uneven_counts_are_an_error_on_request(version: str) -> None:
     for task in FIXTURES[fid].steps["s0"]:
         env = dict(task.env, TFSLURM_UNEVEN_GPUS="error")
         if task.procid in (2, 3) or version != "22.05":
-            with pytest.raises(GpuError, match=r"^tasks get unequal GPU counts .*\(TFSLURM_UNEVEN_GPUS=error\)$"):
+            with pytest.raises(
+                GpuError, match=r"^tasks get unequal GPU counts .*\(TFSLURM_UNEVEN_GPUS=error\)$"
+            ):
                 plan_warnings(env)
         else:  # node1 of 22.05 cannot see node2's count: no error there, node2's tasks fail
             assert plan_warnings(env) == ()
@@ -664,8 +728,12 @@ def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> N
         lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
         if lines:
             got[task.procid] = lines
-    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
-                       "like this one)" + UNEVEN_TAIL,)}
+    assert got == {
+        0: (
+            "tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
+            "like this one)" + UNEVEN_TAIL,
+        )
+    }
     # with gpus_per_task=1 every task has one: even, silent
     for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
         assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
@@ -679,8 +747,12 @@ def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None
         lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
         if lines:
             got[task.procid] = lines
-    assert got == {0: ("tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
-                       "like this one)" + UNEVEN_TAIL,)}
+    assert got == {
+        0: (
+            "tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
+            "like this one)" + UNEVEN_TAIL,
+        )
+    }
 
 
 def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
@@ -744,7 +816,11 @@ def test_policy_table_covers_every_kind_and_version_and_is_in_the_docs() -> None
 def test_kind_of_other_shapes() -> None:
     from tfslurm.gpus import GpuBinding
 
-    closest = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURMD_TRES_BIND": "gpu:closest", "SLURM_GPUS_ON_NODE": "4"}
+    closest = {
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "SLURMD_TRES_BIND": "gpu:closest",
+        "SLURM_GPUS_ON_NODE": "4",
+    }
     assert assign_gpus_from_env(closest, local_id=0, local_tasks=2).kind is GpuBinding.WHOLE_NODE_SHARED
     mapped = dict(closest, SLURMD_TRES_BIND="gpu:map_gpu:0,1", CUDA_VISIBLE_DEVICES="1")
     assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).kind is GpuBinding.EXPLICIT
@@ -769,9 +845,16 @@ def slurm_steps(draw: st.DrawFn) -> tuple[str, str, list[dict[str, str]]]:
     spread = draw(st.lists(st.integers(1, 4), min_size=len(tpn), max_size=len(tpn)))
     prefix = TRES_PREFIX[version]
     nodes = [f"node{i + 1}" for i in range(len(tpn))]
-    common = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": f"node[1-{len(tpn)}]" if len(tpn) > 1
-              else "node1", "SLURM_STEP_TASKS_PER_NODE": ",".join(map(str, tpn)), "SLURM_STEP_NUM_NODES": str(len(tpn)),
-              "SLURM_STEP_NUM_TASKS": str(sum(tpn)), "SLURM_NTASKS": str(sum(tpn)), "SLURM_NNODES": str(len(tpn))}
+    common = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_NODELIST": f"node[1-{len(tpn)}]" if len(tpn) > 1 else "node1",
+        "SLURM_STEP_TASKS_PER_NODE": ",".join(map(str, tpn)),
+        "SLURM_STEP_NUM_NODES": str(len(tpn)),
+        "SLURM_STEP_NUM_TASKS": str(sum(tpn)),
+        "SLURM_NTASKS": str(sum(tpn)),
+        "SLURM_NNODES": str(len(tpn)),
+    }
     if shape == "gpus_total" and version != "22.05":
         common["SLURM_GPUS"] = str(sum(spread))
     envs = []
@@ -779,8 +862,14 @@ def slurm_steps(draw: st.DrawFn) -> tuple[str, str, list[dict[str, str]]]:
     for n, tasks in enumerate(tpn):
         gids = ",".join(str(rank + i) for i in range(tasks))
         for local in range(tasks):
-            env = dict(common, SLURM_PROCID=str(rank), SLURM_LOCALID=str(local), SLURM_NODEID=str(n),
-                       SLURMD_NODENAME=nodes[n], SLURM_GTIDS=gids)
+            env = dict(
+                common,
+                SLURM_PROCID=str(rank),
+                SLURM_LOCALID=str(local),
+                SLURM_NODEID=str(n),
+                SLURMD_NODENAME=nodes[n],
+                SLURM_GTIDS=gids,
+            )
             gpus = {"gres": per_node_gpus, "gpus_total": spread[n], "bind_none": per_node_gpus}.get(shape)
             listed = None
             if shape in ("gres", "gpus_total"):
@@ -847,7 +936,11 @@ def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(
     zero = any(c == 0 for c in counts) and uneven  # a 0 is always on a node uneven in itself
     assert any("gets 0 GPUs" in line for line in lines) == zero, (version, shape, counts, lines)
     if shape in ("per_task", "closest"):  # --gpus-per-task=k: k each, on every version
-        assert set(counts) == {int(envs[0]["SLURMD_TRES_BIND"].rsplit(":", 1)[-1])} if shape == "per_task" else True
+        assert (
+            set(counts) == {int(envs[0]["SLURMD_TRES_BIND"].rsplit(":", 1)[-1])}
+            if shape == "per_task"
+            else True
+        )
         assert not uneven
 
 
@@ -874,14 +967,21 @@ def test_entry_points_print_the_warnings_on_stderr(version: str, capsys: pytest.
         if resolver.gpus:
             assert err == "", task.procid
         else:
-            assert err == (f"tfslurm: warning: task {task.procid} on node2 gets 0 GPUs: TF's rule gives each task 1 "
-                           "visible GPU(s) // 2 tasks on the busiest node; pass gpus_per_task=N or request "
-                           "--gpus-per-task=N\n")
+            assert err == (
+                f"tfslurm: warning: task {task.procid} on node2 gets 0 GPUs: TF's rule gives each task 1 "
+                "visible GPU(s) // 2 tasks on the busiest node; pass gpus_per_task=N or request "
+                "--gpus-per-task=N\n"
+            )
     assert sorted(len(SlurmClusterResolver(env=dict(t.env)).gpus) for t in tasks) == [0, 0, 1, 1]
     capsys.readouterr()
     base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).parent.parent)}
     for command in (["env", "--format", "json"], ["plan"]):
         for env, wanted in ((zero, ZERO_3 + "\n"), (quiet, "")):
-            done = subprocess.run([sys.executable, "-m", "tfslurm", *command], env={**env, **base},
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-m", "tfslurm", *command],
+                env={**env, **base},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0 and done.stderr == wanted, (command, done.stderr)

@@ -35,6 +35,7 @@ def tres_prefix() -> str:
     """How SLURMD_TRES_BIND names GPUs: ``gpu:`` on 22.05, ``gres/gpu:`` since 23.11."""
     return "gpu:" if slurm_version() == "22.05" else "gres/gpu:"
 
+
 TASK = r"""
 import json, os, socket, sys, time
 from tfslurm.errors import TfslurmError
@@ -115,7 +116,9 @@ def run_step(cluster: Any, *srun_args: str, hold: float = 0.0, oracle: bool = Fa
     done: dict[str, Any] = {}
 
     def launch() -> None:
-        done["proc"] = cluster.srun(f"--job-name={name}", *srun_args, *task_argv(hold=hold, **task_args), timeout=120)
+        done["proc"] = cluster.srun(
+            f"--job-name={name}", *srun_args, *task_argv(hold=hold, **task_args), timeout=120
+        )
 
     thread = threading.Thread(target=launch)
     thread.start()
@@ -136,7 +139,9 @@ def _allocated_gpus(cluster: Any, name: str, thread: threading.Thread) -> dict[s
         if ids:
             text = cluster.run(["scontrol", "show", "job", "-d", ids[0]], timeout=10).stdout
             found: dict[str, set[str]] = {}
-            for nodes, gres in re.findall(r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", text, re.MULTILINE):
+            for nodes, gres in re.findall(
+                r"^\s+Nodes=(\S+) CPU_IDs=\S+ Mem=\S+ GRES=(\S*)", text, re.MULTILINE
+            ):
                 idx = re.search(r"IDX:([\d,-]+)", gres)
                 for node in hostlist.expand(nodes):
                     found[node] = set(hostlist.expand(f"g[{idx.group(1)}]")) if idx else set()
@@ -146,8 +151,9 @@ def _allocated_gpus(cluster: Any, name: str, thread: threading.Thread) -> dict[s
     pytest.fail(f"job {name} never showed its GPU allocation in scontrol show job -d")
 
 
-def check_common(results: list[dict[str, Any]], allocated: dict[str, set[str]] | None = None,
-                 disjoint: bool = False) -> None:
+def check_common(
+    results: list[dict[str, Any]], allocated: dict[str, set[str]] | None = None, disjoint: bool = False
+) -> None:
     """Devices are a subset of what Slurm gave; ports bind and are distinct per node."""
     by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in results:
@@ -156,7 +162,9 @@ def check_common(results: list[dict[str, Any]], allocated: dict[str, set[str]] |
         assert row["again"] == row["devices"], f"task {row['procid']}: assigning again drifted"
         slurm_cvd = row["slurm"].get("CUDA_VISIBLE_DEVICES", "")
         given = set(filter(None, slurm_cvd.split(",")))
-        assert set(row["devices"]) <= given, f"task {row['procid']}: {row['devices']} not within CVD={slurm_cvd!r}"
+        assert set(row["devices"]) <= given, (
+            f"task {row['procid']}: {row['devices']} not within CVD={slurm_cvd!r}"
+        )
         if allocated is not None:
             assert set(row["devices"]) <= allocated[row["node"]], (row["devices"], allocated)
         for name, value in row["exports"].items():
@@ -165,7 +173,9 @@ def check_common(results: list[dict[str, Any]], allocated: dict[str, set[str]] |
                 continue
             assert name in row["slurm"], f"exported {name} that Slurm did not set"
             assert set(filter(None, value.split(","))) <= given
-        assert row["bound"], f"task {row['procid']} on {row['node']} could not bind {row['port']}: {row.get('bind_error')}"
+        assert row["bound"], (
+            f"task {row['procid']} on {row['node']} could not bind {row['port']}: {row.get('bind_error')}"
+        )
     assert len({row["rule"] for row in results}) == 1, "tasks of one step disagree on the port rule"
     for node, rows in by_node.items():
         ports = [r["port"] for r in rows]
@@ -179,7 +189,9 @@ def check_common(results: list[dict[str, Any]], allocated: dict[str, set[str]] |
 
 
 def test_gres_gpu2_is_split_between_the_two_tasks_of_each_node(slurm_cluster: Any) -> None:
-    results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gres=gpu:2", hold=1.0, oracle=True)
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gres=gpu:2", hold=1.0, oracle=True
+    )
     check_common(results, allocated, disjoint=True)
     assert [tuple(r["devices"]) for r in results] == [("0",), ("1",), ("0",), ("1",)]
     assert all(r["rule"].startswith("r") for r in results)  # MpiParams reserved ports
@@ -194,7 +206,9 @@ def test_gres_gpu4_with_gpus_per_task_2(slurm_cluster: Any) -> None:
 
 
 def test_gpus_per_task_binding_is_kept(slurm_cluster: Any) -> None:
-    results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-task=1", hold=1.0, oracle=True)
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-task=1", hold=1.0, oracle=True
+    )
     check_common(results, allocated, disjoint=True)
     for row in results:
         assert row["devices"] == [row["slurm"]["CUDA_VISIBLE_DEVICES"]]
@@ -205,7 +219,13 @@ def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluste
     # On one-socket nodes Slurm's closest gives every task of the node the step's whole list
     # (0,1,2,3 here); tfslurm splits it: each task its own pair, the pairs disjoint.
     results, allocated = run_step(
-        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-task=2", "--gpu-bind=closest", hold=1.0, oracle=True
+        slurm_cluster,
+        "-N2",
+        "--ntasks-per-node=2",
+        "--gpus-per-task=2",
+        "--gpu-bind=closest",
+        hold=1.0,
+        oracle=True,
     )
     check_common(results, allocated, disjoint=True)
     for row in results:
@@ -216,7 +236,9 @@ def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluste
 
 
 def test_gpus_3_over_two_nodes_is_uneven(slurm_cluster: Any) -> None:
-    results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus=3", hold=1.0, oracle=True)
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus=3", hold=1.0, oracle=True
+    )
     check_common(results, allocated, disjoint=True)
     counts = sorted(len(r["node_devices"]) for r in results)
     assert counts == [1, 1, 2, 2], counts  # Slurm's own uneven split: 2 GPUs on one node, 1 on the other
@@ -227,7 +249,9 @@ def test_gpus_3_over_two_nodes_is_uneven(slurm_cluster: Any) -> None:
 
 
 def test_gpus_per_node_2(slurm_cluster: Any) -> None:
-    results, allocated = run_step(slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-node=2", hold=1.0, oracle=True)
+    results, allocated = run_step(
+        slurm_cluster, "-N2", "--ntasks-per-node=2", "--gpus-per-node=2", hold=1.0, oracle=True
+    )
     check_common(results, allocated, disjoint=True)
     assert all(len(r["devices"]) == 1 for r in results)
 
@@ -246,7 +270,9 @@ def test_gpu_bind_none_names_no_device(slurm_cluster: Any) -> None:
 
 
 def test_gpu_bind_none_with_gpus_per_task_is_one_clear_error(slurm_cluster: Any) -> None:
-    results, _ = run_step(slurm_cluster, "-N1", "-n2", "--gpus-per-node=2", "--gpu-bind=none", gpus_per_task=1)
+    results, _ = run_step(
+        slurm_cluster, "-N1", "-n2", "--gpus-per-node=2", "--gpu-bind=none", gpus_per_task=1
+    )
     for row in results:
         if slurm_version() == "22.05":
             assert row["error"].startswith(
@@ -256,8 +282,12 @@ def test_gpu_bind_none_with_gpus_per_task_is_one_clear_error(slurm_cluster: Any)
             assert "error" not in row and row["devices"] == [str(row["local"])]
 
 
-def test_cpu_only_step_on_the_gpu_cluster_gets_zero_gpus_even_with_an_inherited_cvd(slurm_cluster: Any) -> None:
-    proc = slurm_cluster.srun("-N2", "--ntasks-per-node=2", *task_argv(), env_extra={"CUDA_VISIBLE_DEVICES": "0,1"})
+def test_cpu_only_step_on_the_gpu_cluster_gets_zero_gpus_even_with_an_inherited_cvd(
+    slurm_cluster: Any,
+) -> None:
+    proc = slurm_cluster.srun(
+        "-N2", "--ntasks-per-node=2", *task_argv(), env_extra={"CUDA_VISIBLE_DEVICES": "0,1"}
+    )
     assert proc.returncode == 0, proc.stderr
     results = parse_results(proc.stdout)
     check_common(results)
@@ -269,9 +299,13 @@ def test_gpu_less_cluster(slurm_cluster_factory: Any) -> None:
     cluster = slurm_cluster_factory(gpus=0)
     results, _ = run_step(cluster, "-N2", "--ntasks-per-node=2")
     check_common(results)
-    assert all(r["devices"] == [] and r["exports"] == {} and r["source"] == "no GPU allocated" for r in results)
+    assert all(
+        r["devices"] == [] and r["exports"] == {} and r["source"] == "no GPU allocated" for r in results
+    )
     results, _ = run_step(cluster, "-N1", "-n2", gpus_per_task=1)
-    assert all(r["error"].startswith("gpus_per_task=1 asks for GPUs, but Slurm gave this task none") for r in results)
+    assert all(
+        r["error"].startswith("gpus_per_task=1 asks for GPUs, but Slurm gave this task none") for r in results
+    )
     # Where Slurm manages no GPUs, a CUDA_VISIBLE_DEVICES set by the user reaches the tasks;
     # it is the only list there is, so it is split like a per-node list.
     proc = cluster.srun("-N1", "-n2", *task_argv(), env_extra={"CUDA_VISIBLE_DEVICES": "0,1"})
@@ -300,21 +334,35 @@ def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> 
     assert proc.returncode == 0, proc.stderr
     got = _warning_lines(proc.stderr)
     # Slurm gives one node 2 GPUs and the other 1; find which from the tasks' own output
-    exported = {int(line.split(": ", 1)[0]): json.loads(line.split(": ", 1)[1]) for line in proc.stdout.splitlines()}
+    exported = {
+        int(line.split(": ", 1)[0]): json.loads(line.split(": ", 1)[1]) for line in proc.stdout.splitlines()
+    }
     empty = [rank for rank, env in exported.items() if env.get("CUDA_VISIBLE_DEVICES") == ""]
     assert len(empty) == 1, exported
     short_local0 = empty[0] - 1  # the 1-GPU node's local task 0 (block layout: ranks 0,1 | 2,3)
     # From 24.11 on every task also sees SLURM_GPUS=3, so rank 0 (first on the 2-GPU node, or
     # the 1-GPU node's own first task) says the other node got fewer.
     if slurm_version() != "22.05":
-        total = [(rank, line) for rank, lines in got.items() for line in lines if ", but SLURM_GPUS=3 for 4 tasks)" in line]
+        total = [
+            (rank, line)
+            for rank, lines in got.items()
+            for line in lines
+            if ", but SLURM_GPUS=3 for 4 tasks)" in line
+        ]
         assert [rank for rank, _ in total] == [0], got
-        assert total[0][1].startswith("tfslurm: warning: tasks get unequal GPU counts (1 per task on node "), total
+        assert total[0][1].startswith(
+            "tfslurm: warning: tasks get unequal GPU counts (1 per task on node "
+        ), total
         got = {rank: [line for line in lines if line != total[0][1]] for rank, lines in got.items()}
         got = {rank: lines for rank, lines in got.items() if lines}
     assert sorted(got) == sorted({empty[0], short_local0}), got
-    assert [line.split(" gets ")[0] for line in got[empty[0]]] == [f"tfslurm: warning: task {empty[0]} on node{empty[0] // 2 + 1}"]
-    assert got[short_local0][0].startswith("tfslurm: warning: node ") and " has 1 GPU(s) for 2 tasks" in got[short_local0][0]
+    assert [line.split(" gets ")[0] for line in got[empty[0]]] == [
+        f"tfslurm: warning: task {empty[0]} on node{empty[0] // 2 + 1}"
+    ]
+    assert (
+        got[short_local0][0].startswith("tfslurm: warning: node ")
+        and " has 1 GPU(s) for 2 tasks" in got[short_local0][0]
+    )
     assert got[short_local0][1].startswith("tfslurm: warning: tasks get unequal GPU counts (1, 0 on node ")
     # even shapes: no warning line anywhere
     for shape in (("--gres=gpu:2",), ("--gpus-per-task=2", "--gpu-bind=closest"), ()):
@@ -322,8 +370,15 @@ def test_uneven_gpus_warn_on_stderr_exactly_where_uneven(slurm_cluster: Any) -> 
         assert proc.returncode == 0, proc.stderr
         assert _warning_lines(proc.stderr) == {}, (shape, proc.stderr)
     # TFSLURM_UNEVEN_GPUS=error: the uneven node's tasks fail with one line
-    proc = slurm_cluster.srun("-l", "-N2", "--ntasks-per-node=2", "--gpus=3", *env_cmd, timeout=120,
-                              env_extra={"TFSLURM_UNEVEN_GPUS": "error"})
+    proc = slurm_cluster.srun(
+        "-l",
+        "-N2",
+        "--ntasks-per-node=2",
+        "--gpus=3",
+        *env_cmd,
+        timeout=120,
+        env_extra={"TFSLURM_UNEVEN_GPUS": "error"},
+    )
     assert proc.returncode != 0
     assert "tfslurm env: error: tasks get unequal GPU counts (1, 0 on node " in proc.stderr
 
@@ -349,13 +404,23 @@ def test_resv_ports_too_few_is_one_clear_error(slurm_cluster: Any) -> None:
 def test_het_step_uses_derived_ports_that_bind(slurm_cluster: Any) -> None:
     name = f"tfs-het-{uuid.uuid4().hex[:6]}"
     proc = slurm_cluster.srun(
-        f"--job-name={name}", "-N1", "-n1", *task_argv(hold=0.5), ":", "-N2", "-n3", *task_argv(hold=0.5), timeout=120
+        f"--job-name={name}",
+        "-N1",
+        "-n1",
+        *task_argv(hold=0.5),
+        ":",
+        "-N2",
+        "-n3",
+        *task_argv(hold=0.5),
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     results = parse_results(proc.stdout)
     assert len(results) == 4
     check_common(results)
-    assert results[0]["rule"].startswith("d"), results[0]["rule"]  # union of component reservations not trusted
+    assert results[0]["rule"].startswith("d"), results[0][
+        "rule"
+    ]  # union of component reservations not trusted
 
 
 def overlapping(results: list[dict[str, Any]]) -> dict[str, bool]:
@@ -380,7 +445,9 @@ def check_concurrent(results: list[dict[str, Any]], expect_kind: str) -> None:
         check_common(rows)
         assert rows[0]["rule"][0] == expect_kind, rows[0]["rule"]
     overlap = overlapping(results)
-    assert overlap and all(overlap.values()), f"the two steps did not hold their ports at the same time: {overlap}"
+    assert overlap and all(overlap.values()), (
+        f"the two steps did not hold their ports at the same time: {overlap}"
+    )
     by_node = defaultdict(list)
     for r in results:
         by_node[r["node"]].append(r["port"])
@@ -412,7 +479,9 @@ def test_two_concurrent_jobs_with_reserved_ports_never_collide(slurm_cluster: An
     check_concurrent(run_concurrent(slurm_cluster, []), "r")
 
 
-def test_two_concurrent_jobs_without_reservation_use_derived_ports_that_do_not_collide(slurm_cluster: Any) -> None:
+def test_two_concurrent_jobs_without_reservation_use_derived_ports_that_do_not_collide(
+    slurm_cluster: Any,
+) -> None:
     # A bare --resv-ports reserves nothing (ResvPorts=(null)): the step looks exactly like one
     # on a cluster without MpiParams.
     results = run_concurrent(slurm_cluster, ["--resv-ports"])
@@ -425,7 +494,9 @@ def run_concurrent_steps(cluster: Any, workdir: Any, resv: list[str]) -> list[di
     argv = " ".join(f"'{a}'" for a in task_argv(hold=4.0))
     srun = " ".join(["srun", "--overlap", "-N2", "--ntasks-per-node=2", *resv])
     script = f"#!/bin/bash\n{srun} {argv} &\n{srun} {argv} &\nwait\n"
-    job = cluster.sbatch(script, "-N2", "--ntasks-per-node=2", "-o", str(workdir / "out.txt"), cwd=str(workdir))
+    job = cluster.sbatch(
+        script, "-N2", "--ntasks-per-node=2", "-o", str(workdir / "out.txt"), cwd=str(workdir)
+    )
     state = cluster.wait_job(job, timeout=120)
     text = (workdir / "out.txt").read_text()
     assert state == "COMPLETED", text[-1500:]

@@ -21,7 +21,9 @@ S = {
 }
 
 
-def tfslurm(args: list[str], env: dict[str, str], encoding: str = "utf-8") -> subprocess.CompletedProcess[bytes]:
+def tfslurm(
+    args: list[str], env: dict[str, str], encoding: str = "utf-8"
+) -> subprocess.CompletedProcess[bytes]:
     """Run the CLI in exactly ``env`` (plus what Python needs to find tfslurm)."""
     base = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PYTHONIOENCODING": f"{encoding}:strict"}
     environ = {**base, **env}
@@ -56,7 +58,9 @@ def test_t1_non_ascii_or_signed_numbers_in_step_variables_are_refused(variable: 
 
 @pytest.mark.parametrize("command", [["plan"], ["layout"]])
 @pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
-def test_t2_a_node_name_that_is_not_utf8_passes_through_as_its_bytes(command: list[str], encoding: str) -> None:
+def test_t2_a_node_name_that_is_not_utf8_passes_through_as_its_bytes(
+    command: list[str], encoding: str
+) -> None:
     name = os.fsdecode(b"n\xff1")
     done = tfslurm(command, {**S, "SLURM_STEP_NODELIST": name, "SLURMD_NODENAME": name}, encoding)
     assert done.returncode == 0, done.stderr

@@ -85,13 +85,7 @@ def test_expand_table(expr: str) -> None:
 def test_four_groups_follow_slurm_nesting() -> None:
     hosts = expand("w[1-2]x[1-2]y[1-2]z[1-2]")
     # loops from outer to inner: y, x, w, z (observed with scontrol 22.05.8)
-    expected = [
-        f"w{w}x{x}y{y}z{z}"
-        for y in (1, 2)
-        for x in (1, 2)
-        for w in (1, 2)
-        for z in (1, 2)
-    ]
+    expected = [f"w{w}x{x}y{y}z{z}" for y in (1, 2) for x in (1, 2) for w in (1, 2) for z in (1, 2)]
     assert hosts == expected
 
 
@@ -356,9 +350,7 @@ def test_compress_rejects_names_that_would_not_read_back(bad) -> None:
 
 @settings(max_examples=500)
 @given(st.lists(st.text(max_size=8), max_size=8), st.booleans())
-def test_compress_of_arbitrary_text_gives_a_string_or_hostlist_error(
-    hosts: list[str], sort: bool
-) -> None:
+def test_compress_of_arbitrary_text_gives_a_string_or_hostlist_error(hosts: list[str], sort: bool) -> None:
     try:
         text = compress(hosts, sort=sort)
     except HostlistError as exc:
@@ -394,9 +386,7 @@ def test_nth_and_index_of_without_expanding() -> None:
 _name_chars = st.sampled_from("abn-_.x0123456789")
 _digits = st.text(st.sampled_from("0123456789"), min_size=1, max_size=4)
 hosts_strategy = st.lists(
-    st.builds(
-        lambda a, b: a + b, st.text(_name_chars, max_size=5), _digits | st.just("")
-    ).filter(bool),
+    st.builds(lambda a, b: a + b, st.text(_name_chars, max_size=5), _digits | st.just("")).filter(bool),
     max_size=40,
 )
 
@@ -440,9 +430,7 @@ def expressions(draw) -> str:
                 if draw(st.booleans()):
                     part += f"-{draw(st.integers(low, low + 5))}"
                 ranges.append(part)
-            text += (
-                "[" + ",".join(ranges) + "]" + draw(st.text(_name_chars, max_size=2))
-            )
+            text += "[" + ",".join(ranges) + "]" + draw(st.text(_name_chars, max_size=2))
         items.append(text)
     return draw(st.sampled_from([",", " ", ",,", "\t"])).join(items)
 
@@ -453,9 +441,7 @@ def test_count_nth_index_of_agree_with_expand(expr: str, data) -> None:
     hosts = expand(expr)
     assert count(expr) == len(hosts)
     if hosts:
-        for i in data.draw(
-            st.lists(st.integers(-len(hosts), len(hosts) - 1), max_size=20)
-        ):
+        for i in data.draw(st.lists(st.integers(-len(hosts), len(hosts) - 1), max_size=20)):
             assert nth(expr, i) == hosts[i]
             assert index_of(expr, hosts[i]) == hosts.index(hosts[i])
     assert expand(compress(hosts)) == hosts
@@ -483,9 +469,7 @@ def test_import_is_light() -> None:
         "print(time.perf_counter() - t); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'hostlist')))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     _seconds, modules = out.stdout.splitlines()
     assert modules == "[]"
 
@@ -553,7 +537,12 @@ def test_sorted_compress_keeps_exactly_the_hosts(hosts: str, expected: str | Non
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["n", "a-", "rack1-n"]), st.integers(0, 120), st.integers(1, 3)), max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["n", "a-", "rack1-n"]), st.integers(0, 120), st.integers(1, 3)),
+        max_size=30,
+    )
+)
 def test_sorted_compress_never_invents_or_loses_hosts(parts: list[tuple[str, int, int]]) -> None:
     names = [f"{prefix}{number:0{width}d}" for prefix, number, width in parts]
     text = hostlist.compress(names, sort=True)
@@ -587,7 +576,11 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(st.text(st.sampled_from("ab-_.~Z0123456789") | st.characters(), min_size=1, max_size=12), max_size=30))
+@given(
+    st.lists(
+        st.text(st.sampled_from("ab-_.~Z0123456789") | st.characters(), min_size=1, max_size=12), max_size=30
+    )
+)
 def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
     names = [n for n in names if "\n" not in n]
     assert hostlist._natural_sorted(names) == sorted(names, key=hostlist._natural_key)

@@ -26,9 +26,7 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
 
 def _examples(count: int) -> settings:
     count = max(1, int(count * float(os.environ.get("TFSLURM_HYPOTHESIS_SCALE", "1"))))
-    return settings(
-        max_examples=count, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-    )
+    return settings(max_examples=count, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module")
@@ -161,9 +159,7 @@ COMPRESS_EDGES = [
 def test_compress_edge_cases_agree_with_scontrol(scontrol: Scontrol) -> None:
     lists = [text.split(",") for text in COMPRESS_EDGES]
     assert [compress(h) for h in lists] == scontrol.hostlist(lists)
-    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(
-        lists, sort=True
-    )
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
 
 
 # ---- generated expressions ----------------------------------------------------------------
@@ -181,9 +177,7 @@ def slurm_22_05_expressions(draw) -> str:
         for g in range(groups):
             parts = []
             for _ in range(draw(st.integers(1, 3))):
-                kind = draw(
-                    st.sampled_from(["n", "range", "range", "reversed", "junk", "big"])
-                )
+                kind = draw(st.sampled_from(["n", "range", "range", "reversed", "junk", "big"]))
                 low = draw(st.integers(0, 1200))
                 width = draw(st.integers(0, 5))
                 if kind == "n":
@@ -196,9 +190,7 @@ def slurm_22_05_expressions(draw) -> str:
                 elif kind == "big":
                     parts.append(f"{low}-{low + draw(st.sampled_from([65536, 10**6]))}")
                 else:
-                    parts.append(
-                        draw(st.sampled_from(["", "a", "-1", "1-2-3", "x1", "1--2"]))
-                    )
+                    parts.append(draw(st.sampled_from(["", "a", "-1", "1-2-3", "x1", "1--2"])))
             text += "[" + ",".join(parts) + "]"
             if g < groups - 1:
                 text += draw(_text)
@@ -208,19 +200,14 @@ def slurm_22_05_expressions(draw) -> str:
 
 @_examples(80)
 @given(st.lists(slurm_22_05_expressions(), min_size=1, max_size=60))
-def test_generated_expressions_agree_with_scontrol(
-    scontrol: Scontrol, exprs: list[str]
-) -> None:
+def test_generated_expressions_agree_with_scontrol(scontrol: Scontrol, exprs: list[str]) -> None:
     answers = scontrol.hostnames(exprs)
     for expr, answer in zip(exprs, answers, strict=True):
         assert _ours(expr) == (None if answer is PARTIAL else answer), expr
 
 
 def _suffix_after_last_group(expr: str) -> bool:
-    return any(
-        "]" in item and not item.endswith("]")
-        for item in re.split(r"[,\s]+(?![^\[]*\])", expr)
-    )
+    return any("]" in item and not item.endswith("]") for item in re.split(r"[,\s]+(?![^\[]*\])", expr))
 
 
 def _lenient_in_22_05(expr: str) -> bool:
@@ -272,15 +259,10 @@ def host_lists(draw) -> list[str]:
     hosts: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
         prefix = draw(
-            st.sampled_from(
-                ["n", "node", "a1b", "", "r1-n", "x-", "n0", "gpu-", "r10n", "r2n"]
-            )
+            st.sampled_from(["n", "node", "a1b", "", "r1-n", "x-", "n0", "gpu-", "r10n", "r2n"])
             | st.text(st.sampled_from("ab0129-_.A"), max_size=4)  # natural prefix order
         )
-        start = draw(
-            st.sampled_from([0, 1, 7, 8, 9, 95, 98, 99, 100, 998, 1000])
-            | st.integers(0, 10**6)
-        )
+        start = draw(st.sampled_from([0, 1, 7, 8, 9, 95, 98, 99, 100, 998, 1000]) | st.integers(0, 10**6))
         width = draw(st.integers(0, 6))
         length = draw(st.integers(1, 8))
         hosts += [f"{prefix}{n:0{width}d}" for n in range(start, start + length)]
@@ -295,16 +277,12 @@ def host_lists(draw) -> list[str]:
 
 @_examples(60)
 @given(st.lists(host_lists(), min_size=1, max_size=60))
-def test_generated_host_lists_compress_like_scontrol(
-    scontrol: Scontrol, lists: list[list[str]]
-) -> None:
+def test_generated_host_lists_compress_like_scontrol(scontrol: Scontrol, lists: list[list[str]]) -> None:
     assert [compress(h) for h in lists] == scontrol.hostlist(lists)
     # 22.05 loses hosts sorting numbers 2**31 or more apart (a documented difference):
     # a digit-only prefix such as "22" with zero padding makes the host "2200000000"
     lists = [h for h in lists if all(_tail_value(host) < 2**31 for host in h)]
-    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(
-        lists, sort=True
-    )
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
 
 
 def _tail_value(host: str) -> int:
@@ -314,18 +292,14 @@ def _tail_value(host: str) -> int:
 
 @_examples(40)
 @given(st.lists(slurm_22_05_expressions(), min_size=1, max_size=60))
-def test_compress_of_expanded_expressions_like_scontrol(
-    scontrol: Scontrol, exprs: list[str]
-) -> None:
+def test_compress_of_expanded_expressions_like_scontrol(scontrol: Scontrol, exprs: list[str]) -> None:
     """scontrol show hostlist EXPR parses, then compresses: expand + compress must agree.
 
     Except where a digit (or a group) precedes '[': Slurm keeps the expression's own split there
     (``0[0,0]`` stays ``0[0,0]``) while host names are split at their numeric tail
     (``compress(["00", "00"])`` is ``[00,00]``, as ``scontrol show hostlist 00,00``).
     """
-    valid = [
-        e for e in exprs if _ours(e) and " " not in e and not re.search(r"[0-9\]]\[", e)
-    ]
+    valid = [e for e in exprs if _ours(e) and " " not in e and not re.search(r"[0-9\]]\[", e)]
     for sort in (False, True):
         answers = scontrol._ask("hostlistsorted" if sort else "hostlist", valid)
         assert [compress(expand(e), sort=sort) for e in valid] == [
@@ -338,12 +312,7 @@ def test_large_shuffled_lists_like_scontrol(scontrol: Scontrol) -> None:
     rng = random.Random(20240607)
     lists = []
     for size in (2000, 5000, 20000):
-        hosts = [
-            f"n{rng.randrange(0, 3000):0{rng.choice([0, 0, 3, 4])}d}"
-            for _ in range(size)
-        ]
+        hosts = [f"n{rng.randrange(0, 3000):0{rng.choice([0, 0, 3, 4])}d}" for _ in range(size)]
         lists += [hosts, sorted(hosts), [f"tf-gpu{n:03d}" for n in range(size)]]
     assert [compress(h) for h in lists] == scontrol.hostlist(lists)
-    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(
-        lists, sort=True
-    )
+    assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)

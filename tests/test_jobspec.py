@@ -111,9 +111,7 @@ def test_parsed_jobs_cover_every_task_in_written_order(entries, data):
     tasks = fixed + extra
     if tasks == 0:
         tasks, entries = 1, [*entries, ("filler", 1)]
-    spec = ",".join(
-        f"{n}:{'*' if i == rest_at else c}" for i, (n, c) in enumerate(entries)
-    )
+    spec = ",".join(f"{n}:{'*' if i == rest_at else c}" for i, (n, c) in enumerate(entries))
     jobs = parse_jobs(spec, tasks)
     assert sum(jobs.values()) == tasks
     assert all(count > 0 for count in jobs.values())
@@ -152,7 +150,9 @@ def test_near_miss_of_a_tf_job_name_is_refused_naming_it(name: str, meant: str) 
             parse_jobs(spec, 4)
 
 
-@pytest.mark.parametrize("name", ["chief", "worker", "ps", "evaluator", "wrkr", "server", "learner", "ps2x", "x"])
+@pytest.mark.parametrize(
+    "name", ["chief", "worker", "ps", "evaluator", "wrkr", "server", "learner", "ps2x", "x"]
+)
 def test_exact_and_distant_names_are_allowed(name: str) -> None:
     assert parse_jobs(f"{name}:1", 1) == {name: 1}
 
@@ -168,7 +168,11 @@ def _osa_distance(a: str, b: str) -> int:
     return d[len(a)][len(b)]
 
 
-@given(st.sampled_from(["chief", "worker", "ps", "evaluator"]), st.text("abcdefhikloprstuvwxyzCEKOPRSW_2", max_size=3), st.integers(0, 9))
+@given(
+    st.sampled_from(["chief", "worker", "ps", "evaluator"]),
+    st.text("abcdefhikloprstuvwxyzCEKOPRSW_2", max_size=3),
+    st.integers(0, 9),
+)
 def test_near_tf_name_is_one_edit_ignoring_case(base: str, noise: str, at: int) -> None:
     at = min(at, len(base))
     for name in (base[:at] + noise + base[at:], base[:at] + noise + base[at + 1 :], base.upper()):

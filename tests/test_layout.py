@@ -95,13 +95,16 @@ def task_envs(layout: Layout, node_order: list[str] | None = None, **extra: str)
     } | extra
     envs = []
     for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local, strict=True)):
-        envs.append(common | {
-            "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(local),
-            "SLURM_NODEID": str(order.index(layout.nodes[node])),
-            "SLURMD_NODENAME": layout.nodes[node],
-            "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
-        })
+        envs.append(
+            common
+            | {
+                "SLURM_PROCID": str(rank),
+                "SLURM_LOCALID": str(local),
+                "SLURM_NODEID": str(order.index(layout.nodes[node])),
+                "SLURMD_NODENAME": layout.nodes[node],
+                "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
+            }
+        )
     return envs
 
 
@@ -209,7 +212,7 @@ def test_every_task_of_a_random_step_verifies_and_agrees(
 @settings(max_examples=60)
 @given(shapes)
 def test_a_map_the_environment_does_not_show_is_refused_not_guessed(
-    shape: tuple[list[str], list[int]]
+    shape: tuple[list[str], list[int]],
 ) -> None:
     # Slurm >= 26.05 without -m orders tasks by topology: simulate it by a layout that is
     # not block. Some task must then refuse (and every task either refuses or is right
@@ -234,8 +237,9 @@ def test_arbitrary_follows_the_host_order(hosts: list[str]) -> None:
     nodes = sorted(set(hosts))  # srun sorts and de-duplicates the arbitrary node list
     layout = arbitrary_layout(nodes, hosts)
     assert layout.rank_to_node == hosts
-    envs = task_envs(layout, SLURM_DISTRIBUTION="arbitrary",
-                     SLURM_ARBITRARY_NODELIST=hostlist.compress(hosts))
+    envs = task_envs(
+        layout, SLURM_DISTRIBUTION="arbitrary", SLURM_ARBITRARY_NODELIST=hostlist.compress(hosts)
+    )
     assert_all_tasks_agree(envs, hosts)
 
 
@@ -251,7 +255,11 @@ def test_het_step_component_ranks_are_contiguous_in_component_order(
         names.insert(0, [f"h{n + i:02d}" for i in range(len(counts))])
         n += len(counts)
     union = sorted(name for group in names for name in group)
-    count_of = {name: c for group, counts in zip(names, components, strict=True) for name, c in zip(group, counts, strict=True)}
+    count_of = {
+        name: c
+        for group, counts in zip(names, components, strict=True)
+        for name, c in zip(group, counts, strict=True)
+    }
     truth: list[str] = []
     for group, counts in zip(names, components, strict=True):
         truth += block_layout(group, counts).rank_to_node
@@ -261,8 +269,7 @@ def test_het_step_component_ranks_are_contiguous_in_component_order(
         extra[f"SLURM_JOB_NODELIST_PACK_GROUP_{k}"] = hostlist.compress(group)
     component_order = [name for group in names for name in group]
     envs = task_envs(real, component_order, **extra)
-    assert envs[0]["SLURM_STEP_TASKS_PER_NODE"] == hostlist.compress_counts(
-        [count_of[h] for h in union])
+    assert envs[0]["SLURM_STEP_TASKS_PER_NODE"] == hostlist.compress_counts([count_of[h] for h in union])
     for env in envs:
         layout = layout_for(Step.from_environ(env))
         assert layout.rank_to_node == truth
@@ -277,9 +284,13 @@ def het_cyclic_envs() -> list[dict[str, str]]:
     saw SLURM_DISTRIBUTION=block (srun exports one component's value to all)."""
     real = ["node1", "node2", "node1", "node1", "node3", "node3"]
     layout = arbitrary_layout(["node1", "node2", "node3"], real)
-    return task_envs(layout, SLURM_DISTRIBUTION="block", SLURM_HET_SIZE="2",
-                     SLURM_JOB_NODELIST_PACK_GROUP_0="node[1-2]",
-                     SLURM_JOB_NODELIST_PACK_GROUP_1="node3")
+    return task_envs(
+        layout,
+        SLURM_DISTRIBUTION="block",
+        SLURM_HET_SIZE="2",
+        SLURM_JOB_NODELIST_PACK_GROUP_0="node[1-2]",
+        SLURM_JOB_NODELIST_PACK_GROUP_1="node3",
+    )
 
 
 # What the tasks of `srun -m cyclic -N2 -n4 : -N1 -n2` see as SLURM_DISTRIBUTION, per task:
@@ -294,7 +305,9 @@ HET_CYCLIC_DISTRIBUTION = {
 @pytest.mark.parametrize("version", observed.VERSIONS)
 def test_recorded_het_step_with_cyclic_component_is_refused(version: str, tmp_path: Path) -> None:
     fid = "25_het_srun_cyclic_component"
-    tasks = observed.step_envs(fid if version == observed.BASE_VERSION else f"{version}/{fid}", tmp_path)["s0"]
+    tasks = observed.step_envs(fid if version == observed.BASE_VERSION else f"{version}/{fid}", tmp_path)[
+        "s0"
+    ]
     assert [env["SLURM_DISTRIBUTION"] for _, env in tasks] == HET_CYCLIC_DISTRIBUTION[version]
     assert [t.hostname for t, _ in tasks] == ["node1", "node2", "node1", "node1", "node3", "node3"]
     for _task, env in tasks[:4]:  # component 0, the cyclic one: every task refuses
@@ -330,8 +343,18 @@ def test_het_component_with_explicit_m_is_refused_where_it_runs() -> None:
 def test_hostfile_formats_seen_on_slurm_22_05() -> None:
     text = "# comment\nnode3\nnode1*2, node2\n\nnode3 # trailing\nnode[4,1-2]\nnode[2-3]*2\n"
     assert parse_hostfile(text) == [
-        "node3", "node1", "node1", "node2", "node3", "node4", "node1", "node2",
-        "node2", "node3", "node2", "node3",
+        "node3",
+        "node1",
+        "node1",
+        "node2",
+        "node3",
+        "node4",
+        "node1",
+        "node2",
+        "node2",
+        "node3",
+        "node2",
+        "node3",
     ]
 
 
@@ -344,11 +367,14 @@ def test_plain_hostfile_fast_path_and_limit() -> None:
         parse_hostfile("n1*4194305\n")
 
 
-@pytest.mark.parametrize("text, what", [
-    ("node1*x\n", "line 1: 'node1\\*x' is not HOST or HOSTLIST\\*N"),
-    ("node1\nnode[3-1]\n", "line 2:"),
-    ("*2\n", "line 1"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("node1*x\n", "line 1: 'node1\\*x' is not HOST or HOSTLIST\\*N"),
+        ("node1\nnode[3-1]\n", "line 2:"),
+        ("*2\n", "line 1"),
+    ],
+)
 def test_bad_hostfile_lines(text: str, what: str) -> None:
     with pytest.raises(LayoutError, match=what):
         parse_hostfile(text)
@@ -397,29 +423,44 @@ def base_env() -> dict[str, str]:
     return task_envs(block_layout(["a1", "a2"], [2, 1]))[2]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"SLURM_DISTRIBUTION": "spread"}, "SLURM_DISTRIBUTION='spread' is a distribution tfslurm cannot reproduce"),
-    ({"SLURM_DISTRIBUTION": "plane"}, "SLURM_DIST_PLANESIZE is not set"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "2"}, "2 nodes but 1 per-node task counts"),
-    ({"SLURM_STEP_NUM_TASKS": "4"}, "SLURM_STEP_NUM_TASKS=4 but SLURM_STEP_TASKS_PER_NODE='2,1' adds up to 3"),
-    ({"SLURM_STEP_NUM_NODES": "3"}, "SLURM_STEP_NUM_NODES=3"),
-    ({"SLURMD_NODENAME": "a1"}, "SLURM_NODEID=1 names a2 in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME=a1"),
-    ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is outside"),
-    ({"SLURM_GTIDS": "1,2"}, "Slurm placed ranks 1,2 on a2 but default \\(block\\) layout predicts 2"),
-    ({"SLURM_GTIDS": "0,1"}, "SLURM_PROCID=2 is not among this node's SLURM_GTIDS=0,1"),
-    ({"SLURM_LOCALID": "1"}, "placed ranks 2 on a2"),
-    ({"SLURM_STEP_NODELIST": "a1,a1"}, "names a node twice"),
-    ({"SLURM_STEP_TASKS_PER_NODE": "4000000(x2)"}, "8000000 tasks is more than tfslurm handles"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"SLURM_DISTRIBUTION": "spread"},
+            "SLURM_DISTRIBUTION='spread' is a distribution tfslurm cannot reproduce",
+        ),
+        ({"SLURM_DISTRIBUTION": "plane"}, "SLURM_DIST_PLANESIZE is not set"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2"}, "2 nodes but 1 per-node task counts"),
+        (
+            {"SLURM_STEP_NUM_TASKS": "4"},
+            "SLURM_STEP_NUM_TASKS=4 but SLURM_STEP_TASKS_PER_NODE='2,1' adds up to 3",
+        ),
+        ({"SLURM_STEP_NUM_NODES": "3"}, "SLURM_STEP_NUM_NODES=3"),
+        (
+            {"SLURMD_NODENAME": "a1"},
+            "SLURM_NODEID=1 names a2 in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME=a1",
+        ),
+        ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is outside"),
+        ({"SLURM_GTIDS": "1,2"}, "Slurm placed ranks 1,2 on a2 but default \\(block\\) layout predicts 2"),
+        ({"SLURM_GTIDS": "0,1"}, "SLURM_PROCID=2 is not among this node's SLURM_GTIDS=0,1"),
+        ({"SLURM_LOCALID": "1"}, "placed ranks 2 on a2"),
+        ({"SLURM_STEP_NODELIST": "a1,a1"}, "names a node twice"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "4000000(x2)"}, "8000000 tasks is more than tfslurm handles"),
+    ],
+)
 def test_inconsistent_environments_are_refused(change: dict[str, str], message: str) -> None:
     with pytest.raises(LayoutError, match=message):
         layout_for(Step.from_environ(base_env() | change))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"SLURM_STEP_NODELIST": "a[2-1]"}, "^SLURM_STEP_NODELIST: "),
-    ({"SLURM_STEP_TASKS_PER_NODE": "2,x"}, "^SLURM_STEP_TASKS_PER_NODE: "),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"SLURM_STEP_NODELIST": "a[2-1]"}, "^SLURM_STEP_NODELIST: "),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2,x"}, "^SLURM_STEP_TASKS_PER_NODE: "),
+    ],
+)
 def test_malformed_variables_name_the_variable(change: dict[str, str], message: str) -> None:
     with pytest.raises(SlurmEnvError, match=message):
         layout_for(Step.from_environ(base_env() | change))
@@ -453,8 +494,13 @@ def test_layout_helpers_and_bounds() -> None:
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-    return subprocess.run([sys.executable, "-m", "tfslurm", "layout", *args],
-                          env=clean | env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tfslurm", "layout", *args],
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_json_contract(tmp_path: Path) -> None:
@@ -491,6 +537,9 @@ def test_sbatch_arbitrary_nodelist_is_sorted_so_the_hostfile_is_needed(tmp_path:
     fixture = observed.load(PATHS["26_sbatch_arbitrary"])
     assert fixture.batch.env["SLURM_ARBITRARY_NODELIST"] == "node[1-2]"  # not node[2,1,2]
     env = dict(fixture.steps["s0"][0].env) | {"SLURM_HOSTFILE": str(tmp_path / "gone")}
-    with pytest.raises(LayoutError, match=r"cannot be read on this node.*; "
-                       r"arbitrary \(SLURM_ARBITRARY_NODELIST\) lists 2 hosts for 3 tasks"):
+    with pytest.raises(
+        LayoutError,
+        match=r"cannot be read on this node.*; "
+        r"arbitrary \(SLURM_ARBITRARY_NODELIST\) lists 2 hosts for 3 tasks",
+    ):
         layout_for(Step.from_environ(env))

@@ -63,14 +63,23 @@ class Probe:
             rc, procid, node, localid, hostname = id_file.read_text().split()
             stem = id_file.with_suffix("")
             text = Path(f"{stem}.json").read_text()
-            out.append(Report(int(rc), int(procid), node, int(localid), hostname,
-                              json.loads(text) if int(rc) == 0 else {},
-                              Path(f"{stem}.err").read_text()))
+            out.append(
+                Report(
+                    int(rc),
+                    int(procid),
+                    node,
+                    int(localid),
+                    hostname,
+                    json.loads(text) if int(rc) == 0 else {},
+                    Path(f"{stem}.err").read_text(),
+                )
+            )
         return out
 
 
-def check_step(probe: Probe, label: str, num_tasks: int, method: str | None = None,
-               expected: list | None = None) -> list[str]:
+def check_step(
+    probe: Probe, label: str, num_tasks: int, method: str | None = None, expected: list | None = None
+) -> list[str]:
     """Assert the step's map is agreed on and true (and equals ``expected``: node names,
     or indices into the step's node list); return it."""
     reports = probe.reports(label)
@@ -121,24 +130,41 @@ SRUN_SHAPES: list[tuple[str, list[str], int, str | None, list]] = [
     ("N3_n7", ["-N3", "-n7"], 7, "default", None),  # packed: 4,2,1
     ("explicit_block_N2_n4", ["-N2", "-n4", "-m", "block"], 4, "block", None),
     ("cyclic_N3_n6", ["-N3", "-n6", "-m", "cyclic"], 6, "cyclic", None),
-    ("cyclic_even_N2x3", ["-N2", "--ntasks-per-node=3", "-m", "cyclic"], 6, "cyclic",
-     [0, 1] * 3),
+    ("cyclic_even_N2x3", ["-N2", "--ntasks-per-node=3", "-m", "cyclic"], 6, "cyclic", [0, 1] * 3),
     ("plane2_N2_n6", ["-N2", "-n6", "-m", "plane=2"], 6, "plane=2", None),
     ("plane3_N3_n8", ["-N3", "-n8", "-m", "plane=3"], 8, "plane=3", None),
-    ("w_node4_node2", ["-w", "node4,node2", "--ntasks-per-node=2"], 4, "default",
-     ["node2", "node2", "node4", "node4"]),
-    ("w_node4_node2_cyclic_n3", ["-w", "node4,node2", "-n3", "-m", "cyclic"], 3, "cyclic",
-     ["node2", "node4", "node2"]),
+    (
+        "w_node4_node2",
+        ["-w", "node4,node2", "--ntasks-per-node=2"],
+        4,
+        "default",
+        ["node2", "node2", "node4", "node4"],
+    ),
+    (
+        "w_node4_node2_cyclic_n3",
+        ["-w", "node4,node2", "-n3", "-m", "cyclic"],
+        3,
+        "cyclic",
+        ["node2", "node4", "node2"],
+    ),
     ("uneven_tpn_N2_n3", ["-N2", "-n3", "--ntasks-per-node=2"], 3, "default", [0, 0, 1]),
     ("overcommit_N2_n12", ["-N2", "-n12", "-O"], 12, "default", None),
     ("overcommit_cyclic_N2_n9", ["-N2", "-n9", "-O", "-m", "cyclic"], 9, "cyclic", None),
 ]
 
 
-@pytest.mark.parametrize("label, options, num_tasks, method, expected",
-                         SRUN_SHAPES, ids=[s[0] for s in SRUN_SHAPES])
-def test_srun_shape(slurm_cluster: LocalCluster, probe: Probe, label: str, options: list[str],
-                    num_tasks: int, method: str | None, expected: list | None) -> None:
+@pytest.mark.parametrize(
+    "label, options, num_tasks, method, expected", SRUN_SHAPES, ids=[s[0] for s in SRUN_SHAPES]
+)
+def test_srun_shape(
+    slurm_cluster: LocalCluster,
+    probe: Probe,
+    label: str,
+    options: list[str],
+    num_tasks: int,
+    method: str | None,
+    expected: list | None,
+) -> None:
     srun_ok(slurm_cluster, *options, *probe.argv(label))
     check_step(probe, label, num_tasks, method, expected)
 
@@ -147,21 +173,34 @@ def test_arbitrary_hostfile_repeats_and_reorders_nodes(slurm_cluster: LocalClust
     hosts = ["node3", "node1", "node1", "node4", "node2", "node3", "node1"]
     hostfile = probe.dir / "hostfile"
     hostfile.write_text("# rank order\nnode3\nnode1*2, node4\nnode2 # comment\nnode[3,1]\n")
-    srun_ok(slurm_cluster, "-m", "arbitrary", "-n7", *probe.argv("arbitrary"),
-            env_extra={"SLURM_HOSTFILE": str(hostfile)})
+    srun_ok(
+        slurm_cluster,
+        "-m",
+        "arbitrary",
+        "-n7",
+        *probe.argv("arbitrary"),
+        env_extra={"SLURM_HOSTFILE": str(hostfile)},
+    )
     assert check_step(probe, "arbitrary", 7, "arbitrary") == hosts
 
 
-@pytest.mark.parametrize("label, components, num_tasks, expected", [
-    ("het_1_3", (["-N1", "-n1"], ["-N2", "-n3"]), 4, None),
-    ("het_3_2", (["-N2", "-n3"], ["-N2", "-n2"]), 5, None),
-    # component 0 on the highest node: the sorted union list does not start with it
-    ("het_w_reversed", (["-w", "node4", "-n2"], ["-w", "node1,node2", "-n3"]), 5,
-     ["node4", "node4"]),
-])
-def test_heterogeneous_srun(slurm_cluster: LocalCluster, probe: Probe, label: str,
-                            components: tuple[list[str], ...], num_tasks: int,
-                            expected: list[str] | None) -> None:
+@pytest.mark.parametrize(
+    "label, components, num_tasks, expected",
+    [
+        ("het_1_3", (["-N1", "-n1"], ["-N2", "-n3"]), 4, None),
+        ("het_3_2", (["-N2", "-n3"], ["-N2", "-n2"]), 5, None),
+        # component 0 on the highest node: the sorted union list does not start with it
+        ("het_w_reversed", (["-w", "node4", "-n2"], ["-w", "node1,node2", "-n3"]), 5, ["node4", "node4"]),
+    ],
+)
+def test_heterogeneous_srun(
+    slurm_cluster: LocalCluster,
+    probe: Probe,
+    label: str,
+    components: tuple[list[str], ...],
+    num_tasks: int,
+    expected: list[str] | None,
+) -> None:
     args: list[str] = []
     for component in components:
         args += [":"] if args else []
@@ -206,9 +245,11 @@ def test_sbatch_steps_smaller_than_the_allocation(slurm_cluster: LocalCluster, p
 
 
 def test_sbatch_hetjob_steps(slurm_cluster: LocalCluster, probe: Probe) -> None:
-    body = (f"srun --het-group=0,1 {probe.shell('het01')}\n"
-            f"srun --het-group=1 {probe.shell('het1')}\n"
-            f"srun --het-group=0 {probe.shell('het0')}\n")
+    body = (
+        f"srun --het-group=0,1 {probe.shell('het01')}\n"
+        f"srun --het-group=1 {probe.shell('het1')}\n"
+        f"srun --het-group=0 {probe.shell('het0')}\n"
+    )
     run_batch(slurm_cluster, probe, body, "-N1", "-n2", ":", "-N2", "-n3")
     check_step(probe, "het01", 5, "het(")
     assert probe.reports("het01")[0].layout["component_sizes"] == [2, 3]

@@ -487,7 +487,9 @@ def test_cli_up_status_down(tmp_path_factory) -> None:
     tfslurm = [sys.executable, "-m", "tfslurm"]
     try:
         options = ["--state", state, "--nodes", "2", "--gpus", "0", "--prefix", "cli", "--digits", "2"]
-        up = subprocess.run([*tfslurm, "cluster", "up", *options], capture_output=True, text=True, timeout=120)
+        up = subprocess.run(
+            [*tfslurm, "cluster", "up", *options], capture_output=True, text=True, timeout=120
+        )
         assert up.returncode == 0, up.stderr
         assert up.stdout.strip() == f"export SLURM_CONF={state}/etc/slurm.conf"
         # the daemons outlive the `up` command

@@ -156,7 +156,10 @@ def test_gpu_bind_none_and_no_gpus_never_crash(tmp_path: Path) -> None:
 def test_jobs_are_assigned_in_written_order_or_tf_order() -> None:
     step = Step.from_environ(task_env())
     written = plan_for(step, "worker:2,ps:1")
-    assert written.cluster_spec() == {"worker": ["n9:" + str(written.port_of(0)), written.addresses[1]], "ps": [written.addresses[2]]}
+    assert written.cluster_spec() == {
+        "worker": ["n9:" + str(written.port_of(0)), written.addresses[1]],
+        "ps": [written.addresses[2]],
+    }
     assert written.job_of(1) == ("worker", 1)
     tf = plan_for(step, "worker:2,ps:1", tf_order=True)
     assert list(tf.cluster_spec()) == ["ps", "worker"]
@@ -211,12 +214,16 @@ def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> Non
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.sampled_from(["chief", "evaluator", "ps", "worker", "server"]), min_size=1, max_size=5, unique=True),
+    st.lists(
+        st.sampled_from(["chief", "evaluator", "ps", "worker", "server"]), min_size=1, max_size=5, unique=True
+    ),
     st.integers(1, 9),
     st.sampled_from([None, "grpc"]),
     st.sampled_from(["{node}", 'we"ird{node}']),
 )
-def test_plan_tf_config_fast_path_equals_the_one_writer(names: list[str], extra: int, rpc: str | None, template: str) -> None:
+def test_plan_tf_config_fast_path_equals_the_one_writer(
+    names: list[str], extra: int, rpc: str | None, template: str
+) -> None:
     spec = ",".join(f"{n}:{'*' if n == names[-1] and n not in ('chief', 'evaluator') else 1}" for n in names)
     tasks = len(names) - 1 + (extra if names[-1] not in ("chief", "evaluator") else 1)
     env = task_env(SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE=str(tasks), SLURM_STEP_NUM_TASKS=str(tasks),
@@ -244,7 +251,12 @@ def test_host_template_maps_node_names_to_addresses() -> None:
 def test_plan_errors_are_one_line_tfslurm_errors() -> None:
     cases = [
         (task_env(), "worker:2", JobSpecError, "asks for 2 tasks but the step has 3"),
-        ({"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0"}, None, SlurmEnvError, "batch script"),
+        (
+            {"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0"},
+            None,
+            SlurmEnvError,
+            "batch script",
+        ),
         ({}, None, SlurmEnvError, "not running under Slurm"),
     ]
     for env, jobs, error, needle in cases:
@@ -337,14 +349,26 @@ def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch)
         ("tfslurm1;nodes=n[1-2];tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "2 nodes but 1"),
         ("tfslurm1;nodes=n1;tasks=2;map=block;ports=e8888;jobs=worker:3;host={node}", "add up to 3"),
         ("tfslurm1;nodes=n1;tasks=2;map=runs:0;ports=e8888;jobs=worker:2;host={node}", "lists 1 ranks"),
-        ("tfslurm1;nodes=n[1-2];tasks=1,1;map=runs:0(x2);ports=e8888;jobs=worker:2;host={node}", "does not match"),
+        (
+            "tfslurm1;nodes=n[1-2];tasks=1,1;map=runs:0(x2);ports=e8888;jobs=worker:2;host={node}",
+            "does not match",
+        ),
         ("tfslurm1;nodes=n1;tasks=2;map=z:!!;ports=e8888;jobs=worker:2;host={node}", "corrupt"),
         ("tfslurm1;nodes=n1;tasks=1;map=block;ports=q1;jobs=worker:1;host={node}", "port rule"),
-        ("tfslurm1;nodes=n1;tasks=3;map=block;ports=r100-101;jobs=worker:3;host={node}", "fewer than 3 ports"),
-        ("tfslurm1;nodes=n1;tasks=999999999999;map=block;ports=e8888;jobs=worker:1;host={node}", "more than tfslurm"),
+        (
+            "tfslurm1;nodes=n1;tasks=3;map=block;ports=r100-101;jobs=worker:3;host={node}",
+            "fewer than 3 ports",
+        ),
+        (
+            "tfslurm1;nodes=n1;tasks=999999999999;map=block;ports=e8888;jobs=worker:1;host={node}",
+            "more than tfslurm",
+        ),
         ("tfslurm1;nodes=n[1-;tasks=1;map=block;ports=e8888;jobs=worker:1;host={node}", "plan descriptor"),
-        ("tfslurm1;nodes=n1;tasks=1;map=block;ports=e8888;jobs=w\"x:1;host={node}", "bad jobs entry"),
-        ("tfslurm1;nodes=n1;tasks=1;map=z:eNrLyM9JBAAEKgGl;ports=e8888;jobs=worker:1;host={node}", "is 'hola'"),
+        ('tfslurm1;nodes=n1;tasks=1;map=block;ports=e8888;jobs=w"x:1;host={node}', "bad jobs entry"),
+        (
+            "tfslurm1;nodes=n1;tasks=1;map=z:eNrLyM9JBAAEKgGl;ports=e8888;jobs=worker:1;host={node}",
+            "is 'hola'",
+        ),
     ],
 )
 def test_bad_descriptors_raise_plan_errors(text: str, needle: str) -> None:
@@ -419,13 +443,18 @@ def layouts(draw: st.DrawFn) -> Layout:
     return Layout(tuple(names), tuple(order), tuple(local), "arbitrary")
 
 
-@given(layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data())
+@given(
+    layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data()
+)
 @settings(max_examples=150, deadline=None)
 def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, data: st.DataObject) -> None:
     n = layout.num_tasks
     first = data.draw(st.integers(0, n))
     jobs = (("chief", 1), ("worker", n - 1)) if first and n > 1 else (("worker", n),)
-    reserved = PortRule("reserved", ports=tuple(range(30000, 30000 + max(layout.tasks_on(i) for i in range(len(layout.nodes))))))
+    reserved = PortRule(
+        "reserved",
+        ports=tuple(range(30000, 30000 + max(layout.tasks_on(i) for i in range(len(layout.nodes))))),
+    )
     rule = data.draw(st.sampled_from([ports, reserved]))
     plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, jobs, rule, rank=0)
     text = plan.descriptor()
@@ -435,7 +464,10 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
     assert rebuilt.cluster_spec() == plan.cluster_spec()
     assert rebuilt.tf_config() == plan.tf_config()
     assert Descriptor.decode(text).encode() == text
-    assert json.loads(plan.tf_config()) == {"cluster": plan.cluster_spec(), "task": {"type": jobs[0][0], "index": 0}}
+    assert json.loads(plan.tf_config()) == {
+        "cluster": plan.cluster_spec(),
+        "task": {"type": jobs[0][0], "index": 0},
+    }
     assert plan.tf_config().startswith('{"cluster":' + json.dumps(plan.cluster_spec(), separators=(",", ":")))
     # Every (node, port) pair is used by exactly one rank.
     assert len(set(plan.addresses)) == n
@@ -448,7 +480,9 @@ def test_tf_config_escapes_what_json_must_escape() -> None:
 
 def test_explicit_local_ids_round_trip() -> None:
     layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), "odd")
-    plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, (("worker", 3),), PortRule("explicit", base=5000))
+    plan = Plan(
+        layout.nodes, layout.rank_node, layout.rank_local, (("worker", 3),), PortRule("explicit", base=5000)
+    )
     text = plan.descriptor()
     assert ";local=" in text
     assert Plan.from_descriptor(text).addresses == plan.addresses == ("a:5001", "b:5000", "a:5000")
@@ -476,10 +510,17 @@ def test_long_explicit_maps_are_compressed() -> None:
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))}
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
+    }
     clean.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "tfslurm", *args], env=clean, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "tfslurm", *args],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -529,12 +570,18 @@ def test_plan_is_printed_once_per_step_by_rank_0() -> None:
     ("env", "args", "needle"),
     [
         ({}, [], "not running under Slurm"),
-        ({"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0", "SLURM_NODELIST": "n1"}, [], "batch script"),
+        (
+            {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0", "SLURM_NODELIST": "n1"},
+            [],
+            "batch script",
+        ),
         (task_env(), ["--jobs", "ps:1,worker:1"], "asks for 2 tasks but the step has 3"),
         (task_env(), ["--jobs", "ps"], "is not NAME:COUNT"),
     ],
 )
-def test_cli_errors_are_one_line_and_exit_2(command: str, env: dict[str, str], args: list[str], needle: str) -> None:
+def test_cli_errors_are_one_line_and_exit_2(
+    command: str, env: dict[str, str], args: list[str], needle: str
+) -> None:
     done = run_cli([command, *args], env)
     assert done.returncode == 2
     assert done.stdout == ""
@@ -598,8 +645,12 @@ def test_the_taskprolog_path_imports_only_what_it_needs() -> None:
     # Every task of a --tf-dist job runs this in a fresh `python -I -S`: typing, json, base64
     # and zlib (let alone TensorFlow) would be paid by every task for nothing.
     root = str(Path(__import__("tfslurm").__file__).parent.parent)
-    env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1",
-                   TFSLURM_TF_DIST="chief:1,worker:*")
+    env = task_env(
+        CUDA_VISIBLE_DEVICES="0,1",
+        SLURM_GPUS_ON_NODE="2",
+        SLURM_STEP_GPUS="0,1",
+        TFSLURM_TF_DIST="chief:1,worker:*",
+    )
     code = (
         f"import sys; sys.path.insert(0, {root!r})\n"
         "from tfslurm.plan import plan_for\n"

@@ -120,7 +120,9 @@ def outdir() -> Path:
     return Path(tempfile.mkdtemp(prefix="tfs-plan-test-", dir="/tmp"))
 
 
-def run(cluster: Any, *srun_args: str, env_extra: dict[str, str] | None = None, **task: Any) -> list[dict[str, Any]]:
+def run(
+    cluster: Any, *srun_args: str, env_extra: dict[str, str] | None = None, **task: Any
+) -> list[dict[str, Any]]:
     out = outdir()
     proc = cluster.srun(*srun_args, *argv(out, **task), timeout=120, env_extra=env_extra)
     assert proc.returncode == 0, f"srun {' '.join(srun_args)}: rc {proc.returncode}: {proc.stderr[-1500:]}"
@@ -141,9 +143,13 @@ def check(rows: list[dict[str, Any]], num_tasks: int, *, disjoint_gpus: bool = T
         # the evaluator sees the whole cluster, the training tasks do not see it (docs/ps.md)
         seen = {j: a for j, a in r["spec"].items() if job == "evaluator" or j != "evaluator"}
         assert json.loads(r["tf_config"]) == {"cluster": seen, "task": {"type": job, "index": index}}
-        assert r["bound"], f"rank {r['procid']} could not bind {r['port']} on {r['node']}: {r.get('bind_error')}"
+        assert r["bound"], (
+            f"rank {r['procid']} could not bind {r['port']} on {r['node']}: {r.get('bind_error')}"
+        )
         target = (r["procid"] + 1) % num_tasks
-        assert r.get("peer") == [target, target], f"rank {r['procid']} reached {r.get('peer')}: {r.get('connect_error')}"
+        assert r.get("peer") == [target, target], (
+            f"rank {r['procid']} reached {r.get('peer')}: {r.get('connect_error')}"
+        )
         assert r["served"], f"rank {r['procid']} was never called by its predecessor"
         visible = set(filter(None, (r["cvd"] or "").split(",")))
         assert set(r["gpus"]) <= visible, f"rank {r['procid']} got {r['gpus']}, Slurm gave {r['cvd']!r}"
@@ -180,8 +186,9 @@ SHAPES = [
 
 
 @pytest.mark.parametrize(("label", "options", "num_tasks", "expected"), SHAPES, ids=[s[0] for s in SHAPES])
-def test_every_task_reaches_its_peer_on_shape(slurm_cluster: Any, label: str, options: list[str],
-                                             num_tasks: int, expected: list[str] | None) -> None:
+def test_every_task_reaches_its_peer_on_shape(
+    slurm_cluster: Any, label: str, options: list[str], num_tasks: int, expected: list[str] | None
+) -> None:
     rows = run(slurm_cluster, *options, jobs="chief:1,worker:*")
     spec = check(rows, num_tasks)
     assert list(spec) == ["chief", "worker"] and len(spec["chief"]) == 1
@@ -304,7 +311,9 @@ def test_two_concurrent_jobs_on_the_same_nodes_never_collide(slurm_cluster: Any,
 
 
 @pytest.mark.parametrize("ports", ["reserved", "derived"])
-def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_path: Path, ports: str) -> None:
+def test_two_concurrent_steps_of_one_job_never_collide(
+    slurm_cluster: Any, tmp_path: Path, ports: str
+) -> None:
     """Two steps at once inside one allocation, on the same two nodes (the one test of this;
     two steps of a job without MpiParams: test_gpus_ports_cluster.py)."""
     outs = [outdir(), outdir()]
@@ -313,7 +322,9 @@ def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_p
         for out in outs
     )  # fmt: skip
     script = f"#!/bin/sh\n{steps}\nwait\n"
-    job = slurm_cluster.sbatch(script, "-N2", "--ntasks-per-node=2", f"--output={tmp_path}/slurm-%j.out", cwd=str(tmp_path))
+    job = slurm_cluster.sbatch(
+        script, "-N2", "--ntasks-per-node=2", f"--output={tmp_path}/slurm-%j.out", cwd=str(tmp_path)
+    )
     assert slurm_cluster.wait_job(job) == "COMPLETED", (tmp_path / f"slurm-{job}.out").read_text()[-1500:]
     runs = [results_of(out) for out in outs]
     for out in outs:
@@ -332,15 +343,15 @@ def test_two_concurrent_steps_of_one_job_never_collide(slurm_cluster: Any, tmp_p
 
 
 def test_cli_in_a_batch_script_and_with_a_bad_spec_exits_2(slurm_cluster: Any, tmp_path: Path) -> None:
-    proc = slurm_cluster.srun("-N1", "-n2", sys.executable, "-m", "tfslurm", "tf-config", "--jobs", "ps:1,worker:3")
+    proc = slurm_cluster.srun(
+        "-N1", "-n2", sys.executable, "-m", "tfslurm", "tf-config", "--jobs", "ps:1,worker:3"
+    )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("tfslurm tf-config: error:")]
     assert len(errors) == 2 and all("asks for 4 tasks but the step has 2" in e for e in errors)
     out = tmp_path / "out.txt"
     script = (
-        "#!/bin/sh\n"
-        f"{sys.executable} -m tfslurm tf-config > {out}.stdout 2> {out}.stderr\n"
-        f"echo $? > {out}\n"
+        f"#!/bin/sh\n{sys.executable} -m tfslurm tf-config > {out}.stdout 2> {out}.stderr\necho $? > {out}\n"
     )
     job = slurm_cluster.sbatch(script, "-N1", "-n1", f"--output={tmp_path}/slurm-%j.out", cwd=str(tmp_path))
     assert slurm_cluster.wait_job(job) == "COMPLETED"

@@ -54,7 +54,9 @@ def build_tools_missing() -> str | None:
     return None
 
 
-def make(out_dir: Path, *targets: str, timeout: float = 300, **variables: str) -> subprocess.CompletedProcess[str]:
+def make(
+    out_dir: Path, *targets: str, timeout: float = 300, **variables: str
+) -> subprocess.CompletedProcess[str]:
     """Run the plugin Makefile with O=out_dir (the source tree stays clean)."""
     argv = ["make", "-C", str(PLUGIN_DIR), f"O={out_dir}", *targets]
     argv += [f"{name}={value}" for name, value in variables.items()]
@@ -134,8 +136,10 @@ def exported_bytes(so: Path, name: str) -> bytes:
     table = subprocess.run(
         ["nm", "-D", "-S", "--defined-only", str(so)], capture_output=True, text=True, check=True
     ).stdout
-    (address, size), = [
-        (int(f[0], 16), int(f[1], 16)) for f in map(str.split, table.splitlines()) if len(f) == 4 and f[3] == name
+    ((address, size),) = [
+        (int(f[0], 16), int(f[1], 16))
+        for f in map(str.split, table.splitlines())
+        if len(f) == 4 and f[3] == name
     ]
     dump = subprocess.run(
         ["objdump", "-s", "-j", ".rodata", f"--start-address={address}", f"--stop-address={address + size}", str(so)],
@@ -170,7 +174,9 @@ def test_parser_under_address_sanitizer(tmp_path: Path) -> None:
     done = make(tmp_path, "asan", FUZZ_ITERATIONS="100000")
     if done.returncode != 0 and "LeakSanitizer has encountered a fatal error" in done.stderr:
         # LSan cannot stop the world without ptrace (some containers); ASan itself still runs
-        done = make(tmp_path, "asan", FUZZ_ITERATIONS="100000", ASAN_RUN_OPTIONS="detect_leaks=0:abort_on_error=1")
+        done = make(
+            tmp_path, "asan", FUZZ_ITERATIONS="100000", ASAN_RUN_OPTIONS="detect_leaks=0:abort_on_error=1"
+        )
     if done.returncode != 0 and "libasan" in done.stderr:
         pytest.skip("compiler has no AddressSanitizer runtime")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -224,8 +230,25 @@ def python_accepts(spec: str) -> bool:
     return False
 
 
-NAMES = st.sampled_from(["worker", "ps", "chief", "evaluator", "W2", "a_b", "x",
-                         "Worker", "wokrer", "workers", "PS", "p", "chef", "wrkr", "ps2x"])
+NAMES = st.sampled_from(
+    [
+        "worker",
+        "ps",
+        "chief",
+        "evaluator",
+        "W2",
+        "a_b",
+        "x",
+        "Worker",
+        "wokrer",
+        "workers",
+        "PS",
+        "p",
+        "chef",
+        "wrkr",
+        "ps2x",
+    ]
+)
 COUNTS = st.sampled_from(["*", "0", "1", "2", "3", "007", "123456789012345678", "1234567890123456789"])
 BLANK = st.sampled_from(["", "", "", " ", "\t", "  "])
 # Noise that may turn a good spec into a bad one: separators, signs, control and non-ASCII.

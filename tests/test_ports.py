@@ -163,7 +163,9 @@ def test_bad_tfslurm_port_base() -> None:
 
 def test_port_base_too_high_for_the_tasks() -> None:
     step = Step.from_environ(FIXTURES["01_block_N3_tpn2"].steps["s0"][0].env)
-    with pytest.raises(PortError, match="port_base=65535 leaves ports for 1 tasks per node, but a node runs 2"):
+    with pytest.raises(
+        PortError, match="port_base=65535 leaves ports for 1 tasks per node, but a node runs 2"
+    ):
         port_rule(step, 2, port_base=65535)
 
 
@@ -175,7 +177,9 @@ def test_too_few_reserved_ports_is_a_clear_error() -> None:
 
 def test_reserved_rule_has_no_port_past_its_list() -> None:
     rule = PortRule("reserved", ports=(20060, 20061))
-    with pytest.raises(PortError, match=r"local id 2 has no port: Slurm reserved 2 \(SLURM_STEP_RESV_PORTS=20060-20061\)"):
+    with pytest.raises(
+        PortError, match=r"local id 2 has no port: Slurm reserved 2 \(SLURM_STEP_RESV_PORTS=20060-20061\)"
+    ):
         rule.port(2)
     with pytest.raises(PortError, match="local id -1 must be a non-negative integer"):
         rule.port(-1)
@@ -211,8 +215,25 @@ def test_parse_port_list(text: str, ports: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "x", "20000-", "-5", "0", "65536", "20005-20001", "1,1", "1-65535,2", "[1-3]", "1 2", "123456",
-     "+5", "1- 3", "2000\u0661", "1,,2", "1--2"],
+    [
+        "",
+        "x",
+        "20000-",
+        "-5",
+        "0",
+        "65536",
+        "20005-20001",
+        "1,1",
+        "1-65535,2",
+        "[1-3]",
+        "1 2",
+        "123456",
+        "+5",
+        "1- 3",
+        "2000\u0661",
+        "1,,2",
+        "1--2",
+    ],
 )
 def test_parse_port_list_rejects_garbage(text: str) -> None:
     with pytest.raises(PortError, match=r"^SLURM_STEP_RESV_PORTS=") as info:
@@ -282,7 +303,9 @@ def test_derived_window(ephemeral: tuple[int, int], window: tuple[int, int]) -> 
 
 
 def test_no_room_for_derived_ports_is_a_clear_error() -> None:
-    with pytest.raises(PortError, match=r"ephemeral port range 1024-65535 .* leaves no room for derived ports"):
+    with pytest.raises(
+        PortError, match=r"ephemeral port range 1024-65535 .* leaves no room for derived ports"
+    ):
         derived_window((1024, 65535))
 
 

@@ -48,7 +48,10 @@ def apply_taskprolog_output(env: dict[str, str], text: str) -> tuple[dict[str, s
                 continue
             name, value = rest.split("=", 1)
             name = name.rstrip()
-            if len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2 < prolog.SLURM_ENV_STRLEN_MAX:
+            if (
+                len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2
+                < prolog.SLURM_ENV_STRLEN_MAX
+            ):
                 env[name] = value
         elif line.startswith("unset "):
             name = line[6:].strip()
@@ -86,11 +89,27 @@ PRINTED = {
     for version in ("", "24.11/", "26.05/")
     for prefix, first, node in (("", "node1", "node2"), ("padded/", "tf-gpu001", "tf-gpu002"))
     for rank, lines in (
-        (2, ["tfslurm: warning: node {node} has 1 GPU(s) for 2 tasks",
-             "tfslurm: warning: tasks get unequal GPU counts (1, 0 on node {node})"]),
+        (
+            2,
+            [
+                "tfslurm: warning: node {node} has 1 GPU(s) for 2 tasks",
+                "tfslurm: warning: tasks get unequal GPU counts (1, 0 on node {node})",
+            ],
+        ),
         (3, ["tfslurm: warning: task 3 on {node} gets 0 GPUs while other tasks"]),
-        *([(0, ["tfslurm: warning: tasks get unequal GPU counts (1 per task on node {first}, but SLURM_GPUS=3 "
-                "for 4 tasks)"])] if version else []),
+        *(
+            [
+                (
+                    0,
+                    [
+                        "tfslurm: warning: tasks get unequal GPU counts (1 per task on node {first}, but SLURM_GPUS=3 "
+                        "for 4 tasks)"
+                    ],
+                )
+            ]
+            if version
+            else []
+        ),
     )
 }
 
@@ -133,7 +152,9 @@ def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None
             return
         new_env, printed = apply_taskprolog_output(env, "\n".join(lines) + "\n")
         wanted = PRINTED.get((case_id, task.procid), [])
-        assert len(printed) == len(wanted) and all(p.startswith(w) for p, w in zip(printed, wanted, strict=True)), printed
+        assert len(printed) == len(wanted) and all(
+            p.startswith(w) for p, w in zip(printed, wanted, strict=True)
+        ), printed
         config = json.loads(new_env["TF_CONFIG"])
         clusters.add(json.dumps(config["cluster"], sort_keys=True))
         flat = [addr for name, _ in split_spec(spec) for addr in config["cluster"].get(name, [])]
@@ -214,7 +235,11 @@ def test_internal_errors_are_reported_the_same_way(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(tfslurm.plan, "plan_for", broken)
     rc, text = run_main(fixture_env(**{prolog.MARKER: "worker:*"}))
-    assert rc == 1 and text == f"print tfslurm prolog ({prolog.MARKER}=worker:*): internal error: RuntimeError: boom second line\n"
+    assert (
+        rc == 1
+        and text
+        == f"print tfslurm prolog ({prolog.MARKER}=worker:*): internal error: RuntimeError: boom second line\n"
+    )
     assert run_main(fixture_env()) == (0, "")
 
 
@@ -291,7 +316,9 @@ def test_a_fitting_tf_config_unsets_a_stale_descriptor() -> None:
     lines = prolog.prolog_lines(env)
     assert "unset TFSLURM_DESCRIPTOR" in lines
     new_env, _ = apply_taskprolog_output(env, "\n".join(lines) + "\n")
-    assert "TFSLURM_DESCRIPTOR" not in new_env and json.loads(new_env["TF_CONFIG"])["task"]["type"] == "worker"
+    assert (
+        "TFSLURM_DESCRIPTOR" not in new_env and json.loads(new_env["TF_CONFIG"])["task"]["type"] == "worker"
+    )
 
 
 # --- the shell wrapper -----------------------------------------------------------------
@@ -302,7 +329,9 @@ def wrapper(tmp_path: Path) -> Path:
     return prolog.write_wrapper(tmp_path / "tfslurm-taskprolog")
 
 
-def run_wrapper(path: Path, env: dict[str, str], shell: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_wrapper(
+    path: Path, env: dict[str, str], shell: str | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = [shell, str(path)] if shell else [str(path)]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
 
@@ -338,7 +367,9 @@ def test_wrapper_output_equals_the_hook(wrapper: Path, shell: str | None) -> Non
     cmd = [*(argv_shell.split() if argv_shell else []), str(wrapper)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + "".join(line + "\n" for line in prolog.prolog_lines(env))
+    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + "".join(
+        line + "\n" for line in prolog.prolog_lines(env)
+    )
 
 
 def test_wrapper_ignores_the_jobs_python_settings(wrapper: Path, tmp_path: Path) -> None:
@@ -408,7 +439,9 @@ def test_cli_writes_the_wrapper(tmp_path: Path) -> None:
 
 def test_cli_hook_prints_export_lines() -> None:
     env = fixture_env(rank=1, **{prolog.MARKER: "worker:*", "PATH": os.environ.get("PATH", "")})
-    done = subprocess.run([sys.executable, "-m", "tfslurm", "prolog"], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "prolog"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == prolog.prolog_lines(env)
     done = subprocess.run([sys.executable, "-m", "tfslurm", "prolog", "--node"], env=env, capture_output=True,
@@ -423,7 +456,9 @@ def test_hook_imports_no_tensorflow() -> None:
         f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); from tfslurm.prolog import main; "
         "main(); print('TF' if any(m.startswith('tensorflow') for m in sys.modules) else 'no TF')"
     )
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "no TF", done.stderr
 
 
@@ -480,7 +515,10 @@ def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> No
         for task in on_node:
             status, inputs, own = blocks[int(task.env["SLURM_LOCALID"])]
             actual = dict(task.env, **{prolog.MARKER: spec})
-            assert inputs == {"SLURM_PROCID": actual["SLURM_PROCID"], "SLURM_LOCALID": actual["SLURM_LOCALID"]}
+            assert inputs == {
+                "SLURM_PROCID": actual["SLURM_PROCID"],
+                "SLURM_LOCALID": actual["SLURM_LOCALID"],
+            }
             predicted = dict(first, **inputs)
             differ = {k for k in set(predicted) | set(actual) if predicted.get(k) != actual.get(k)}
             if differ - NOT_PREDICTED:

@@ -61,6 +61,9 @@ def test_recorder_reproduces_this_slurms_recordings(tmp_path: Path) -> None:
         assert new.header.get("exit code") == old.header.get("exit code"), name
         assert sorted(new.steps) == sorted(old.steps), name
         for label, tasks in old.steps.items():
-            assert [placement(t, new) for t in new.steps[label]] == [placement(t, old) for t in tasks], (name, label)
+            assert [placement(t, new) for t in new.steps[label]] == [placement(t, old) for t in tasks], (
+                name,
+                label,
+            )
         if old.batch is not None:
             assert new.batch is not None and placement(new.batch, new) == placement(old.batch, old), name

@@ -51,13 +51,20 @@ def slurm_env(monkeypatch: pytest.MonkeyPatch):
     """Replace every Slurm/GPU/tfslurm variable of this process with the given ones."""
 
     # The resolver writes os.environ itself (auto_set_gpu): make monkeypatch restore these.
-    for name in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "TFSLURM_ASSIGNED_GPUS"):
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "TFSLURM_ASSIGNED_GPUS",
+    ):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
 
     def apply(**variables: str) -> None:
         for name in list(os.environ):
-            if name.startswith(("SLURM", "TFSLURM", "TF_CONFIG")) or name.endswith(("VISIBLE_DEVICES", "ORDINAL")):
+            if name.startswith(("SLURM", "TFSLURM", "TF_CONFIG")) or name.endswith(
+                ("VISIBLE_DEVICES", "ORDINAL")
+            ):
                 monkeypatch.delenv(name)
         for name, value in variables.items():
             monkeypatch.setenv(name, value)
@@ -70,10 +77,17 @@ def as_dict(spec) -> dict[str, list[str]]:
     plain = spec.as_dict()
     assert tf.train.ClusterSpec(spec.as_cluster_def()).as_dict() == plain
     assert tf.train.ClusterSpec(plain).as_cluster_def() == spec.as_cluster_def()
-    return {job: list(tasks) if isinstance(tasks, list) else [tasks[i] for i in sorted(tasks)] for job, tasks in plain.items()}
+    return {
+        job: list(tasks) if isinstance(tasks, list) else [tasks[i] for i in sorted(tasks)]
+        for job, tasks in plain.items()
+    }
 
 
-THREE_NODES = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "t02n13,t02n41,t02n43"}
+THREE_NODES = {
+    "SLURM_PROCID": "0",
+    "SLURM_STEP_NUM_TASKS": "3",
+    "SLURM_STEP_NODELIST": "t02n13,t02n41,t02n43",
+}
 
 
 # -- TF's own test cases ----------------------------------------------------------------------
@@ -94,7 +108,10 @@ def test_tf_case_simple_successful_retrieval(slurm_env) -> None:
         jobs={"ps": 1, "worker": 2}, port_base=8888, tasks_per_node=1,
         gpus_per_node=1, gpus_per_task=1, auto_set_gpu=False,
     )  # fmt: skip
-    assert as_dict(resolver.cluster_spec()) == {"ps": ["t02n13:8888"], "worker": ["t02n41:8888", "t02n43:8888"]}
+    assert as_dict(resolver.cluster_spec()) == {
+        "ps": ["t02n13:8888"],
+        "worker": ["t02n41:8888", "t02n43:8888"],
+    }
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
@@ -117,7 +134,10 @@ def test_tf_case_tasks_per_node_from_env(slurm_env) -> None:
     resolver = Resolver(
         jobs={"ps": 1, "worker": 2}, port_base=8888, gpus_per_node=1, gpus_per_task=1, auto_set_gpu=False
     )
-    assert as_dict(resolver.cluster_spec()) == {"ps": ["t02n13:8888"], "worker": ["t02n41:8888", "t02n43:8888"]}
+    assert as_dict(resolver.cluster_spec()) == {
+        "ps": ["t02n13:8888"],
+        "worker": ["t02n41:8888", "t02n43:8888"],
+    }
 
 
 @pytest.mark.parametrize(("gpus_per_node", "gpus_per_task", "visible"), [(2, 1, "1"), (4, 2, "2,3")])
@@ -158,7 +178,14 @@ def tf_shapes(draw: st.DrawFn) -> dict:
     rank = draw(st.integers(0, total - 1))
     width = draw(st.sampled_from([0, 2, 3]))
     names = [f"c{i:0{width}d}" if width else f"c{i}" for i in range(1, nodes + 1)]  # sorted as strings
-    return {"counts": counts, "names": names, "jobs": jobs, "rank": rank, "gpn": gpus_per_node, "gpt": gpus_per_task}
+    return {
+        "counts": counts,
+        "names": names,
+        "jobs": jobs,
+        "rank": rank,
+        "gpn": gpus_per_node,
+        "gpt": gpus_per_task,
+    }
 
 
 @given(tf_shapes())
@@ -169,7 +196,12 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
         SLURM_PROCID=str(shape["rank"]), SLURM_STEP_NUM_TASKS=str(sum(shape["counts"])),
         SLURM_STEP_NODELIST=",".join(shape["names"]), SLURM_STEP_TASKS_PER_NODE=counts,
     )  # fmt: skip
-    kwargs = {"jobs": shape["jobs"], "port_base": 8888, "gpus_per_node": shape["gpn"], "gpus_per_task": shape["gpt"]}
+    kwargs = {
+        "jobs": shape["jobs"],
+        "port_base": 8888,
+        "gpus_per_node": shape["gpn"],
+        "gpus_per_task": shape["gpt"],
+    }
     theirs = TFResolver(**kwargs)
     their_spec = as_dict(theirs.cluster_spec())  # sets task_type/id and CUDA_VISIBLE_DEVICES
     their_gpus = os.environ.pop("CUDA_VISIBLE_DEVICES")
@@ -187,7 +219,12 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
 
 
 def test_hosts_keep_slurm_order_not_string_order(slurm_env) -> None:
-    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "n[9-10]", "SLURM_STEP_TASKS_PER_NODE": "2,1"}
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_STEP_NODELIST": "n[9-10]",
+        "SLURM_STEP_TASKS_PER_NODE": "2,1",
+    }
     slurm_env(**env)
     ours = Resolver(port_base=8888, auto_set_gpu=False)
     assert as_dict(ours.cluster_spec()) == {"worker": ["n9:8888", "n9:8889", "n10:8888"]}
@@ -221,7 +258,12 @@ def test_recorded_shapes_tf_gets_wrong(fid: str, tmp_path: Path) -> None:
 
 
 def test_cpu_only_step_gives_no_accelerators_where_tf_crashes(slurm_env) -> None:
-    env = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
+    env = {
+        "SLURM_PROCID": "1",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+    }
     slurm_env(**env, CUDA_VISIBLE_DEVICES="")
     with pytest.raises(ValueError):
         TFResolver(gpus_per_node=0).cluster_spec()
@@ -267,7 +309,12 @@ def test_task_type_is_set_at_construction_and_gpus_do_not_drift(slurm_env) -> No
 
 
 def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
-    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "2"}
+    base = {
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NODELIST": "n1",
+        "SLURM_STEP_TASKS_PER_NODE": "2",
+    }
     ports = set()
     for job, step in (("100", "0"), ("100", "1"), ("101", "0")):
         slurm_env(**base, SLURM_JOB_ID=job, SLURM_STEP_ID=step)
@@ -278,7 +325,12 @@ def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
 
 
 def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) -> None:
-    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "3"}
+    base = {
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_STEP_NODELIST": "n1",
+        "SLURM_STEP_TASKS_PER_NODE": "3",
+    }
     slurm_env(**base)
     assert Resolver(jobs={"worker": 2, "ps": 1}).task_type == "ps"
     assert Resolver(jobs="worker:2,ps:1", job_order="written").task_type == "worker"
@@ -287,7 +339,12 @@ def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) 
 
 
 def test_bad_arguments_are_one_line_value_errors(slurm_env) -> None:
-    base = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
+    base = {
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+    }
     slurm_env(**base)
     cases = [
         ({"jobs": {"worker": 3}}, "asks for 3 tasks but the step has 2"),
@@ -313,7 +370,12 @@ def test_bad_arguments_are_one_line_value_errors(slurm_env) -> None:
 
 
 def test_is_a_tf_cluster_resolver_usable_by_mwms_validation(slurm_env) -> None:
-    slurm_env(SLURM_PROCID="1", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n[1-2]", SLURM_STEP_TASKS_PER_NODE="1(x2)")
+    slurm_env(
+        SLURM_PROCID="1",
+        SLURM_STEP_NUM_TASKS="2",
+        SLURM_STEP_NODELIST="n[1-2]",
+        SLURM_STEP_TASKS_PER_NODE="1(x2)",
+    )
     resolver = Resolver()
     assert isinstance(resolver, tf.distribute.cluster_resolver.ClusterResolver)
     from tensorflow.python.distribute import multi_worker_util
@@ -331,7 +393,9 @@ def test_is_a_tf_cluster_resolver_usable_by_mwms_validation(slurm_env) -> None:
 def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "CUDA"))}
     clean.update({"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}, **env)
-    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180, check=False
+    )
 
 
 STEP = {
@@ -391,4 +455,6 @@ def test_mixin_is_the_resolver_logic_without_tf(slurm_env) -> None:
     slurm_env(**STEP)
     plain = SlurmResolverMixin(port_base=6000)
     assert plain.cluster_spec() == {"worker": ["n1:6000", "n1:6001"]}
-    assert plain.tf_config() == '{"cluster":{"worker":["n1:6000","n1:6001"]},"task":{"type":"worker","index":1}}'
+    assert (
+        plain.tf_config() == '{"cluster":{"worker":["n1:6000","n1:6001"]},"task":{"type":"worker","index":1}}'
+    )

@@ -59,20 +59,23 @@ def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them():
     assert seen["cluster"] == PS_CLUSTER and seen["task"] == {"type": "evaluator", "index": 0}
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("{", "TF_CONFIG is not valid JSON"),
-    ("[]", "must be a JSON object"),
-    ('{"task": {"type": "worker"}}', "has no 'cluster'"),
-    ('{"cluster": {"worker": ["a:1"]}}', "has no 'task'"),
-    (tf_config({"worker": ["a:1"]}, "ps", 0), "task type 'ps' is not a job"),
-    (tf_config({"worker": ["a:1"]}, "worker", 1), "task index 1 is out of range"),
-    (tf_config({"worker": ["a"]}, "worker", 0), "'a' of worker:0 is not host:port"),
-    (tf_config({"worker": ["a:99999"]}, "worker", 0), "is not host:port"),
-    (tf_config({"ps": ["a:1"], "worker": ["b:2"]}, "ps", 0), "needs a chief"),
-    (tf_config({"chief": ["a:1"], "ps": ["b:2"]}, "ps", 0), "at least one worker"),
-    (tf_config({"master": ["a:1"]}, "master", 0), "job 'master' is not one TF knows"),
-    (tf_config({"chief": ["a:1", "b:2"]}, "chief", 0), "at most one chief"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("{", "TF_CONFIG is not valid JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"task": {"type": "worker"}}', "has no 'cluster'"),
+        ('{"cluster": {"worker": ["a:1"]}}', "has no 'task'"),
+        (tf_config({"worker": ["a:1"]}, "ps", 0), "task type 'ps' is not a job"),
+        (tf_config({"worker": ["a:1"]}, "worker", 1), "task index 1 is out of range"),
+        (tf_config({"worker": ["a"]}, "worker", 0), "'a' of worker:0 is not host:port"),
+        (tf_config({"worker": ["a:99999"]}, "worker", 0), "is not host:port"),
+        (tf_config({"ps": ["a:1"], "worker": ["b:2"]}, "ps", 0), "needs a chief"),
+        (tf_config({"chief": ["a:1"], "ps": ["b:2"]}, "ps", 0), "at least one worker"),
+        (tf_config({"master": ["a:1"]}, "master", 0), "job 'master' is not one TF knows"),
+        (tf_config({"chief": ["a:1", "b:2"]}, "chief", 0), "at most one chief"),
+    ],
+)
 def test_bad_tf_config_is_one_line(text, fragment):
     with pytest.raises(RoleError) as info:
         role_from_tf_config(text)
@@ -119,10 +122,18 @@ def test_resolve_prefers_tf_config_and_needs_a_step_otherwise():
 
 
 STEP_ENV = {
-    "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
-    "SLURM_NODEID": "0", "SLURMD_NODENAME": "n1", "SLURM_STEP_NODELIST": "n[1-2]",
-    "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4",
-    "SLURM_STEP_NUM_NODES": "2", "SLURM_GTIDS": "0,1", "TFSLURM_PORT_BASE": "30000",
+    "SLURM_JOB_ID": "7",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "1",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "0",
+    "SLURMD_NODENAME": "n1",
+    "SLURM_STEP_NODELIST": "n[1-2]",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_GTIDS": "0,1",
+    "TFSLURM_PORT_BASE": "30000",
 }
 
 
@@ -143,22 +154,24 @@ def test_resolve_from_the_descriptor_matches_the_plan():
     env = {**STEP_ENV, "TFSLURM_DESCRIPTOR": descriptor, "TFSLURM_TF_DIST": "worker:*"}
     role = resolve_role(env, jobs="worker:*")  # the descriptor wins over any jobs spec
     assert role.source == "TFSLURM_DESCRIPTOR"
-    assert (role.job, role.index, dict(role.cluster)) == (
-        planned.job, planned.index, dict(planned.cluster))
+    assert (role.job, role.index, dict(role.cluster)) == (planned.job, planned.index, dict(planned.cluster))
 
 
 # ---------------------------------------------------------------- programs and signals
-@pytest.mark.parametrize("argv, expected", [
-    (["python", "train.py", "-x"], PythonProgram("train.py", None, ["-x"])),
-    (["python3.11", "-u", "train.py"], PythonProgram("train.py", None, [])),
-    (["python", "-m", "pkg.mod", "a"], PythonProgram(None, "pkg.mod", ["a"])),
-    (["train.py", "b"], PythonProgram("train.py", None, ["b"])),
-    ([sys.executable, "t.py"], PythonProgram("t.py", None, [])),
-    (["python", "-c", "print(1)"], None),
-    (["python"], None),
-    (["./train.sh"], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["python", "train.py", "-x"], PythonProgram("train.py", None, ["-x"])),
+        (["python3.11", "-u", "train.py"], PythonProgram("train.py", None, [])),
+        (["python", "-m", "pkg.mod", "a"], PythonProgram(None, "pkg.mod", ["a"])),
+        (["train.py", "b"], PythonProgram("train.py", None, ["b"])),
+        ([sys.executable, "t.py"], PythonProgram("t.py", None, [])),
+        (["python", "-c", "print(1)"], None),
+        (["python"], None),
+        (["./train.sh"], None),
+        ([], None),
+    ],
+)
 def test_parse_program(argv, expected):
     assert parse_program(argv) == expected
 
@@ -217,8 +230,10 @@ def test_peer_watch_reports_only_missing_peers():
     down_port = down.getsockname()[1]
     down.close()
     reported = []
-    peers = [Address("worker", 1, "127.0.0.1", up.getsockname()[1]),
-             Address("worker", 2, "127.0.0.1", down_port)]
+    peers = [
+        Address("worker", 1, "127.0.0.1", up.getsockname()[1]),
+        Address("worker", 2, "127.0.0.1", down_port),
+    ]
     watch = PeerWatch(peers, 0.5, lambda missing, waited: reported.append(missing), interval=0.05)
     watch.start()
     deadline = time.monotonic() + 5
@@ -233,8 +248,13 @@ def test_peer_watch_clock_starts_with_own_server():
     own_port = own.getsockname()[1]
     own.close()  # our own server is not up yet: no timeout however long we wait
     reported = []
-    watch = PeerWatch([Address("worker", 1, "127.0.0.1", own_port)], 0.1,
-                      lambda m, w: reported.append(m), own_port=own_port, interval=0.05).start()
+    watch = PeerWatch(
+        [Address("worker", 1, "127.0.0.1", own_port)],
+        0.1,
+        lambda m, w: reported.append(m),
+        own_port=own_port,
+        interval=0.05,
+    ).start()
     time.sleep(0.5)
     assert not reported
     watch.stop()
@@ -243,8 +263,11 @@ def test_peer_watch_clock_starts_with_own_server():
 def test_chief_watch_finishes_after_up_then_refused():
     chief = _listener()
     finished = []
-    watch = ChiefWatch(Address("chief", 0, "127.0.0.1", chief.getsockname()[1]),
-                       on_finished=lambda: finished.append(time.monotonic()), interval=0.05).start()
+    watch = ChiefWatch(
+        Address("chief", 0, "127.0.0.1", chief.getsockname()[1]),
+        on_finished=lambda: finished.append(time.monotonic()),
+        interval=0.05,
+    ).start()
     assert watch.seen.wait(2)
     closed = time.monotonic()
     chief.close()
@@ -283,11 +306,22 @@ def _local_ps_cluster() -> tuple[list[int], dict[str, list[str]]]:
 
 
 def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "TF_CONFIG": config, "TF_CPP_MIN_LOG_LEVEL": "2",
-           "TF_ENABLE_ONEDNN_OPTS": "0", "no_proxy": "*"}
+    env = {
+        **os.environ,
+        "TF_CONFIG": config,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TF_ENABLE_ONEDNN_OPTS": "0",
+        "no_proxy": "*",
+    }
     env = {k: v for k, v in env.items() if not k.startswith("SLURM")}
-    return subprocess.Popen([sys.executable, "-m", "tfslurm", "run", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfslurm", "run", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 @pytest.mark.tf
@@ -330,8 +364,17 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
 def test_missing_ps_is_a_clear_error_on_the_chief():
     (_, ps_port, w_port), cluster = _local_ps_cluster()
     started = time.monotonic()
-    chief = _tfslurm_run(tf_config(cluster, "chief", 0), "--peer-timeout", "2", "--",
-                         "python", "-m", "tfslurm.examples.ps", "--steps", "3")
+    chief = _tfslurm_run(
+        tf_config(cluster, "chief", 0),
+        "--peer-timeout",
+        "2",
+        "--",
+        "python",
+        "-m",
+        "tfslurm.examples.ps",
+        "--steps",
+        "3",
+    )
     _, err = chief.communicate(timeout=90)
     assert chief.returncode == 3, err
     assert f"peer ps:0 at 127.0.0.1:{ps_port}, worker:0 at 127.0.0.1:{w_port} did not come up within" in err
@@ -369,14 +412,17 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
     proc = _tfslurm_run(SINGLE)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and err.strip().endswith(
-        "tfslurm run: error: no program given for worker:0: use tfslurm run -- python train.py")
+        "tfslurm run: error: no program given for worker:0: use tfslurm run -- python train.py"
+    )
     proc = _tfslurm_run("{nope", "--", "true")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
-    assert err.strip().splitlines() == [(
-        "tfslurm run: error: TF_CONFIG is not valid JSON: "
-        "Expecting property name enclosed in double quotes at position 1"
-    )]
+    assert err.strip().splitlines() == [
+        (
+            "tfslurm run: error: TF_CONFIG is not valid JSON: "
+            "Expecting property name enclosed in double quotes at position 1"
+        )
+    ]
     proc = _tfslurm_run(SINGLE, "--", "python", str(tmp_path / "absent.py"))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "absent.py' does not exist" in err
@@ -427,9 +473,18 @@ def test_evaluator_chief_watch_ends_when_the_chief_never_shows_up():
     from tfslurm.runtime.api import watch_chief
 
     port = _free_ports(1)[0]
-    role = role_from_tf_config(tf_config(
-        {"chief": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
-         "evaluator": ["127.0.0.1:3"]}, "evaluator", 0))
+    role = role_from_tf_config(
+        tf_config(
+            {
+                "chief": [f"127.0.0.1:{port}"],
+                "ps": ["127.0.0.1:1"],
+                "worker": ["127.0.0.1:2"],
+                "evaluator": ["127.0.0.1:3"],
+            },
+            "evaluator",
+            0,
+        )
+    )
     watch = watch_chief(role, timeout=0.3)
     assert watch.finished.wait(5)
     assert not watch.seen.is_set()
@@ -440,15 +495,25 @@ def test_server_without_tensorflow_is_one_line(tmp_path):
     (tmp_path / "tensorflow" / "__init__.py").write_text("raise ImportError('no TF here')\n")
     cluster = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:3"]}
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "TF_CONFIG": tf_config(cluster, "ps", 0)}
-    done = subprocess.run([sys.executable, "-m", "tfslurm", "run"], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfslurm", "run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "tfslurm run: error: TensorFlow cannot be imported by")
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("tfslurm run: error: TensorFlow cannot be imported by")
+    )
 
 
-@pytest.mark.parametrize("value, env", [(0.0, ""), (-1.0, ""), (float("nan"), ""),
-                                        (None, "nan"), (None, "0"), (None, "soon")])
+@pytest.mark.parametrize(
+    "value, env", [(0.0, ""), (-1.0, ""), (float("nan"), ""), (None, "nan"), (None, "0"), (None, "soon")]
+)
 def test_peer_timeout_must_be_positive(monkeypatch, value, env):
     monkeypatch.setenv("TFSLURM_PEER_TIMEOUT", env)
     with pytest.raises(RoleError, match="not a positive number of seconds"):
@@ -459,9 +524,9 @@ def test_peer_timeout_must_be_positive(monkeypatch, value, env):
 
 def test_sigterm_reaches_a_command_run_as_a_child():
     """The command starts with SIGTERM unblocked and gets it from the watching parent."""
-    proc = _tfslurm_run(SINGLE, "--", "sh", "-c",
-                        'trap "echo got TERM; exit 4" TERM; echo ready; '
-                        "while :; do sleep 0.1; done")
+    proc = _tfslurm_run(
+        SINGLE, "--", "sh", "-c", 'trap "echo got TERM; exit 4" TERM; echo ready; while :; do sleep 0.1; done'
+    )
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
@@ -478,12 +543,15 @@ def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
         assert not blocked & (1 << (signum - 1)), (signum, out)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--log-every", "0"], "--log-every 0: must be at least 1"),
-    (["--check-every", "-2"], "--check-every -2: must be at least 1"),
-    (["--batch", "0"], "--batch 0: must be at least 1"),
-    (["--checkpoint-every", "-1"], "--checkpoint-every -1: must be 0 (off) or more"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--log-every", "0"], "--log-every 0: must be at least 1"),
+        (["--check-every", "-2"], "--check-every -2: must be at least 1"),
+        (["--batch", "0"], "--batch 0: must be at least 1"),
+        (["--checkpoint-every", "-1"], "--checkpoint-every -1: must be 0 (off) or more"),
+    ],
+)
 def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv, message):
     from tfslurm.examples import common
 

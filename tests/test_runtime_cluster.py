@@ -56,11 +56,21 @@ def job_env(tmp: Path) -> dict[str, str]:
     }
 
 
-def submit(cluster, tmp: Path, template: str, *program: str, options: tuple[str, ...] = ()) -> tuple[int, Path]:
+def submit(
+    cluster, tmp: Path, template: str, *program: str, options: tuple[str, ...] = ()
+) -> tuple[int, Path]:
     out = cluster.run(
-        ["sbatch", "--parsable", "--output", str(tmp / "job-%j.out"), *options,
-         template_path(template), *program],
-        env_extra=job_env(tmp), cwd=str(tmp),
+        [
+            "sbatch",
+            "--parsable",
+            "--output",
+            str(tmp / "job-%j.out"),
+            *options,
+            template_path(template),
+            *program,
+        ],
+        env_extra=job_env(tmp),
+        cwd=str(tmp),
     )
     assert out.returncode == 0, out.stderr
     job = int(out.stdout.strip().split(";")[0])
@@ -112,10 +122,13 @@ def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if (f"SLURM_JOB_ID={job}".encode() in environ
-                and f"SLURM_PROCID={procid}".encode() in environ
-                and f"SLURM_CONF={cluster.slurm_conf}".encode() in environ
-                and b"tfslurm" in cmdline and b"run" in cmdline):
+        if (
+            f"SLURM_JOB_ID={job}".encode() in environ
+            and f"SLURM_PROCID={procid}".encode() in environ
+            and f"SLURM_CONF={cluster.slurm_conf}".encode() in environ
+            and b"tfslurm" in cmdline
+            and b"run" in cmdline
+        ):
             pids.append(int(entry.name))
     return pids
 
@@ -131,16 +144,29 @@ def finish_times(text: str) -> dict[str, float]:
     """role -> the time its tfslurm run reported finishing (chief: program finished;
     servers: exiting 0 after the chief)."""
     times = {}
-    for m in re.finditer(r"tfslurm run: (\w+:\d+): (?:program finished, exit 0|chief finished, exiting 0) \(t=([\d.]+)", text):
+    for m in re.finditer(
+        r"tfslurm run: (\w+:\d+): (?:program finished, exit 0|chief finished, exiting 0) \(t=([\d.]+)", text
+    ):
         times[m.group(1)] = float(m.group(2))
     return times
 
 
 def test_mwms_preempt_requeue_resume_identical_weights(slurm_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(slurm_cluster, tmp_path, "mwms.sbatch",
-                      "python", "-m", "tfslurm.examples.mwms", "--steps", "300",
-                      "--step-delay", "0.02", "--log-every", "20")
+    job, log = submit(
+        slurm_cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        "--steps",
+        "300",
+        "--step-delay",
+        "0.02",
+        "--log-every",
+        "20",
+    )
     wait_for(log, r"step 40/300")
     slurm_cluster.run(["scancel", "--batch", "--signal=USR1", str(job)], timeout=10)
     saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)")
@@ -162,9 +188,20 @@ def test_mwms_preempt_requeue_resume_identical_weights(slurm_cluster, tmp_path):
 
 def test_ps_worker_killed_training_completes(slurm_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(slurm_cluster, tmp_path, "ps.sbatch",
-                      "python", "-m", "tfslurm.examples.ps", "--steps", "120",
-                      "--step-delay", "0.03", "--log-every", "20")
+    job, log = submit(
+        slurm_cluster,
+        tmp_path,
+        "ps.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.ps",
+        "--steps",
+        "120",
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "20",
+    )
     wait_for(log, r"step 20/120")
     kill_task(slurm_cluster, job, 3)  # rank 3 = worker 1
     slurm_cluster.wait_job(job, timeout=120)  # FAILED: srun reports the killed task
@@ -182,9 +219,22 @@ def test_ps_worker_killed_training_completes(slurm_cluster, tmp_path):
 
 def test_ps_failure_requeues_and_resumes(slurm_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(slurm_cluster, tmp_path, "ps.sbatch",
-                      "python", "-m", "tfslurm.examples.ps", "--steps", "100",
-                      "--step-delay", "0.03", "--log-every", "10", "--checkpoint-every", "10")
+    job, log = submit(
+        slurm_cluster,
+        tmp_path,
+        "ps.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.ps",
+        "--steps",
+        "100",
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "10",
+        "--checkpoint-every",
+        "10",
+    )
     wait_for(log, r"step 30/100")
     kill_task(slurm_cluster, job, 1)  # rank 1 = the parameter server
     wait_for(log, r"a parameter server failed")
@@ -208,11 +258,15 @@ def test_missing_peer_is_a_clear_error(slurm_cluster, tmp_path):
         f'if [ "$SLURM_PROCID" = 1 ]; then sleep 60; else exec {tfslurm_command()} run '
         "--peer-timeout 3 -- python -m tfslurm.examples.mwms --steps 5; fi"
     )
-    out = slurm_cluster.srun("-N2", "-n2", "--kill-on-bad-exit=1", "bash", "-c", program,
-                             timeout=90, env_extra=job_env(tmp_path))
+    out = slurm_cluster.srun(
+        "-N2", "-n2", "--kill-on-bad-exit=1", "bash", "-c", program, timeout=90, env_extra=job_env(tmp_path)
+    )
     assert out.returncode != 0
-    assert re.search(r"tfslurm run: error: worker:0 .*: peer worker:1 at node\d:\d+ did not come "
-                     r"up within \d+ s", out.stderr), out.stderr[-2000:]
+    assert re.search(
+        r"tfslurm run: error: worker:0 .*: peer worker:1 at node\d:\d+ did not come "
+        r"up within \d+ s",
+        out.stderr,
+    ), out.stderr[-2000:]
     elapsed = time.monotonic() - started
     assert elapsed < 60, elapsed
     print(f"\nmissing peer reported after {elapsed:.1f} s (timeout 3 s + TF import)")

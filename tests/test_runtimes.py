@@ -94,7 +94,9 @@ def test_recorded_steps_give_every_runtime_slurms_real_placement(fid: str, tmp_p
         assert len(shared) == 1, f"{fid} {label}: tasks disagree on the coordinator"
 
 
-@given(layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data())
+@given(
+    layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data()
+)
 @settings(max_examples=120, deadline=None)
 def test_any_layout_gives_every_runtime_the_layouts_ranks(layout, ports, data) -> None:
     """Block, cyclic, plane and arbitrary (shuffled) layouts of uneven counts, and reserved
@@ -121,7 +123,10 @@ def test_any_layout_gives_every_runtime_the_layouts_ranks(layout, ports, data) -
 def test_runtime_lists() -> None:
     assert parse_runtimes(None) == parse_runtimes(" ") == ("tf",)
     assert parse_runtimes("torch, JAX,torch") == ("torch", "jax")
-    with pytest.raises(RuntimeListError, match=r"^unknown runtime 'pt' \(--for/TFSLURM_FOR\); choose from tf, keras, jax, torch$"):
+    with pytest.raises(
+        RuntimeListError,
+        match=r"^unknown runtime 'pt' \(--for/TFSLURM_FOR\); choose from tf, keras, jax, torch$",
+    ):
         parse_runtimes("tf,pt")
 
 
@@ -152,7 +157,9 @@ def test_interfaces_on_this_machine() -> None:
     hosts = IfaceHosts("lo", "{node}", own_node="localhost")
     assert hosts.addresses(["localhost"]) == ("127.0.0.1",)
     assert hosts.socket_env() == {"NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"}
-    with pytest.raises(IfaceError, match=r"^node n7 has no network interface 'nosuch0' \(--iface/TFSLURM_IFACE\)$"):
+    with pytest.raises(
+        IfaceError, match=r"^node n7 has no network interface 'nosuch0' \(--iface/TFSLURM_IFACE\)$"
+    ):
         IfaceHosts("nosuch0", own_node="n7")
     for bad in ("", "a/b", "x" * 16, "eth 0", "a,b"):
         with pytest.raises(IfaceError, match="is not valid"):
@@ -179,7 +186,10 @@ def test_cli_for_and_iface() -> None:
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown runtime 'pt'" in done.stderr
     done = run_cli(["env", "--iface", "nosuch0"], task_env())
     assert done.returncode == 2
-    assert done.stderr == "tfslurm env: error: node n9 has no network interface 'nosuch0' (--iface/TFSLURM_IFACE)\n"
+    assert (
+        done.stderr
+        == "tfslurm env: error: node n9 has no network interface 'nosuch0' (--iface/TFSLURM_IFACE)\n"
+    )
 
 
 def test_no_runtime_is_imported_by_tfslurm_or_its_taskprolog() -> None:

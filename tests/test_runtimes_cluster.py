@@ -104,7 +104,9 @@ def test_torch_all_reduce_over_every_rank(slurm_cluster: LocalCluster, shape: st
     assert peers and all(p.startswith(eth0) for p in peers), peers  # the default network
 
 
-def test_torch_from_the_taskprolog_on_the_second_interface(slurm_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_torch_from_the_taskprolog_on_the_second_interface(
+    slurm_cluster: LocalCluster, tmp_path: Path
+) -> None:
     """A site's TaskProlog with TFSLURM_FOR=torch and TFSLURM_IFACE=eth1: plain
     ``init_process_group("gloo")`` (env://) joins, on an uneven step, over eth1 only."""
     tmp_path.chmod(0o755)
@@ -137,7 +139,9 @@ def test_a_missing_or_misnamed_interface_is_one_line(slurm_cluster: LocalCluster
     done = slurm_cluster.srun("-N1", "-n1", "-w", "node2", *cmd, "--iface", "eth9")
     assert done.returncode != 0
     ours = [line for line in done.stderr.splitlines() if not line.startswith("srun:")]  # srun's own
-    assert ours == ["tfslurm env: error: node node2 has no network interface 'eth9' (--iface/TFSLURM_IFACE)"], done.stderr
+    assert ours == [
+        "tfslurm env: error: node node2 has no network interface 'eth9' (--iface/TFSLURM_IFACE)"
+    ], done.stderr
     # eth0 exists, but <node>-eth0 is no name: the resolution error names it
     done = slurm_cluster.srun("-N1", "-n1", "-w", "node2", *cmd, "--iface", "eth0")
     assert done.returncode != 0 and "'node2-eth0' does not resolve" in done.stderr, done.stderr

@@ -32,7 +32,7 @@ HOOK_TIMEOUT = 20  # hook_cluster's hook_timeout=: generous for a loaded machine
 
 # Run in every task: report what the task sees; with --connect, also prove the addresses
 # in TF_CONFIG are right by listening on our own and reaching every other task's.
-DUMP = r'''
+DUMP = r"""
 import json, os, socket, sys, time
 keys = ("TF_CONFIG", "TFSLURM_TF_DIST", "TFSLURM_DESCRIPTOR", "TFSLURM_HOST_TEMPLATE",
         "CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME",
@@ -76,11 +76,11 @@ if "--connect" in sys.argv and out["TF_CONFIG"]:
         except OSError:
             pass
 emit(out)
-'''
+"""
 
 # Long lines from several tasks can be split and interleaved on srun's stdout, so each task
 # writes its record to DIR/<rank>.json (--out DIR) instead of printing it.
-EMIT = r'''
+EMIT = r"""
 import json, os, sys
 def emit(record):
     if "--out" in sys.argv:
@@ -89,7 +89,7 @@ def emit(record):
             json.dump(record, f)
     else:
         sys.exit("dump: --out DIR is required")
-'''
+"""
 
 ENV_DUMP = "emit(dict(os.environ))\n"
 
@@ -127,7 +127,9 @@ def site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
+def site_cluster(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]
+) -> LocalCluster:
     """TaskProlog = the tfslurm wrapper, plugstack = the plugin with site defaults."""
     return slurm_cluster_factory(
         task_prolog=str(site_files["wrapper"]),
@@ -136,11 +138,15 @@ def site_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files:
 
 
 @pytest.fixture(scope="module")
-def hook_cluster(slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]) -> LocalCluster:
+def hook_cluster(
+    slurm_cluster_factory: Callable[..., LocalCluster], site_files: dict[str, Path]
+) -> LocalCluster:
     """No TaskProlog at all: the plugin runs the hook itself (prolog=) for --tf-dist tasks
     (through a script that logs each run, see site_files), HOOK_TIMEOUT s at most."""
     return slurm_cluster_factory(
-        plugstack_lines=[f"optional {site_files['plugin']} prolog={site_files['logged_hook']} hook_timeout={HOOK_TIMEOUT}"],
+        plugstack_lines=[
+            f"optional {site_files['plugin']} prolog={site_files['logged_hook']} hook_timeout={HOOK_TIMEOUT}"
+        ],
     )
 
 
@@ -253,7 +259,9 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
 # --- srun --------------------------------------------------------------------------------
 
 
-def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_srun_gives_every_task_its_tf_config_and_gpus(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     out = dump_dir(tmp_path)
     done = site_cluster.srun(
         "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
@@ -267,9 +275,13 @@ def test_srun_gives_every_task_its_tf_config_and_gpus(site_cluster: LocalCluster
         assert len(row["reached"]) == 3, row
 
 
-def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_bare_tf_dist_uses_the_site_default_and_host_template(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     out = dump_dir(tmp_path)
-    done = site_cluster.srun("--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120)
+    done = site_cluster.srun(
+        "--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120
+    )
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
     check_step(rows, "chief:1,worker:*", 3)
@@ -278,14 +290,18 @@ def test_bare_tf_dist_uses_the_site_default_and_host_template(site_cluster: Loca
 
 def test_cpu_only_step(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
     out = dump_dir(tmp_path)
-    done = site_cluster.srun("--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120)
+    done = site_cluster.srun(
+        "--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120
+    )
     assert done.returncode == 0, done.stderr
     rows = read_dumps(out)
     check_step(rows, "worker:*", 3, gpus=False)
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
 
 
-def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_heterogeneous_step_covers_every_component(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     """The option given to either component reaches the tasks of all of them."""
     for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
                  ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
@@ -301,7 +317,9 @@ def test_heterogeneous_step_covers_every_component(site_cluster: LocalCluster, s
 # --- sbatch ------------------------------------------------------------------------------
 
 
-def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_sbatch_tf_dist_reaches_the_steps_in_the_script(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     tmp_path.chmod(0o755)
     dump = " ".join(py(site_files["dump"]))
     dirs = {name: out_dir(tmp_path, name) for name in ("batch", "full", "half", "override")}
@@ -329,7 +347,9 @@ def test_sbatch_tf_dist_reaches_the_steps_in_the_script(site_cluster: LocalClust
     assert json.loads(alone["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
 
 
-def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(
+    site_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     out = dump_dir(tmp_path)
     done = site_cluster.run(
         ["salloc", "--tf-dist=chief:1,worker:*", "-N2", "--ntasks-per-node=2",
@@ -400,10 +420,16 @@ def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: Local
     assert site_cluster.srun("-N4", "-n4", "true").returncode == 0
 
 
-def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(site_cluster: LocalCluster) -> None:
+def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(
+    site_cluster: LocalCluster,
+) -> None:
     done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
-    lines = [line for line in done.stdout.splitlines() if line.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")]
+    lines = [
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("tfslurm prolog (TFSLURM_TF_DIST=ps:1,worker:1)")
+    ]
     assert len(lines) == 4 and all("asks for 2 tasks but the step has 4" in line for line in lines)
     assert "Exited with exit code 2" in done.stderr
 
@@ -450,7 +476,10 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 ) -> None:
     """Same step on a cluster with no plugin and no TaskProlog, and on one with both."""
     tmp_path.chmod(0o755)
-    plain, site = step_envs(slurm_cluster, site_files, tmp_path), step_envs(site_cluster, site_files, tmp_path)
+    plain, site = (
+        step_envs(slurm_cluster, site_files, tmp_path),
+        step_envs(site_cluster, site_files, tmp_path),
+    )
     assert len(plain) == len(site) == 4
     for rank, (a, b) in enumerate(zip(plain, site, strict=True)):
         assert sorted(set(a) ^ set(b)) == [], f"rank {rank}: variables differ"
@@ -462,7 +491,9 @@ def test_jobs_without_tf_dist_see_exactly_the_plain_environment(
 # --- prolog=: the plugin runs the hook, no TaskProlog ------------------------------------
 
 
-def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_plugin_prolog_mode_gives_the_same_cluster(
+    hook_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     """... and runs the hook once per node, in the node's first task (local id 0)."""
     hook_runs(site_files, clear=True)
     out = dump_dir(tmp_path)
@@ -481,7 +512,9 @@ def test_plugin_prolog_mode_gives_the_same_cluster(hook_cluster: LocalCluster, s
     assert sorted(hook_runs(site_files)) == sorted((n, p, True) for n, p in first_on_node.items())
 
 
-def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: LocalCluster, site_files) -> None:
+def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(
+    hook_cluster: LocalCluster, site_files
+) -> None:
     hook_runs(site_files, clear=True)
     done = hook_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
     assert done.returncode != 0
@@ -493,7 +526,9 @@ def test_plugin_prolog_mode_reports_errors_and_fails_the_tasks(hook_cluster: Loc
     assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node
 
 
-def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(hook_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
+    hook_cluster: LocalCluster, tmp_path: Path
+) -> None:
     """srun reads SLURM_HOSTFILE once; a FIFO is then empty, and a hook that opened it
     again waited for a writer until scancel.  Now every task fails at once, saying why."""
     tmp_path.chmod(0o755)
@@ -530,7 +565,9 @@ def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster
     assert "shared file system" not in done.stdout
 
 
-def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(hook_cluster: LocalCluster, site_files) -> None:
+def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(
+    hook_cluster: LocalCluster, site_files
+) -> None:
     """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
     and each task fails with one line naming the limit; no second wait per task."""
     hook_runs(site_files, clear=True)
@@ -620,13 +657,18 @@ def test_plugin_prolog_mode_leaves_other_jobs_untouched(
 ) -> None:
     tmp_path.chmod(0o755)
     hook_runs(site_files, clear=True)
-    plain, hooked = step_envs(slurm_cluster, site_files, tmp_path), step_envs(hook_cluster, site_files, tmp_path)
+    plain, hooked = (
+        step_envs(slurm_cluster, site_files, tmp_path),
+        step_envs(hook_cluster, site_files, tmp_path),
+    )
     assert plain == hooked
     assert batch_env(slurm_cluster, site_files, tmp_path) == batch_env(hook_cluster, site_files, tmp_path)
     assert hook_runs(site_files) == []  # the hook never ran
 
 
-def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(hook_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(
+    hook_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     """A wrapper from before the per-node run prints one task's lines for --node: no task
     takes them; every task runs the hook itself and gets its own cluster."""
     hook_runs(site_files, clear=True)
@@ -681,7 +723,9 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
 # --- no admin rights: srun --task-prolog on a plain cluster -----------------------------
 
 
-def test_user_task_prolog_without_plugin_or_admin(slurm_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
+def test_user_task_prolog_without_plugin_or_admin(
+    slurm_cluster: LocalCluster, site_files, tmp_path: Path
+) -> None:
     out = dump_dir(tmp_path)
     done = slurm_cluster.srun(
         f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
@@ -748,7 +792,9 @@ def test_broken_installation_never_fails_other_jobs(
     for shown in (plain.stderr, salloc.stderr, submitted.stderr, (work / "job.out").read_text()):
         assert "default_spec" not in shown and "tfslurm:" not in shown, shown
     # ... it is in slurmd's log, where admins look
-    logs = "".join(p.read_text(errors="replace") for p in Path(cluster.layout.path("log")).glob("slurmd-*.log"))
+    logs = "".join(
+        p.read_text(errors="replace") for p in Path(cluster.layout.path("log")).glob("slurmd-*.log")
+    )
     assert "tfslurm: plugstack.conf argument 'default_spec=bogus'" in logs
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
@@ -778,8 +824,12 @@ def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrappe
     assert plain.returncode == 0, plain.stderr
     asked = cluster.srun("--tf-dist=worker:*", "-N2", "-n2", "true")
     assert asked.returncode != 0
-    printed = [line for line in asked.stdout.splitlines() if line.startswith("tfslurm: Python /nonexistent/python")]
-    assert len(printed) == 2 and all("reinstall tfslurm" in line for line in printed), asked.stdout + asked.stderr
+    printed = [
+        line for line in asked.stdout.splitlines() if line.startswith("tfslurm: Python /nonexistent/python")
+    ]
+    assert len(printed) == 2 and all("reinstall tfslurm" in line for line in printed), (
+        asked.stdout + asked.stderr
+    )
     lost = work / "wrapper-lost-later"
     lost.write_text(prolog.wrapper_script())
     lost.chmod(0o755)
@@ -796,13 +846,16 @@ def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: L
     assert done.returncode != 0 and done.stdout == ""
 
 
-def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(slurm_cluster: LocalCluster, site_files) -> None:
+def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(
+    slurm_cluster: LocalCluster, site_files
+) -> None:
     # --gpus=3 over 2 nodes x 2 tasks: one node gets 1 GPU for 2 tasks. The hook says so with
     # the protocol's print lines, which Slurm writes to those tasks' output; even shapes: none.
     args = (f"--task-prolog={site_files['wrapper']}", "-l", "-N2", "--ntasks-per-node=2")
     env = {"TFSLURM_TF_DIST": "worker:*"}
-    done = slurm_cluster.srun(*args, "--gpus=3", "sh", "-c", "echo cvd=$CUDA_VISIBLE_DEVICES", timeout=120,
-                              env_extra=env)
+    done = slurm_cluster.srun(
+        *args, "--gpus=3", "sh", "-c", "echo cvd=$CUDA_VISIBLE_DEVICES", timeout=120, env_extra=env
+    )
     assert done.returncode == 0, done.stderr
     rows = [line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line]
     warned = {int(label): [] for label, text in rows if text.startswith("tfslurm: warning: ")}
@@ -812,7 +865,12 @@ def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(slurm_clus
     empty = [int(label) for label, text in rows if text == "cvd="]
     assert len(empty) == 1, done.stdout
     if slurm_version() != "22.05":  # 24.11+: SLURM_GPUS=3 also makes rank 0 say a node got fewer
-        total = [(rank, line) for rank, lines in warned.items() for line in lines if ", but SLURM_GPUS=3 for 4 tasks)" in line]
+        total = [
+            (rank, line)
+            for rank, lines in warned.items()
+            for line in lines
+            if ", but SLURM_GPUS=3 for 4 tasks)" in line
+        ]
         assert [rank for rank, _ in total] == [0], done.stdout
         warned = {rank: [line for line in lines if line != total[0][1]] for rank, lines in warned.items()}
         warned = {rank: lines for rank, lines in warned.items() if lines}

@@ -41,7 +41,9 @@ def test_batch_script_is_batch_and_says_so(fid: str) -> None:
     step = Step.from_environ(FIXTURES[fid].batch.env)
     assert step.context is Context.BATCH
     assert step.nodelist is None and step.step_id is None
-    with pytest.raises(SlurmEnvError, match=r"^SLURM_STEP_NODELIST is not set: this is a batch script.*srun$"):
+    with pytest.raises(
+        SlurmEnvError, match=r"^SLURM_STEP_NODELIST is not set: this is a batch script.*srun$"
+    ):
         step.require("procid", "nodelist")
 
 
@@ -113,8 +115,12 @@ def test_het_components_from_sbatch_het_group_variables() -> None:
 
 
 def test_het_group_name_wins_over_pack_group_name() -> None:
-    env = {"SLURM_JOB_ID": "5", "SLURM_HET_SIZE": "1",
-           "SLURM_JOB_NODELIST_HET_GROUP_0": "a1", "SLURM_JOB_NODELIST_PACK_GROUP_0": "b1"}
+    env = {
+        "SLURM_JOB_ID": "5",
+        "SLURM_HET_SIZE": "1",
+        "SLURM_JOB_NODELIST_HET_GROUP_0": "a1",
+        "SLURM_JOB_NODELIST_PACK_GROUP_0": "b1",
+    }
     assert Step.from_environ(env).het[0].nodelist == "a1"
 
 
@@ -138,9 +144,16 @@ def test_step_is_immutable() -> None:
 
 @pytest.mark.parametrize(
     "name, value",
-    [("SLURM_PROCID", "x1"), ("SLURM_LOCALID", "-1"), ("SLURM_NODEID", "1.0"),
-     ("SLURM_STEP_NUM_TASKS", "4 tasks"), ("SLURM_DIST_PLANESIZE", "0"),
-     ("SLURM_HET_SIZE", "two"), ("SLURM_RESTART_COUNT", "\u0663"), ("SLURM_JOB_ID", "1e3")],
+    [
+        ("SLURM_PROCID", "x1"),
+        ("SLURM_LOCALID", "-1"),
+        ("SLURM_NODEID", "1.0"),
+        ("SLURM_STEP_NUM_TASKS", "4 tasks"),
+        ("SLURM_DIST_PLANESIZE", "0"),
+        ("SLURM_HET_SIZE", "two"),
+        ("SLURM_RESTART_COUNT", "\u0663"),
+        ("SLURM_JOB_ID", "1e3"),
+    ],
 )
 def test_malformed_numbers_name_the_variable(name: str, value: str) -> None:
     env = task_env("01_block_N3_tpn2") | {name: value}
@@ -160,8 +173,16 @@ def test_restart_count_defaults_to_zero_and_is_read() -> None:
     assert Step.from_environ(env | {"SLURM_RESTART_COUNT": "2"}).restart_count == 2
 
 
-NUMERIC = ["SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_STEP_NUM_TASKS",
-           "SLURM_DIST_PLANESIZE", "SLURM_HET_SIZE", "SLURM_GTIDS", "SLURM_STEP_ID"]
+NUMERIC = [
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_DIST_PLANESIZE",
+    "SLURM_HET_SIZE",
+    "SLURM_GTIDS",
+    "SLURM_STEP_ID",
+]
 
 
 @given(st.dictionaries(st.sampled_from(NUMERIC), st.text(max_size=12), max_size=4))

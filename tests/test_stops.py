@@ -29,8 +29,13 @@ SINGLE = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "w
 def tfslurm_run(*args: str, tf_config: str = SINGLE, **env: str) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
     full.update({"TF_CONFIG": tf_config, "no_proxy": "*"}, **env)
-    return subprocess.Popen([sys.executable, "-m", "tfslurm", "run", *args], env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfslurm", "run", *args],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def one_line_error(proc: subprocess.Popen) -> str:
@@ -42,30 +47,44 @@ def one_line_error(proc: subprocess.Popen) -> str:
 
 
 # ------------------------------------------------------------------ bad input, one line
-@pytest.mark.parametrize("args, env, message", [
-    ((), {"TFSLURM_PREEMPT_SIGNAL": "²"}, "preemption signal '²' is not a signal name"),  # T4
-    (("--stop-signals", "TERM,NOPE"), {}, "stop signal 'NOPE' is not a signal name"),
-    (("--stop-signals", "KILL"), {}, "stop signal 'KILL' cannot be caught"),
-    (("--stop-signals", "INT"), {}, "stop signal INT: SIGINT stays Ctrl-C"),
-    (("--stop-grace", "-1"), {}, "stop grace '-1' is not a number of seconds >= 0"),
-    ((), {"TFSLURM_STOP_GRACE": "nan"}, "stop grace 'nan' is not a number of seconds >= 0"),
-    (("--max-restarts", "-1"), {}, "max restarts '-1' is not an integer >= 0"),
-    ((), {"TFSLURM_MAX_RESTARTS": "²"}, "max restarts '²' is not an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        ((), {"TFSLURM_PREEMPT_SIGNAL": "²"}, "preemption signal '²' is not a signal name"),  # T4
+        (("--stop-signals", "TERM,NOPE"), {}, "stop signal 'NOPE' is not a signal name"),
+        (("--stop-signals", "KILL"), {}, "stop signal 'KILL' cannot be caught"),
+        (("--stop-signals", "INT"), {}, "stop signal INT: SIGINT stays Ctrl-C"),
+        (("--stop-grace", "-1"), {}, "stop grace '-1' is not a number of seconds >= 0"),
+        ((), {"TFSLURM_STOP_GRACE": "nan"}, "stop grace 'nan' is not a number of seconds >= 0"),
+        (("--max-restarts", "-1"), {}, "max restarts '-1' is not an integer >= 0"),
+        ((), {"TFSLURM_MAX_RESTARTS": "²"}, "max restarts '²' is not an integer >= 0"),
+    ],
+)
 def test_bad_stop_options_are_one_line_errors(args, env, message):
     line = one_line_error(tfslurm_run(*args, "--", "true", **env))
     assert message in line, line
 
 
-@pytest.mark.parametrize("tf_config, message", [
-    ("[" * 60_000 + "]" * 60_000, "TF_CONFIG is nested too deeply"),  # T5 (exec: < 128 KiB)
-    (json.dumps({"cluster": {"worker": ["h:1"]}, "task": {"type": "worker"}})
-     .replace('"worker"}', '"worker", "index": 1e400}'), "task index 'inf' is not an integer"),  # T6
-    (json.dumps({"cluster": {"worker": ["a:²"]}, "task": {"type": "worker", "index": 0}}),
-     "cluster address 'a:²' of worker:0 is not host:port"),  # T7
-    (json.dumps({"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1.5}}),
-     "task index '1.5' is not an integer"),
-])
+@pytest.mark.parametrize(
+    "tf_config, message",
+    [
+        ("[" * 60_000 + "]" * 60_000, "TF_CONFIG is nested too deeply"),  # T5 (exec: < 128 KiB)
+        (
+            json.dumps({"cluster": {"worker": ["h:1"]}, "task": {"type": "worker"}}).replace(
+                '"worker"}', '"worker", "index": 1e400}'
+            ),
+            "task index 'inf' is not an integer",
+        ),  # T6
+        (
+            json.dumps({"cluster": {"worker": ["a:²"]}, "task": {"type": "worker", "index": 0}}),
+            "cluster address 'a:²' of worker:0 is not host:port",
+        ),  # T7
+        (
+            json.dumps({"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1.5}}),
+            "task index '1.5' is not an integer",
+        ),
+    ],
+)
 def test_hostile_tf_config_is_a_one_line_error(tf_config, message):
     line = one_line_error(tfslurm_run("--", "true", tf_config=tf_config))
     assert message in line, line
@@ -100,9 +119,12 @@ def test_restart_cap_is_one_line_and_exit_86():
     proc = tfslurm_run("--max-restarts", "2", "--", "true", SLURM_RESTART_COUNT="3")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == stops.EXIT_RESTART_CAP == 86
-    assert err.strip().splitlines() == [(
-        "tfslurm run: error: the job was restarted 3 times, more than --max-restarts 2: not "
-        "starting again (exit 86; earlier runs of this log say why they stopped)")]
+    assert err.strip().splitlines() == [
+        (
+            "tfslurm run: error: the job was restarted 3 times, more than --max-restarts 2: not "
+            "starting again (exit 86; earlier runs of this log say why they stopped)"
+        )
+    ]
     proc = tfslurm_run("--", "true", SLURM_RESTART_COUNT="2", TFSLURM_MAX_RESTARTS="2")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err  # at the cap, not over it: runs
@@ -113,8 +135,7 @@ def test_restart_cap_is_one_line_and_exit_86():
 def test_cap_check_needs_no_step_and_runs_nothing():
     """The templates' batch script runs `tfslurm run --cap-check` (no step, no TF_CONFIG)."""
     for count, status in (("1", 0), ("2", 86)):
-        proc = tfslurm_run("--cap-check", tf_config="", SLURM_RESTART_COUNT=count,
-                           TFSLURM_MAX_RESTARTS="1")
+        proc = tfslurm_run("--cap-check", tf_config="", SLURM_RESTART_COUNT=count, TFSLURM_MAX_RESTARTS="1")
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == status and out == "", err
         assert len(err.splitlines()) == status // 86
@@ -185,10 +206,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("program", [
-    ["sh", "-c", "echo $$; exec sleep 333"],  # a command: tfslurm run -> child -> sleep
-    [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(333)"],
-])
+@pytest.mark.parametrize(
+    "program",
+    [
+        ["sh", "-c", "echo $$; exec sleep 333"],  # a command: tfslurm run -> child -> sleep
+        [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(333)"],
+    ],
+)
 def test_sigkill_of_tfslurm_run_leaves_no_process_behind(program):
     proc = tfslurm_run("--", *program)
     pid = int(proc.stdout.readline())
@@ -218,18 +242,25 @@ def test_leftovers_of_killed_saves_are_removed(tmp_path):
     removed = remove_leftovers(str(ckpt), str(ckpt), is_chief=True)
     assert removed == [str(ckpt / ".scratch-worker-3"), str(ckpt / "ckpt-92_temp")]
     assert sorted(p.name for p in ckpt.iterdir()) == [
-        "checkpoint", "ckpt-90.data-00000-of-00001", "ckpt-90.index", "notes_temp"]
+        "checkpoint",
+        "ckpt-90.data-00000-of-00001",
+        "ckpt-90.index",
+        "notes_temp",
+    ]
     assert remove_leftovers(str(tmp_path / "absent"), str(tmp_path / "absent"), True) == []
 
 
 # ------------------------------------------------------------------ termination_config
-@pytest.mark.parametrize("kwargs, message", [
-    ({"grace_period": -1}, "grace_period -1: expected seconds >= 0"),
-    ({"grace_period": float("nan")}, "grace_period nan: expected seconds >= 0"),
-    ({"grace_period": "5"}, "grace_period '5': expected seconds >= 0"),
-    ({"exit_code": 0}, "exit_code 0: expected 1..255"),
-    ({"signal": "NOPE"}, "preemption signal 'NOPE' is not a signal name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"grace_period": -1}, "grace_period -1: expected seconds >= 0"),
+        ({"grace_period": float("nan")}, "grace_period nan: expected seconds >= 0"),
+        ({"grace_period": "5"}, "grace_period '5': expected seconds >= 0"),
+        ({"exit_code": 0}, "exit_code 0: expected 1..255"),
+        ({"signal": "NOPE"}, "preemption signal 'NOPE' is not a signal name"),
+    ],
+)
 def test_termination_config_bad_input_is_one_line(kwargs, message):
     import tfslurm
 
@@ -239,8 +270,7 @@ def test_termination_config_bad_input_is_one_line(kwargs, message):
 
 
 def test_termination_config_does_not_load_tensorflow_with_tfslurm():
-    code = ("import sys, tfslurm; f = tfslurm.termination_config; "
-            "print('tensorflow' in sys.modules)")
+    code = "import sys, tfslurm; f = tfslurm.termination_config; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

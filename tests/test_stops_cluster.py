@@ -36,8 +36,9 @@ GRACE = 8  # GraceTime of the low partitions: enough for TF to checkpoint on 2 b
 
 @pytest.fixture(scope="module")
 def preempt_cluster(slurm_cluster_factory):
-    return slurm_cluster_factory(num_nodes=2, gpus=0, preempt_grace=GRACE,
-                                 extra_conf_lines=["RequeueExit=85"])
+    return slurm_cluster_factory(
+        num_nodes=2, gpus=0, preempt_grace=GRACE, extra_conf_lines=["RequeueExit=85"]
+    )
 
 
 def preemption_outlives_requeue() -> bool:
@@ -50,9 +51,21 @@ def preemption_outlives_requeue() -> bool:
 
 def preempt(cluster, tmp: Path) -> int:
     """A job in the high partition that needs both nodes whole: it preempts the low job."""
-    out = cluster.run(["sbatch", "--parsable", "-p", "high", "-N2", "--exclusive",
-                       "--output", str(tmp / "preemptor-%j.out"), "--wrap", "sleep 1"],
-                      cwd=str(tmp))
+    out = cluster.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-p",
+            "high",
+            "-N2",
+            "--exclusive",
+            "--output",
+            str(tmp / "preemptor-%j.out"),
+            "--wrap",
+            "sleep 1",
+        ],
+        cwd=str(tmp),
+    )
     assert out.returncode == 0, out.stderr
     return int(out.stdout.strip())
 
@@ -74,8 +87,9 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     # the uninterrupted reference runs at the same time in "high" (never preempted; it
     # needs one CPU per node, so it preempts nobody)
     ref, ref_log = submit(cluster, ref_dir, "mwms.sbatch", *program, options=("-p", "high"))
-    job, log = submit(cluster, run_dir, "mwms.sbatch", *program, "--step-delay", "0.05",
-                      options=("-p", "low"))
+    job, log = submit(
+        cluster, run_dir, "mwms.sbatch", *program, "--step-delay", "0.05", options=("-p", "low")
+    )
     wait_for(log, r"step 40/300", timeout=120)
     assert cluster.wait_job(ref, timeout=120) == "COMPLETED", ref_log.read_text()[-3000:]
     reference = final_digests(ref_log.read_text(), steps)
@@ -111,23 +125,29 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     assert finals == reference, (finals, reference)  # bit-identical to the uninterrupted run
     assert "removed" in text and "(left by a killed save)" in text
     assert sorted(p.name for p in ckpt.iterdir() if "_temp" in p.name or p.name.startswith(".scratch")) == []
-    print(f"\nMWMS PreemptMode=REQUEUE GraceTime={GRACE}: checkpoint at step {stopped_at} "
-          f"{took:.1f} s after the preemptor was submitted; 0 steps lost; end to end "
-          f"{time.monotonic() - sent:.1f} s after preemption")
+    print(
+        f"\nMWMS PreemptMode=REQUEUE GraceTime={GRACE}: checkpoint at step {stopped_at} "
+        f"{took:.1f} s after the preemptor was submitted; 0 steps lost; end to end "
+        f"{time.monotonic() - sent:.1f} s after preemption"
+    )
 
 
 def wait_restarted_then_release(cluster, job: int, restarts: int, timeout: float = 60) -> None:
     """wait_requeued_then_release for the n-th requeue."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (job_field(cluster, job, "Restarts") == str(restarts)
-                and job_field(cluster, job, "JobState") == "PENDING"):
+        if (
+            job_field(cluster, job, "Restarts") == str(restarts)
+            and job_field(cluster, job, "JobState") == "PENDING"
+        ):
             time.sleep(3)
             cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
             return
         time.sleep(0.2)
-    raise AssertionError(f"job {job} was not requeued a {restarts}. time within {timeout} s: "
-                         f"{job_field(cluster, job, 'JobState')}")
+    raise AssertionError(
+        f"job {job} was not requeued a {restarts}. time within {timeout} s: "
+        f"{job_field(cluster, job, 'JobState')}"
+    )
 
 
 WAIT_FOR_STOP = (
@@ -145,8 +165,14 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
     cluster = preempt_cluster
     script = tmp_path / "prog.py"
     script.write_text(WAIT_FOR_STOP)
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", str(script),
-                      options=("-p", "low", "--export", "ALL,TFSLURM_MAX_RESTARTS=1"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        str(script),
+        options=("-p", "low", "--export", "ALL,TFSLURM_MAX_RESTARTS=1"),
+    )
     for run in (1, 2):
         wait_for(log, rf"run {run}, nodes[\s\S]*ready[\s\S]*ready", timeout=60)
         cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
@@ -156,8 +182,12 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
     assert state == "FAILED", text[-2000:]
     assert job_field(cluster, job, "ExitCode") == "86:0"
     capped = re.findall(r"^tfslurm run: error: (.*)$", text, re.MULTILINE)  # the batch script's check
-    assert capped == [("the job was restarted 2 times, more than --max-restarts 1: not starting "
-                       "again (exit 86; earlier runs of this log say why they stopped)")], text
+    assert capped == [
+        (
+            "the job was restarted 2 times, more than --max-restarts 1: not starting "
+            "again (exit 86; earlier runs of this log say why they stopped)"
+        )
+    ], text
     assert text.count("stopped early by SIGTERM: exit 85") == 4  # 2 tasks x 2 runs
     assert "run 3, nodes" in text and "run 4" not in text
 
@@ -178,9 +208,14 @@ def _pids_with(cmdline: bytes) -> list[int]:
 def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster, tmp_path):
     cluster = preempt_cluster
     marker = f"333.{time.time_ns() % 1000}"
-    srun = subprocess.Popen(["srun", "-N1", "-n1", tfslurm_command(), "run", "--", "sleep", marker],
-                            env={**cluster.env, **job_env(tmp_path)}, cwd=str(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    srun = subprocess.Popen(
+        ["srun", "-N1", "-n1", tfslurm_command(), "run", "--", "sleep", marker],
+        env={**cluster.env, **job_env(tmp_path)},
+        cwd=str(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         sleeper: list[int] = []
         deadline = time.monotonic() + 30
@@ -217,9 +252,21 @@ def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(pre
     RequeueExit=85 requeues the job; the next run finishes every step."""
     skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
-                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
-                      options=("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        "--steps",
+        str(steps),
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "20",
+        options=("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit"),
+    )
     wait_for(log, r"step 40/200", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=USR1", str(job)], timeout=10)
@@ -234,8 +281,10 @@ def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(pre
     assert sorted(resumed) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
     finals = final_digests(text, steps)
     assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
-    print(f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
-          f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED")
+    print(
+        f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
+        f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED"
+    )
 
 
 # ---------------------------------------------------------------- PS + ClusterCoordinator
@@ -257,9 +306,21 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     resume."""
     skip_without("tensorflow")
     cluster, steps = preempt_cluster, 150
-    job, log = submit(cluster, tmp_path, "ps.sbatch", "python", "-m", "tfslurm.examples.ps",
-                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "10",
-                      options=("-p", partition))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "ps.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.ps",
+        "--steps",
+        str(steps),
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "10",
+        options=("-p", partition),
+    )
     wait_for(log, r"step 30/150", timeout=120)
     sent = time.monotonic()
     preemptor = preempt(cluster, tmp_path)
@@ -279,8 +340,10 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     assert resumed and int(resumed.group(1)) == stopped_at, text[-3000:]
     scheduled, counter = ps_done(text)
     assert scheduled == steps - stopped_at and counter >= steps, (scheduled, counter, stopped_at)
-    print(f"\nPS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
-          f"{time.monotonic() - sent:.1f} s from preemption to COMPLETED")
+    print(
+        f"\nPS {partition} GraceTime={GRACE}: checkpoint at step {stopped_at}, 0 steps lost, "
+        f"{time.monotonic() - sent:.1f} s from preemption to COMPLETED"
+    )
 
 
 # ---------------------------------------------------------------- TF's own handler
@@ -290,14 +353,25 @@ def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_clus
     85, the template requeues, TF's handler restores, every step is trained once."""
     skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m",
-                      "tfslurm.examples.mwms_handler", "--steps", str(steps),
-                      "--step-delay", "0.03", "--log-every", "20", options=("-p", "low"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms_handler",
+        "--steps",
+        str(steps),
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "20",
+        options=("-p", "low"),
+    )
     wait_for(log, r"step 40/200", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
-    wait_for(log, r"checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit 85",
-             timeout=60)
+    wait_for(log, r"checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit 85", timeout=60)
     wait_requeued_then_release(cluster, job, timeout=90)
     assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
@@ -305,8 +379,10 @@ def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_clus
     assert len(starts) == 2 and starts[0][1] == starts[1][1] and int(starts[0][1]) > 40, text[-3000:]
     finals = final_digests(text, steps)
     assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
-    print(f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
-          f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED")
+    print(
+        f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
+        f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED"
+    )
 
 
 def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_path):
@@ -314,9 +390,19 @@ def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_p
     epoch's end after the backup, exit 85, requeue, fit continues from that epoch."""
     skip_without("tensorflow")
     cluster, epochs = preempt_cluster, 60
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.keras_fit",
-                      "--epochs", str(epochs), "--step-delay", "0.1",
-                      options=("-p", "low", "-N1"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.keras_fit",
+        "--epochs",
+        str(epochs),
+        "--step-delay",
+        "0.1",
+        options=("-p", "low", "-N1"),
+    )
     wait_for(log, r"epoch 10/60", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
@@ -326,8 +412,10 @@ def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_p
     text = log.read_text()
     assert re.search(rf"restart 1: fit starts at epoch {stopped}\b", text), text[-3000:]
     assert re.search(rf"final epoch {epochs} weights \w+", text), text[-3000:]
-    print(f"\nKeras fit + BackupAndRestore: stopped at epoch {stopped}, resumed there, "
-          f"{time.monotonic() - sent:.1f} s to COMPLETED")
+    print(
+        f"\nKeras fit + BackupAndRestore: stopped at epoch {stopped}, resumed there, "
+        f"{time.monotonic() - sent:.1f} s to COMPLETED"
+    )
 
 
 # ---------------------------------------------------------------- admin requeue, node failure
@@ -338,9 +426,23 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
     every 20; a node set DOWN keeps its processes, which get SIGTERM and checkpoint too)."""
     skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
-                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
-                      "--checkpoint-every", "20", options=("-p", "low"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        "--steps",
+        str(steps),
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "20",
+        "--checkpoint-every",
+        "20",
+        options=("-p", "low"),
+    )
     wait_for(log, r"step 40/200", timeout=120)
     cluster.run(["scontrol", "requeue", str(job)], timeout=10)
     saved = int(wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=30).group(1))
@@ -367,8 +469,10 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
     assert int(resumed["2"]) >= before_failure - 20, (before_failure, resumed)
     finals = final_digests(text, steps)
     assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
-    print(f"\nscontrol requeue: checkpoint at step {saved}, 0 lost; node failure after step "
-          f"~{before_failure}: resumed at {resumed['2']} (periodic checkpoint every 20)")
+    print(
+        f"\nscontrol requeue: checkpoint at step {saved}, 0 lost; node failure after step "
+        f"~{before_failure}: resumed at {resumed['2']} (periodic checkpoint every 20)"
+    )
 
 
 # ---------------------------------------------------------------- in-allocation restart
@@ -380,22 +484,40 @@ def test_mwms_failed_step_reruns_in_the_allocation(preempt_cluster, tmp_path):
     from test_runtime_cluster import kill_task
 
     cluster, steps = preempt_cluster, 200
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", "python", "-m", "tfslurm.examples.mwms",
-                      "--steps", str(steps), "--step-delay", "0.03", "--log-every", "20",
-                      "--checkpoint-every", "20",
-                      options=("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1"))
+    job, log = submit(
+        cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        "--steps",
+        str(steps),
+        "--step-delay",
+        "0.03",
+        "--log-every",
+        "20",
+        "--checkpoint-every",
+        "20",
+        options=("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1"),
+    )
     wait_for(log, r"step 60/200", timeout=120)
     killed = time.monotonic()
     kill_task(cluster, job, 1)
     assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
-    assert re.search(r"tfslurm: step failed \(exit \d+\): running it again in this allocation "
-                     r"\(0 more\)", text), text[-3000:]
+    assert re.search(
+        r"tfslurm: step failed \(exit \d+\): running it again in this allocation "
+        r"\(0 more\)",
+        text,
+    ), text[-3000:]
     assert job_field(cluster, job, "Restarts") == "0"
     resumed = re.findall(r"\[worker:(\d)\] restart 0: resumed from \S+ at step (\d+)", text)
     assert len(resumed) == 2 and resumed[0][1] == resumed[1][1], text[-3000:]
     assert int(resumed[0][1]) >= 60 and int(resumed[0][1]) % 20 == 0
     finals = final_digests(text, steps)
     assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
-    print(f"\nMWMS worker killed, step re-run in the allocation: resumed at step "
-          f"{resumed[0][1]}, {time.monotonic() - killed:.1f} s from the kill to COMPLETED")
+    print(
+        f"\nMWMS worker killed, step re-run in the allocation: resumed at step "
+        f"{resumed[0][1]}, {time.monotonic() - killed:.1f} s from the kill to COMPLETED"
+    )

@@ -27,14 +27,32 @@ pytestmark = [
 
 def test_ps_evaluator_template(slurm_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(slurm_cluster, tmp_path, "ps-evaluator.sbatch",
-                      "python", "-m", "tfslurm.examples.ps", "--steps", "60",
-                      "--log-every", "20", "--checkpoint-every", "20", "--step-delay", "0.02")
+    job, log = submit(
+        slurm_cluster,
+        tmp_path,
+        "ps-evaluator.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.ps",
+        "--steps",
+        "60",
+        "--log-every",
+        "20",
+        "--checkpoint-every",
+        "20",
+        "--step-delay",
+        "0.02",
+    )
     assert slurm_cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
     rows = re.findall(r"^0: +(\d) +(\w+) +(\d) +node\d:\d+", text, re.MULTILINE)  # rank 0's plan table
-    assert rows == [("0", "chief", "0"), ("1", "ps", "0"), ("2", "evaluator", "0"),
-                    ("3", "worker", "0"), ("4", "worker", "1")], text[:3000]
+    assert rows == [
+        ("0", "chief", "0"),
+        ("1", "ps", "0"),
+        ("2", "evaluator", "0"),
+        ("3", "worker", "0"),
+        ("4", "worker", "1"),
+    ], text[:3000]
     done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
     assert done and done.groups() == ("60", "60"), text[-3000:]
     times = finish_times(text)
@@ -44,9 +62,11 @@ def test_ps_evaluator_template(slurm_cluster, tmp_path):
     evaluated = re.findall(r"\[evaluator:0\] evaluated \S+ \(step (\d+)\)", text)
     assert evaluated and int(evaluated[-1]) == 60, text[-3000:]
     assert "[evaluator:0] chief finished; evaluated" in text
-    print(f"\nps-evaluator.sbatch (5 TF processes) end to end: {time.monotonic() - started:.1f} s; "
-          f"servers exited {max(times[r] - times['chief:0'] for r in ('ps:0', 'worker:0', 'worker:1')):.2f} s "
-          "after the chief")
+    print(
+        f"\nps-evaluator.sbatch (5 TF processes) end to end: {time.monotonic() - started:.1f} s; "
+        f"servers exited {max(times[r] - times['chief:0'] for r in ('ps:0', 'worker:0', 'worker:1')):.2f} s "
+        "after the chief"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +86,17 @@ def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
 
 def test_mwms_template_with_the_plugin(plugin_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(plugin_cluster, tmp_path, "mwms.sbatch",
-                      "python", "-m", "tfslurm.examples.mwms", "--steps", "60",
-                      options=("--tf-dist=worker:*",))
+    job, log = submit(
+        plugin_cluster,
+        tmp_path,
+        "mwms.sbatch",
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        "--steps",
+        "60",
+        options=("--tf-dist=worker:*",),
+    )
     assert plugin_cluster.wait_job(job, timeout=120) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
     assert len(re.findall(r"tfslurm run: worker:\d \(mwms, from TF_CONFIG\)", text)) == 2, text[:3000]
@@ -93,5 +121,8 @@ def test_template_without_tfslurm_on_path_fails_at_once_naming_the_fix(slurm_clu
     assert slurm_cluster.wait_job(job, timeout=60) == "FAILED"
     lines = (tmp_path / "job.out").read_text().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("tfslurm: command 'tfslurm' not found on ") and "activate the environment" in lines[0]
+    assert (
+        lines[0].startswith("tfslurm: command 'tfslurm' not found on ")
+        and "activate the environment" in lines[0]
+    )
     assert "TFSLURM=/path/to/bin/tfslurm" in lines[0]

@@ -17,7 +17,9 @@ def test_gpu_lines_are_commented_and_the_words_match(path: Path) -> None:
     commented = [line for line in lines if line.startswith("##SBATCH")]
     assert not any("gpu" in line.lower() for line in active), "a template must not demand GPUs"
     assert any(line.startswith("##SBATCH --gres=gpu:") for line in commented)
-    assert any(line.startswith(("##SBATCH --gpus-per-node=", "##SBATCH --gpus-per-task=")) for line in commented)
+    assert any(
+        line.startswith(("##SBATCH --gpus-per-node=", "##SBATCH --gpus-per-task=")) for line in commented
+    )
     text = path.read_text()
     assert "No GPU is requested" in text and "uses the node's GPUs" not in text
     # every commented line is a real option once uncommented (the first '#' dropped)

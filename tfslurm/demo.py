@@ -73,8 +73,10 @@ def _say(out: TextIO, text: str) -> None:
     print(text, file=out, flush=True)
 
 
-_NOISE = re.compile(r"^\d+: (I0000|W0000|WARNING: All log messages|E0000)|cpu_feature_guard|"
-                    r"To enable the following instructions|^\d+: rebuild TensorFlow")
+_NOISE = re.compile(
+    r"^\d+: (I0000|W0000|WARNING: All log messages|E0000)|cpu_feature_guard|"
+    r"To enable the following instructions|^\d+: rebuild TensorFlow"
+)
 
 
 def _stream(path: Path, position: int, out: TextIO) -> int:
@@ -108,10 +110,18 @@ def run_demo(options: DemoOptions = DemoOptions(), out: TextIO = sys.stdout) -> 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     ok = False
     try:
-        with LocalCluster(num_nodes=options.nodes, gpus=options.gpus_per_node, state_dir=options.state_dir,
-                          ctld_port=options.ctld_port, resv_ports=options.resv_ports) as cluster:
-            _say(out, f"tfslurm demo: cluster up in {time.monotonic() - started:.1f} s: "
-                 f"nodes {', '.join(cluster.nodes)}, one slurmd each (state {cluster.state_dir})")
+        with LocalCluster(
+            num_nodes=options.nodes,
+            gpus=options.gpus_per_node,
+            state_dir=options.state_dir,
+            ctld_port=options.ctld_port,
+            resv_ports=options.resv_ports,
+        ) as cluster:
+            _say(
+                out,
+                f"tfslurm demo: cluster up in {time.monotonic() - started:.1f} s: "
+                f"nodes {', '.join(cluster.nodes)}, one slurmd each (state {cluster.state_dir})",
+            )
             ok = _train(cluster, options, template, tfslurm, work, out, started)
             _say(out, "tfslurm demo: stopping the cluster ...")
     except KeyboardInterrupt:
@@ -123,8 +133,11 @@ def run_demo(options: DemoOptions = DemoOptions(), out: TextIO = sys.stdout) -> 
             shutil.rmtree(work, ignore_errors=True)
     total = time.monotonic() - started
     if ok:
-        _say(out, f"tfslurm demo: done in {total:.1f} s. Next: sbatch_templates/ "
-             "(mwms.sbatch, ps.sbatch) and docs/user-guide.md")
+        _say(
+            out,
+            f"tfslurm demo: done in {total:.1f} s. Next: sbatch_templates/ "
+            "(mwms.sbatch, ps.sbatch) and docs/user-guide.md",
+        )
         return 0
     _say(out, f"tfslurm demo: FAILED after {total:.1f} s; the job's log is in {work}")
     return 1
@@ -134,35 +147,56 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _train(cluster: LocalCluster, options: DemoOptions, template: str, tfslurm: str, work: Path,
-           out: TextIO, started: float) -> bool:
+def _train(
+    cluster: LocalCluster,
+    options: DemoOptions,
+    template: str,
+    tfslurm: str,
+    work: Path,
+    out: TextIO,
+    started: float,
+) -> bool:
     env = {
         "TFSLURM": tfslurm,
         "TFSLURM_CHECKPOINT_DIR": str(work / "checkpoints"),
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "TF_ENABLE_ONEDNN_OPTS": "0",
     }
-    argv = ["sbatch", "--parsable", f"--nodes={options.nodes}", "--ntasks-per-node=1",
-            f"--output={work}/demo-%j.out"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--nodes={options.nodes}",
+        "--ntasks-per-node=1",
+        f"--output={work}/demo-%j.out",
+    ]
     if options.gpus_per_node:
         argv.append(f"--gpus-per-node={options.gpus_per_node}")
-    argv += [template, "python", "-m", "tfslurm.examples.mwms", f"--steps={options.steps}",
-             "--log-every=20", "--step-delay=0.01"]
+    argv += [
+        template,
+        "python",
+        "-m",
+        "tfslurm.examples.mwms",
+        f"--steps={options.steps}",
+        "--log-every=20",
+        "--step-delay=0.01",
+    ]
     done = cluster.run(argv, env_extra=env, cwd=str(work))
     if done.returncode != 0:
         _say(out, f"tfslurm demo: sbatch failed: {done.stderr.strip()}")
         return False
     job = int(done.stdout.strip().split(";")[0])
-    _say(out, f"tfslurm demo: submitted {os.path.basename(template)} as job {job}: "
-         f"{options.nodes} TF workers (MultiWorkerMirroredStrategy), {options.steps} steps")
+    _say(
+        out,
+        f"tfslurm demo: submitted {os.path.basename(template)} as job {job}: "
+        f"{options.nodes} TF workers (MultiWorkerMirroredStrategy), {options.steps} steps",
+    )
     log = work / f"demo-{job}.out"
     position, state = 0, ""
     deadline = time.monotonic() + options.timeout
     while time.monotonic() < deadline:
         position = _stream(log, position, out)
         states = cluster.job_states(job)
-        if states and all(s not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-                          for s in states):
+        if states and all(s not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") for s in states):
             state = states[0]
             break
         time.sleep(0.2)
@@ -174,11 +208,17 @@ def _train(cluster: LocalCluster, options: DemoOptions, template: str, tfslurm: 
     text = log.read_text(errors="replace") if log.exists() else ""
     digests = dict(re.findall(r"\[(worker:\d+)\] final step \d+ weights (\w+)", text))
     if state != "COMPLETED" or len(digests) != options.nodes:
-        _say(out, f"tfslurm demo: job {job} ended {state or 'UNKNOWN'}; "
-             f"{len(digests)} of {options.nodes} workers finished")
+        _say(
+            out,
+            f"tfslurm demo: job {job} ended {state or 'UNKNOWN'}; "
+            f"{len(digests)} of {options.nodes} workers finished",
+        )
         return False
     same = len(set(digests.values())) == 1
-    _say(out, f"tfslurm demo: job {job} COMPLETED {time.monotonic() - started:.1f} s after "
-         f"start; final weights {'identical' if same else 'DIFFERENT'} on all "
-         f"{options.nodes} workers ({next(iter(digests.values()))})")
+    _say(
+        out,
+        f"tfslurm demo: job {job} COMPLETED {time.monotonic() - started:.1f} s after "
+        f"start; final weights {'identical' if same else 'DIFFERENT'} on all "
+        f"{options.nodes} workers ({next(iter(digests.values()))})",
+    )
     return same

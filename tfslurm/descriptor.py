@@ -224,7 +224,9 @@ def _check_map(text: str, rank_node: tuple[int, ...], counts: tuple[int, ...]) -
     seen = [0] * len(counts)
     for node in rank_node:
         if node >= len(counts):
-            raise PlanError(f"plan descriptor {_show(text)}: rank on node index {node}, only {len(counts)} nodes")
+            raise PlanError(
+                f"plan descriptor {_show(text)}: rank on node index {node}, only {len(counts)} nodes"
+            )
         seen[node] += 1
     if tuple(seen) != counts:
         raise PlanError(f"plan descriptor {_show(text)}: the map does not match the task counts")
@@ -238,7 +240,9 @@ def _check_local(
         per_node[node].add(local)
     for node, ids in enumerate(per_node):
         if ids != set(range(counts[node])):
-            raise PlanError(f"plan descriptor {_show(text)}: local ids of node {node} are not 0..{counts[node] - 1}")
+            raise PlanError(
+                f"plan descriptor {_show(text)}: local ids of node {node} are not 0..{counts[node] - 1}"
+            )
 
 
 def _show(text: str, limit: int = 60) -> str:

@@ -113,12 +113,15 @@ class GpuBinding(Enum):
 #: The one GPU policy: binding kind x Slurm version -> the devices each task gets.
 #: (``n`` devices Slurm made visible, ``t`` tasks on the node, ``g`` = gpus_per_task.)
 #: docs/gpus-and-ports.md holds the same table; tests check every recorded shape against it.
-_SPLIT = "the node's list split among its t tasks: n//t each, the first n%t one more (g each with gpus_per_task)"
+_SPLIT = (
+    "the node's list split among its t tasks: n//t each, the first n%t one more (g each with gpus_per_task)"
+)
 POLICY: dict[GpuBinding, dict[str, str]] = {
     GpuBinding.PER_NODE: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
     GpuBinding.PER_TASK: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as Slurm bound it"),
     GpuBinding.WHOLE_NODE_SHARED: dict.fromkeys(
-        ("22.05", "24.11", "26.05"), _SPLIT.replace("gpus_per_task)", "gpus_per_task, else Slurm's --gpus-per-task)")
+        ("22.05", "24.11", "26.05"),
+        _SPLIT.replace("gpus_per_task)", "gpus_per_task, else Slurm's --gpus-per-task)"),
     ),
     GpuBinding.EXPLICIT: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as the user mapped it"),
     GpuBinding.NONE_LISTED: {"22.05": "(not set by 22.05)", "24.11": _SPLIT, "26.05": _SPLIT},
@@ -362,12 +365,31 @@ def assign_gpus_from_env(
     if assumed_devices is not None and not any(name in env for name in SLURM_GPU_VARIABLES):
         n = len(assumed_devices)
         origin = f"gpus_per_node={n}: devices {','.join(assumed_devices) or 'none'} assumed on every node, as TF does"
-        chosen, why = _per_node(
-            assumed_devices, "CUDA_VISIBLE_DEVICES", origin, local_id, local_tasks, gpus_per_task or None, gpus_per_node
-        ) if gpus_per_task != 0 else ((), f"gpus_per_task=0; {origin}")
+        chosen, why = (
+            _per_node(
+                assumed_devices,
+                "CUDA_VISIBLE_DEVICES",
+                origin,
+                local_id,
+                local_tasks,
+                gpus_per_task or None,
+                gpus_per_node,
+            )
+            if gpus_per_task != 0
+            else ((), f"gpus_per_task=0; {origin}")
+        )
         exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
-        return GpuAssignment(chosen, assumed_devices, "CUDA_VISIBLE_DEVICES", why, 0, exports, False,
-                             gpus_per_task or None, GpuBinding.NO_GRES)
+        return GpuAssignment(
+            chosen,
+            assumed_devices,
+            "CUDA_VISIBLE_DEVICES",
+            why,
+            0,
+            exports,
+            False,
+            gpus_per_task or None,
+            GpuBinding.NO_GRES,
+        )
     if present:
         variable = present[0]
         node_devices = parse_devices(variable, env[variable])
@@ -399,16 +421,25 @@ def assign_gpus_from_env(
             kind = GpuBinding.PER_TASK
         elif binding == "none":
             kind = GpuBinding.NONE_LISTED
-        elif not any(name in env for name in SLURM_GPU_VARIABLES) and env.get(variable, "").strip() != "NoDevFiles":
+        elif (
+            not any(name in env for name in SLURM_GPU_VARIABLES)
+            and env.get(variable, "").strip() != "NoDevFiles"
+        ):
             kind = GpuBinding.NO_GRES
         else:
             kind = GpuBinding.PER_NODE if node_devices else GpuBinding.NO_GPUS
-        return GpuAssignment(chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None, kind)
+        return GpuAssignment(
+            chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None, kind
+        )
 
     on_node = _slurm_count(env)
     if on_node:
-        return _unidentified(env, on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi)
-    wanted = [f"{k}={v}" for k, v in (("gpus_per_task", gpus_per_task), ("gpus_per_node", gpus_per_node)) if v]
+        return _unidentified(
+            env, on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi
+        )
+    wanted = [
+        f"{k}={v}" for k, v in (("gpus_per_task", gpus_per_task), ("gpus_per_node", gpus_per_node)) if v
+    ]
     if wanted:
         raise GpuError(
             f"{' and '.join(wanted)} asks for GPUs, but Slurm gave this task none "
@@ -520,8 +551,15 @@ def _unidentified(
     """Slurm allocated ``on_node`` GPUs but set no visible-device variable (--gpu-bind=none)."""
     why = "--gpu-bind=none" if binding == "none" else "no visible-device variable"
     if gpus_per_task == 0:
-        return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", f"gpus_per_task=0 ({why})", on_node, (),
-                             kind=GpuBinding.NONE_UNNAMED)
+        return GpuAssignment(
+            (),
+            (),
+            "CUDA_VISIBLE_DEVICES",
+            f"gpus_per_task=0 ({why})",
+            on_node,
+            (),
+            kind=GpuBinding.NONE_UNNAMED,
+        )
     seen = count_visible_gpus(executable=nvidia_smi)
     if seen == on_node:
         # The process sees exactly the GPUs Slurm allocated (device cgroup): they are 0..N-1.
@@ -531,8 +569,9 @@ def _unidentified(
             node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
         )
         exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
-        return GpuAssignment(chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports,
-                             kind=GpuBinding.NONE_UNNAMED)
+        return GpuAssignment(
+            chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports, kind=GpuBinding.NONE_UNNAMED
+        )
     if gpus_per_task or gpus_per_node:
         asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
         raise GpuError(
@@ -571,7 +610,11 @@ def _task_key(env: Mapping[str, str]) -> str | None:
     """``job.step.procid`` of this task, or None outside a step."""
     parts = [
         (env.get(a) or env.get(b) or "").strip()
-        for a, b in (("SLURM_JOB_ID", "SLURM_JOBID"), ("SLURM_STEP_ID", "SLURM_STEPID"), ("SLURM_PROCID", "SLURM_PROCID"))
+        for a, b in (
+            ("SLURM_JOB_ID", "SLURM_JOBID"),
+            ("SLURM_STEP_ID", "SLURM_STEPID"),
+            ("SLURM_PROCID", "SLURM_PROCID"),
+        )
     ]
     if not all(parts) or parts[1] in BATCH_STEP_IDS:
         return None  # outside a step, or 26.05's batch script (SLURM_STEP_ID=-5)
@@ -698,7 +741,9 @@ def node_gpu_files(dev_dir: str = "/dev") -> tuple[str, ...]:
         names = os.listdir(dev_dir)
     except OSError:
         return ()
-    return tuple(sorted((n for n in names if n.startswith("nvidia") and n[6:].isdigit()), key=lambda n: int(n[6:])))
+    return tuple(
+        sorted((n for n in names if n.startswith("nvidia") and n[6:].isdigit()), key=lambda n: int(n[6:]))
+    )
 
 
 def gpu_warnings(
@@ -801,8 +846,10 @@ def gpu_warnings(
         elif by_total:
             where = f"{local[0]} per task on node {layout.nodes[node]}, but SLURM_GPUS={total} for {all_tasks} tasks"
         else:
-            where = (f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes "
-                     f"if they hold {node_gpus} GPUs like this one")
+            where = (
+                f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes "
+                f"if they hold {node_gpus} GPUs like this one"
+            )
         what = (
             f"tasks get unequal GPU counts ({where}); MultiWorkerMirroredStrategy needs the same count "
             "on every worker: request --gpus-per-task=N or --gres=gpu:N with N a multiple of the tasks per node"
@@ -822,7 +869,9 @@ def _zero_line(rank: int, node: str, node_gpus: int, local_tasks: int) -> str:
     )
 
 
-def _node_gpu_count(env: Mapping[str, str], assignment: GpuAssignment, gpus_per_node: int | None) -> int | None:
+def _node_gpu_count(
+    env: Mapping[str, str], assignment: GpuAssignment, gpus_per_node: int | None
+) -> int | None:
     """GPUs Slurm gave this node for the step (before tfslurm split them), or None."""
     if not assignment.per_task:
         count = len(assignment.node_devices)

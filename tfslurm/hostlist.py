@@ -112,9 +112,7 @@ class _Group:
     def __init__(
         self,
         parts: list[str] | None,  # each range's text; a span's part is its low number's text
-        spans: list[
-            tuple[int, int, int, int]
-        ],  # (index, low, high, width) if low < high
+        spans: list[tuple[int, int, int, int]],  # (index, low, high, width) if low < high
         ranges: list[_Range] | None = None,
         body: str | None = None,  # instead of parts: the bracket's text
         cuts: list[tuple[int, int]] | None = None,  # with body: where each span's text is
@@ -138,8 +136,7 @@ class _Group:
         else:
             self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
             self.digits = sum(map(len, parts)) + sum(
-                _span_digits(low, high, width) - len(parts[index])
-                for index, low, high, width in spans
+                _span_digits(low, high, width) - len(parts[index]) for index, low, high, width in spans
             )
 
     @property
@@ -156,9 +153,7 @@ class _Group:
     def widest(self) -> int:
         """Digits of the group's longest number (parts hold the low numbers' texts)."""
         if self._widest is None:
-            self._widest = max(
-                [*map(len, self.parts), *(len(str(high)) for _, _, high, _ in self.spans)]
-            )
+            self._widest = max([*map(len, self.parts), *(len(str(high)) for _, _, high, _ in self.spans)])
         return self._widest
 
     @property
@@ -244,28 +239,20 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         if not all(text and set(text) <= _DIGITS for text in numbers):
             raise _fail(
                 expr,
-                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} "
-                "must be N or N-M with digits only",
+                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} must be N or N-M with digits only",
             )
         low = _number(expr, low_text)
         high = _number(expr, high_text) if dash else low
         if high < low:
-            raise _fail(
-                expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}"
-            )
+            raise _fail(expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}")
         if high - low + 1 > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
-                f"range {_show(part, 60)} has {high - low + 1} hosts, "
-                f"over Slurm's {MAX_RANGE_HOSTS}",
+                f"range {_show(part, 60)} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
     parts = [part.partition("-")[0] for part in body.split(",")]
-    spans = [
-        (i, low, high, width)
-        for i, (low, high, width) in enumerate(ranges)
-        if high > low
-    ]
+    spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
     return _Group(parts, spans, ranges)
 
 
@@ -300,9 +287,7 @@ def _number(expr: str, digits: str) -> int:
     # on the length of digit strings.
     significant = digits.lstrip("0")
     if len(significant) > 20 or (significant and int(significant) > _ULONG_MAX):
-        raise _fail(
-            expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit"
-        )
+        raise _fail(expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit")
     return int(significant or "0")
 
 
@@ -390,9 +375,7 @@ def _over_64_bits(hosts: list[str]) -> str | None:
     cuts = map(len, map(str.rstrip, long, itertools.repeat("0123456789")))
     tails: Iterable[str] = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
     significant = list(map(str.lstrip, tails, itertools.repeat("0")))
-    for index in itertools.compress(
-        range(len(long)), map((19).__lt__, map(len, significant))
-    ):
+    for index in itertools.compress(range(len(long)), map((19).__lt__, map(len, significant))):
         number = significant[index]
         if len(number) > 20 or int(number) > _ULONG_MAX:
             return long[index]
@@ -461,13 +444,10 @@ def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
     lead = texts[first][len(texts[first].rstrip("0123456789")) :]
     for choice in itertools.product(*maxima):
         digits = lead + "".join(
-            f"{value:0{length}d}{texts[first + 1 + k]}"
-            for k, (length, value) in enumerate(choice)
+            f"{value:0{length}d}{texts[first + 1 + k]}" for k, (length, value) in enumerate(choice)
         )
         significant = digits.lstrip("0")
-        if len(significant) > 20 or (
-            len(significant) == 20 and int(significant) > _ULONG_MAX
-        ):
+        if len(significant) > 20 or (len(significant) == 20 and int(significant) > _ULONG_MAX):
             parts = [texts[0]]
             for k, group in enumerate(groups):
                 if k >= first:
@@ -557,14 +537,8 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
         template.replace("\x00", str(block).rjust(pad, "0") if block else "0" * pad)
         for block in range(first, stop)
     ]
-    head = (
-        _range_text(prefix, tail, low, first * 100 - 1, width)
-        if low < first * 100
-        else ""
-    )
-    rest = (
-        _range_text(prefix, tail, stop * 100, high, width) if high >= stop * 100 else ""
-    )
+    head = _range_text(prefix, tail, low, first * 100 - 1, width) if low < first * 100 else ""
+    rest = _range_text(prefix, tail, stop * 100, high, width) if high >= stop * 100 else ""
     return head + "".join(blocks) + rest
 
 
@@ -579,9 +553,7 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
         # The last group's numbers are written once and copied between every prefix
         # and the tail.
         numbers = group.joined()
-        return "".join(
-            [f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes]
-        )
+        return "".join([f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes])
     prefix = prefixes[0]
     between = f"{tail},{prefix}"
     if group._parts is None:  # the bracket's text: plain stretches, and spans written out
@@ -591,7 +563,7 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
         done = 0
         for (start, end), (_, low, high, width) in zip(group._cuts, group.spans, strict=False):
             if start > done:  # numbers, then the ',' before the span
-                pieces.append(f",{prefix}{body[done:start - 1].replace(',', between)}{tail}")
+                pieces.append(f",{prefix}{body[done : start - 1].replace(',', between)}{tail}")
             pieces.append(_range_text(prefix, tail, low, high, width))
             done = end + 1
         if done < len(body):
@@ -611,9 +583,7 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     with brackets (its texts, groups and host count) and one per stretch of bracket-free
     items between them (its hosts, no groups, their count)."""
     if not isinstance(expr, str):
-        raise HostlistError(
-            f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}"
-        )
+        raise HostlistError(f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}")
     _no_newline(expr)
     if not re.fullmatch(_BALANCED, expr):
         raise _bracket_error(expr)
@@ -638,13 +608,9 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
             hosts += item_hosts
             chars += item_chars
         if hosts > MAX_HOSTS:
-            raise _fail(
-                expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)"
-            )
+            raise _fail(expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)")
         if chars > MAX_CHARS:
-            raise _fail(
-                expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)"
-            )
+            raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
         if match is not None:
             if _tail_digits(texts, groups) >= 20:
                 host = _tail_overflow(texts, groups)
@@ -735,9 +701,7 @@ def expand_counts(expr: str) -> list[int]:
         ):
             raise _count_fail(expr, item)
         if len(value_text.lstrip("0")) > 20 or len(repeat_text.lstrip("0")) > 20:
-            raise HostlistError(
-                f"bad count list {_show(expr)}: number too large in {_show(item, 40)}"
-            )
+            raise HostlistError(f"bad count list {_show(expr)}: number too large in {_show(item, 40)}")
         repeat = int(repeat_text.lstrip("0") or "0")  # no int() of huge digit strings
         if repeat < 1:
             raise HostlistError(
@@ -745,9 +709,7 @@ def expand_counts(expr: str) -> list[int]:
             )
         total += repeat
         if total > MAX_HOSTS:
-            raise HostlistError(
-                f"bad count list {_show(expr)}: expands to more than {MAX_HOSTS} entries"
-            )
+            raise HostlistError(f"bad count list {_show(expr)}: expands to more than {MAX_HOSTS} entries")
         parsed.append((int(value_text.lstrip("0") or "0"), repeat))
     out: list[int] = []
     for value, repeat in parsed:
@@ -756,9 +718,7 @@ def expand_counts(expr: str) -> list[int]:
 
 
 def _count_fail(expr: str, item: str) -> HostlistError:
-    return HostlistError(
-        f"bad count list {_show(expr)}: item {_show(item, 40)} is not N or N(xK)"
-    )
+    return HostlistError(f"bad count list {_show(expr)}: item {_show(item, 40)} is not N or N(xK)")
 
 
 def compress_counts(counts: Iterable[int]) -> str:
@@ -771,9 +731,7 @@ def compress_counts(counts: Iterable[int]) -> str:
     run = 0
     for value in counts:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise HostlistError(
-                f"bad count {clip(repr(value))}: counts must be non-negative integers"
-            )
+            raise HostlistError(f"bad count {clip(repr(value))}: counts must be non-negative integers")
         if value == previous:
             run += 1
             continue
@@ -817,14 +775,10 @@ def nth(expr: str, index: int) -> str:
     plans = _plan(expr)
     total = sum(size for _, _, size in plans)
     if not isinstance(index, int) or isinstance(index, bool):
-        raise HostlistError(
-            f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer"
-        )
+        raise HostlistError(f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer")
     position = index + total if index < 0 else index
     if not 0 <= position < total:
-        raise HostlistError(
-            f"host index {index} is out of range for {_show(expr)} ({total} hosts)"
-        )
+        raise HostlistError(f"host index {index} is out of range for {_show(expr)} ({total} hosts)")
     for texts, groups, size in plans:
         if position < size:
             return texts[position] if not groups else _pick(groups, texts, position)
@@ -840,9 +794,7 @@ def index_of(expr: str, host: str) -> int:
     """
     plans = _plan(expr)
     if not isinstance(host, str):
-        raise HostlistError(
-            f"bad host {clip(repr(host))} for {_show(expr)}: host names are strings"
-        )
+        raise HostlistError(f"bad host {clip(repr(host))} for {_show(expr)}: host names are strings")
     start = 0
     for texts, groups, size in plans:
         found = _index_in_item(texts, groups, host)
@@ -859,11 +811,7 @@ def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | N
         hosts = _item_text(texts, groups)[1:].split(",")
         return hosts.index(host) if host in hosts else None
     head, tail = texts
-    if (
-        len(host) <= len(head) + len(tail)
-        or not host.startswith(head)
-        or not host.endswith(tail)
-    ):
+    if len(host) <= len(head) + len(tail) or not host.startswith(head) or not host.endswith(tail):
         return None
     digits = host[len(head) : len(host) - len(tail)]
     if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 20:
@@ -926,16 +874,12 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     try:
         hosts = list(hosts)
     except TypeError:
-        raise HostlistError(
-            f"compress() takes a list of host names, not {type(hosts).__name__}"
-        ) from None
+        raise HostlistError(f"compress() takes a list of host names, not {type(hosts).__name__}") from None
     try:
         joined = "\n".join(hosts)
     except TypeError:
         bad = next((h for h in hosts if not isinstance(h, str)), None)
-        raise HostlistError(
-            f"bad host {clip(repr(bad))}: host names must be strings"
-        ) from None
+        raise HostlistError(f"bad host {clip(repr(bad))}: host names must be strings") from None
     if hosts and (
         any(c in joined for c in _BAD_HOST_CHARS if c != "\n")  # newlines: counted
         or joined.count("\n") != len(hosts) - 1
@@ -943,8 +887,7 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     ):
         bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
         raise HostlistError(
-            f"bad host name {_show(bad)}: names must be non-empty, "
-            "without blanks, ',', '[' or ']'"
+            f"bad host name {_show(bad)}: names must be non-empty, without blanks, ',', '[' or ']'"
         )
     return hosts, joined
 
@@ -970,10 +913,7 @@ def _runs(hosts: list[str]) -> list[_Run]:
             last[_HI] + 1 == number
             and last[_PREFIX] == prefix
             and last[_LO] >= 0
-            and (
-                last[_WIDTH] == len(digits)
-                or _width_equiv(last, [prefix, number, number, len(digits)])
-            )
+            and (last[_WIDTH] == len(digits) or _width_equiv(last, [prefix, number, number, len(digits)]))
         ):
             last[_HI] = number
             continue
@@ -1038,9 +978,7 @@ def _natural_keys(names: list[str]) -> list[str] | None:
             marks = _WIDE_MARKS if wide else _RUN_MARKS
             encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
             # runs with a leading zero are the digit strings below "1"
-            for index in itertools.compress(
-                range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))
-            ):
+            for index in itertools.compress(range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))):
                 encoded[index] = f"{marks[0][0]}\x01{runs[index]}\x01"
             pieces[1::2] = encoded
         if wide:
@@ -1154,9 +1092,7 @@ def _span_text(low: int, high: int, width: int) -> str:
     pieces = []
     for start in range(low, high + 1, MAX_RANGE_HOSTS):
         stop = min(start + MAX_RANGE_HOSTS - 1, high)
-        pieces.append(
-            f"{start:0{width}d}-{stop:0{width}d}" if stop > start else f"{start:0{width}d}"
-        )
+        pieces.append(f"{start:0{width}d}-{stop:0{width}d}" if stop > start else f"{start:0{width}d}")
     return ",".join(pieces)
 
 
@@ -1239,17 +1175,11 @@ class _Columns:
         rows = list(rows)
         lows = list(map(self.lows.__getitem__, rows))
         return _Columns(
-            [self.prefixes[0]] * len(rows)
-            if self.one_prefix
-            else list(map(self.prefixes.__getitem__, rows)),
+            [self.prefixes[0]] * len(rows) if self.one_prefix else list(map(self.prefixes.__getitem__, rows)),
             lows,
-            lows
-            if self.highs is self.lows
-            else list(map(self.highs.__getitem__, rows)),
+            lows if self.highs is self.lows else list(map(self.highs.__getitem__, rows)),
             None if self.widths is None else list(map(self.widths.__getitem__, rows)),
-            None
-            if self.unpadded is None
-            else list(map(self.unpadded.__getitem__, rows)),
+            None if self.unpadded is None else list(map(self.unpadded.__getitem__, rows)),
             self.one_prefix,
         )
 
@@ -1291,18 +1221,14 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         widths = list(map(operator.sub, map(len, hosts), cuts))
         if not all(widths) or max(widths) > 20:
             return None
-        tails: Iterable[str] = map(
-            operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))
-        )
+        tails: Iterable[str] = map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None)))
         numbers = list(map(int, tails))
     if max(widths) == 20 and max(numbers) > _ULONG_MAX:
         return None  # the host-by-host path names the host in its error
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
     # the run writes that number).
-    joins = map(
-        operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:]
-    )
+    joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
     if common is None:
         joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
     unpadded: list[bool] | None = None
@@ -1334,11 +1260,7 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
 
 
 def _columns_sort(columns: _Columns) -> _Columns:
-    if (
-        columns.one_prefix
-        and columns.unpadded is None
-        and columns.highs is columns.lows
-    ):
+    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
         lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
         return _Columns(columns.prefixes, lows, lows, None, None, True)
     order = list(range(len(columns.lows)))
@@ -1358,9 +1280,7 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
     if columns.one_prefix:
         if any(map(operator.gt, highs, lows[1:])):
             return None
-        joins = map(
-            operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:]
-        )
+        joins = map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:])
     else:
         same = list(map(operator.eq, prefixes, prefixes[1:]))
         if any(map(operator.and_, same, map(operator.gt, highs, lows[1:]))):
@@ -1411,9 +1331,7 @@ def _columns_string(columns: _Columns) -> str:
     else:
         bounds = [
             0,
-            *itertools.compress(
-                range(1, total), map(operator.ne, prefixes, prefixes[1:])
-            ),
+            *itertools.compress(range(1, total), map(operator.ne, prefixes, prefixes[1:])),
             total,
         ]
     parts = []
@@ -1429,9 +1347,7 @@ def _columns_to_runs(columns: _Columns) -> list[_Run]:
     widths = columns.widths
     if widths is None:
         widths = list(map(len, map(str, columns.lows)))
-    return [
-        list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)
-    ]
+    return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)]
 
 
 def _compress_by_host(hosts: list[str], sort: bool) -> str:

@@ -41,7 +41,9 @@ def check_iface_name(name: str) -> str:
         or any(c in name for c in "/:, \t\n")
         or name in (".", "..")
     ):
-        raise IfaceError(f"network interface name {name!r} is not valid (1-15 characters, no '/', ':', ',' or blanks)")
+        raise IfaceError(
+            f"network interface name {name!r} is not valid (1-15 characters, no '/', ':', ',' or blanks)"
+        )
     return name
 
 

@@ -16,7 +16,16 @@ from collections.abc import Mapping
 from tfslurm.errors import JobSpecError
 from tfslurm.numbers import is_ascii_number
 
-__all__ = ["REST", "TF_JOB_NAMES", "JobsSpec", "format_jobs", "near_tf_name", "parse_jobs", "split_spec", "tf_order"]
+__all__ = [
+    "REST",
+    "TF_JOB_NAMES",
+    "JobsSpec",
+    "format_jobs",
+    "near_tf_name",
+    "parse_jobs",
+    "split_spec",
+    "tf_order",
+]
 
 REST = "*"
 JobsSpec = str | Mapping[str, int | str] | None
@@ -43,7 +52,9 @@ def split_spec(spec: str) -> list[tuple[str, int | None]]:
     if len(spec) > _MAX_SPEC_CHARS:
         raise JobSpecError(f"jobs spec {shown} is longer than {_MAX_SPEC_CHARS} characters")
     if not spec.strip():
-        raise JobSpecError("jobs spec is empty; write it as NAME:COUNT[,NAME:COUNT...], e.g. chief:1,worker:*")
+        raise JobSpecError(
+            "jobs spec is empty; write it as NAME:COUNT[,NAME:COUNT...], e.g. chief:1,worker:*"
+        )
     entries: list[tuple[str, int | None]] = []
     for part in spec.split(","):
         name, sep, count = part.partition(":")
@@ -83,8 +94,12 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         raise JobSpecError(
             f"jobs spec {shown} asks for {fixed} task{'s' if fixed != 1 else ''} "
             f"but the step has {num_tasks}"
-            + ("" if has_rest else "; give one job the rest with "
-               + ("NAME:*" if isinstance(spec, str) else "{'NAME': '*'}"))
+            + (
+                ""
+                if has_rest
+                else "; give one job the rest with "
+                + ("NAME:*" if isinstance(spec, str) else "{'NAME': '*'}")
+            )
         )
     jobs: dict[str, int] = {}
     for name, count in entries:
@@ -124,9 +139,7 @@ def _mapping_entries(spec: Mapping[str, int | str]) -> list[tuple[str, int | Non
                 raise JobSpecError(f"jobs spec {shown}: {name!r} has a negative count {count}")
             entries.append((name, count))
         else:
-            raise JobSpecError(
-                f"jobs spec {shown}: count {count!r} of {name!r} is not a number or '*'"
-            )
+            raise JobSpecError(f"jobs spec {shown}: count {count!r} of {name!r} is not a number or '*'")
     if not entries:
         raise JobSpecError("jobs spec {} names no job; give at least one, e.g. {'worker': 4}")
     _check_entries(text, entries)

@@ -438,9 +438,7 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
         else:
             sources.append(("arbitrary (SLURM_ARBITRARY_NODELIST)", hosts))
     if not sources:
-        why = "; ".join(errors) or (
-            "neither SLURM_HOSTFILE nor SLURM_ARBITRARY_NODELIST is set in this task"
-        )
+        why = "; ".join(errors) or ("neither SLURM_HOSTFILE nor SLURM_ARBITRARY_NODELIST is set in this task")
         raise LayoutError(f"-m arbitrary step: the task order cannot be known: {why}")
     for method, hosts in sources:
         if len(hosts) < total:
@@ -487,9 +485,7 @@ def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]
         return None  # a step of one component (--het-group=N): an ordinary step
     missing = [n for n in nodes if n not in owner]
     if missing:
-        raise LayoutError(
-            f"het step: node {missing[0]} of SLURM_STEP_NODELIST belongs to no het component"
-        )
+        raise LayoutError(f"het step: node {missing[0]} of SLURM_STEP_NODELIST belongs to no het component")
     return parts
 
 

@@ -191,9 +191,7 @@ class Plan:
             return None
         from tfslurm.gpus import split_devices
 
-        return split_devices(
-            gpus.node_devices, self.counts[node], self.rank_local[rank], gpus.gpus_per_task
-        )
+        return split_devices(gpus.node_devices, self.counts[node], self.rank_local[rank], gpus.gpus_per_task)
 
     # -- TF views ------------------------------------------------------------------------
     @cached_property
@@ -201,7 +199,9 @@ class Plan:
         """``host:port`` of every rank, in rank order."""
         hosts = [host + ":" for host in self.hosts]
         ports = [str(self.ports.port(local)) for local in range(max(self.counts))]
-        return tuple([hosts[n] + ports[local] for n, local in zip(self.rank_node, self.rank_local, strict=True)])
+        return tuple(
+            [hosts[n] + ports[local] for n, local in zip(self.rank_node, self.rank_local, strict=True)]
+        )
 
     def cluster_spec(self) -> dict[str, list[str]]:
         """``{job: [host:port, ...]}`` in rank order (a new dict each call)."""
@@ -217,7 +217,9 @@ class Plan:
     def _cluster_json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         digits = min(len(str(self.ports.port(local))) for local in range(max(self.counts)))
-        return sum(count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts, strict=True))
+        return sum(
+            count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts, strict=True)
+        )
 
     @cached_property
     def _cluster_json(self) -> str:
@@ -234,7 +236,9 @@ class Plan:
 
             self.require_text_hosts("TF_CONFIG")
             cluster = self.cluster_spec()
-            return json.dumps(cluster if include_evaluator else _training_cluster(cluster), separators=(",", ":"))
+            return json.dumps(
+                cluster if include_evaluator else _training_cluster(cluster), separators=(",", ":")
+            )
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
         # for 100k addresses, and gives the same text.
         parts = []
@@ -331,8 +335,13 @@ class Plan:
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         return "\n".join(
             "  ".join(
-                [row[0].rjust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]),
-                 row[3].ljust(widths[3]), row[4]]
+                [
+                    row[0].rjust(widths[0]),
+                    row[1].ljust(widths[1]),
+                    row[2].rjust(widths[2]),
+                    row[3].ljust(widths[3]),
+                    row[4],
+                ]
             ).rstrip()
             for row in rows
         )
@@ -603,7 +612,11 @@ def gpu_plan_for(
         raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")
     if assignment is None:
         assignment = assign_gpus(
-            step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, assumed_devices=assumed_devices
+            step,
+            layout,
+            gpus_per_task=gpus_per_task,
+            gpus_per_node=gpus_per_node,
+            assumed_devices=assumed_devices,
         )
     node_devices = assignment.node_devices
     if gpus_per_node is not None:
@@ -617,5 +630,7 @@ def gpu_plan_for(
         gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,
         env=assignment.env(),
-        warnings=gpu_warnings(step, layout, assignment, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node),
+        warnings=gpu_warnings(
+            step, layout, assignment, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node
+        ),
     )

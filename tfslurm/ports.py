@@ -233,7 +233,11 @@ def derived_window(ephemeral: tuple[int, int], reserved: Sequence[int] | None = 
         + (" and the reserved ports" if reserved is not None else "")
         + (" leave" if reserved is not None else " leaves")
         + " no room for derived ports; pass port_base"
-        + (" or set TFSLURM_PORT_BASE" if reserved is not None else ", set TFSLURM_PORT_BASE, or configure MpiParams=ports")
+        + (
+            " or set TFSLURM_PORT_BASE"
+            if reserved is not None
+            else ", set TFSLURM_PORT_BASE, or configure MpiParams=ports"
+        )
     )
 
 
@@ -271,7 +275,11 @@ def port_rule(
     checked to give each of them a port. ``ephemeral_range`` defaults to this node's
     ``ip_local_port_range``. ``layout`` (optional) tells a multi-component het step.
     """
-    if isinstance(max_tasks_per_node, bool) or not isinstance(max_tasks_per_node, int) or max_tasks_per_node < 1:
+    if (
+        isinstance(max_tasks_per_node, bool)
+        or not isinstance(max_tasks_per_node, int)
+        or max_tasks_per_node < 1
+    ):
         raise PortError(f"max tasks per node {max_tasks_per_node!r} must be a positive integer")
     base, source = _explicit_base(step, port_base)
     if base is not None:

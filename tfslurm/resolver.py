@@ -283,8 +283,14 @@ def _tf_gpu_plan(
         if visible and not own:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks
             if gpus_per_task == 0:  # TF's rule leaves this node's GPUs unused: say so
-                plan = gpu_plan_for(step, layout, gpus_per_task=0, gpus_per_node=gpus_per_node,
-                                    uniform=uniform, assumed_devices=assumed)
+                plan = gpu_plan_for(
+                    step,
+                    layout,
+                    gpus_per_task=0,
+                    gpus_per_node=gpus_per_node,
+                    uniform=uniform,
+                    assumed_devices=assumed,
+                )
                 node = layout.nodes[layout.rank_node[step.procid]]
                 line = (
                     f"{WARNING_PREFIX}task {step.procid} on {node} gets 0 GPUs: TF's rule gives each task "
@@ -293,7 +299,11 @@ def _tf_gpu_plan(
                 )
                 return dataclasses.replace(plan, warnings=(*plan.warnings, line))
     return gpu_plan_for(
-        step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node, uniform=uniform,
+        step,
+        layout,
+        gpus_per_task=gpus_per_task,
+        gpus_per_node=gpus_per_node,
+        uniform=uniform,
         assumed_devices=assumed,
     )
 
@@ -374,7 +384,12 @@ def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in
 def _check_count(name: str, value: Any, low: int = 0, high: int | None = None) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
         error = GpuError if name.startswith("gpus") else PlanError
         upper = f"..{high}" if high is not None else " or more"
         raise error(f"{name}={value!r} must be an integer {low}{upper}")
@@ -421,4 +436,3 @@ def _override_layout(step: Any, tasks_per_node: int | Mapping[str, int]) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | {"SlurmClusterResolver"})
-

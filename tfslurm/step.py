@@ -252,9 +252,7 @@ def _int_list(env: Mapping[str, str], name: str) -> tuple[int, ...] | None:
     try:
         return tuple(_parse_int(name, item.strip()) for item in items)
     except SlurmEnvError:
-        raise SlurmEnvError(
-            f"{name}={_clip(raw)!r} is not a comma-separated list of task ids"
-        ) from None
+        raise SlurmEnvError(f"{name}={_clip(raw)!r} is not a comma-separated list of task ids") from None
 
 
 def _het_components(env: Mapping[str, str]) -> tuple[HetComponent, ...]:

@@ -57,7 +57,9 @@ def main() -> None:
         dist.all_reduce(value)
         result = value.item()
         seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
-        seen.update({k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")})
+        seen.update(
+            {k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+        )
         peers = peer_addresses()
         dist.destroy_process_group()
     elif runtime == "torch":
@@ -71,7 +73,9 @@ def main() -> None:
         dist.all_reduce(value)
         result = value.item()
         seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
-        seen.update({k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")})
+        seen.update(
+            {k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+        )
         peers = peer_addresses()
         dist.destroy_process_group()
     elif runtime == "jax":
@@ -111,7 +115,14 @@ def main() -> None:
         peers = peer_addresses()
     else:
         raise SystemExit(f"unknown runtime {runtime!r}")
-    record = {"procid": rank, "node": node, "localid": int(os.environ["SLURM_LOCALID"]), "result": result, "seen": seen, "peers": peers}
+    record = {
+        "procid": rank,
+        "node": node,
+        "localid": int(os.environ["SLURM_LOCALID"]),
+        "result": result,
+        "seen": seen,
+        "peers": peers,
+    }
     path = os.path.join(out, f"rank{rank}.json")
     with open(path + ".tmp", "w") as f:
         json.dump(record, f)

@@ -36,7 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--resv-ports", default="20000-20100", help="MpiParams=ports= range (default 20000-20100)"
     )
     up.add_argument(
-        "--preempt-grace", type=int, metavar="SECONDS", default=None,
+        "--preempt-grace",
+        type=int,
+        metavar="SECONDS",
+        default=None,
         help="configure preemption: partitions low (PreemptMode=REQUEUE), low-cancel (CANCEL) "
         "with this GraceTime, and high (PriorityTier=10) that preempts them",
     )

@@ -20,9 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print every host, one per line, in Slurm's order (duplicates kept)",
         description="Print every host of EXPR, one per line (or joined by --delimiter).",
     )
-    expand.add_argument(
-        "expr", metavar="EXPR", help="a hostlist such as 'rack[1-2]-n[01-02]'"
-    )
+    expand.add_argument("expr", metavar="EXPR", help="a hostlist such as 'rack[1-2]-n[01-02]'")
     expand.add_argument(
         "-d",
         "--delimiter",
@@ -39,12 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "(separated by newlines, blanks or commas; bracket expressions are expanded)."
         ),
     )
-    compress.add_argument(
-        "hosts", metavar="HOST", nargs="*", help="host names or hostlists"
-    )
-    compress.add_argument(
-        "--sorted", action="store_true", help="sort first (hostlistsorted)"
-    )
+    compress.add_argument("hosts", metavar="HOST", nargs="*", help="host names or hostlists")
+    compress.add_argument("--sorted", action="store_true", help="sort first (hostlistsorted)")
     count = sub.add_parser("count", help="print how many hosts EXPR has")
     count.add_argument("expr", metavar="EXPR", help="a hostlist")
 

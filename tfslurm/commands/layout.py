@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, separators=(",", ":"))
         sys.stdout.write("\n")
     else:
-        print(f"# step {step.job_id}.{step.step_id}: {layout.num_tasks} tasks on "
-              f"{len(layout.nodes)} nodes, {layout.method} layout")
+        print(
+            f"# step {step.job_id}.{step.step_id}: {layout.num_tasks} tasks on "
+            f"{len(layout.nodes)} nodes, {layout.method} layout"
+        )
         print(layout.table())
     return 0

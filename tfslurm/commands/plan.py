@@ -79,5 +79,7 @@ def run(args: argparse.Namespace) -> int:
     table = plan.table()
     print(table)
     if not args.all_tasks and plan.num_tasks > 1 and "?" in table:
-        print("(? = GPUs of a task on another node, known only there: --all-tasks prints each task's own view)")
+        print(
+            "(? = GPUs of a task on another node, known only there: --all-tasks prints each task's own view)"
+        )
     return 0

@@ -29,39 +29,70 @@ _PYTHON_FLAGS_WITHOUT_VALUE = {"-u", "-B", "-E", "-s", "-S", "-I", "-O", "-OO", 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", metavar="SPEC", default=None,
-                        help="jobs spec, e.g. chief:1,ps:1,worker:* (used only when neither "
-                        "TF_CONFIG nor TFSLURM_DESCRIPTOR is set; default TFSLURM_TF_DIST, "
-                        "else every task a worker)")
-    parser.add_argument("--peer-timeout", metavar="SECONDS", type=float, default=None,
-                        help="give up with an error when a peer is not up after this long "
-                        "(default TFSLURM_PEER_TIMEOUT or 300)")
-    parser.add_argument("--preempt-signal", metavar="SIG", default=None,
-                        help="signal that asks the program to checkpoint and stop "
-                        "(default TFSLURM_PREEMPT_SIGNAL or USR1)")
-    parser.add_argument("--stop-signals", metavar="SIGS", default=None,
-                        help="comma list of signals that mean checkpoint and stop (default "
-                        "TFSLURM_STOP_SIGNALS or TERM; the preemption signal always counts): "
-                        "the program is told through the preemption signal and a run stopped "
-                        "early exits 85, never 0")
-    parser.add_argument("--stop-grace", metavar="SECONDS", default=None,
-                        help="SIGKILL the program this long after a stop signal (default "
-                        "TFSLURM_STOP_GRACE, else never: Slurm's SIGKILL after GraceTime or "
-                        "KillWait ends it)")
-    parser.add_argument("--max-restarts", metavar="N", default=None,
-                        help="refuse to start (exit 86, one line) once the job was restarted "
-                        "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
-                        "else no cap)")
-    parser.add_argument("--cap-check", action="store_true",
-                        help="only check --max-restarts and exit 0 (go on) or 86 with one "
-                        "line (the templates run this in the batch script, before srun)")
-    parser.add_argument("--requeue-on-ps-failure", action="store_true",
-                        help="when a parameter server fails, the chief runs "
-                        "'scontrol requeue' on its job before exiting 75")
-    parser.add_argument("--show-plan", action="store_true",
-                        help="rank 0 prints the plan table (rank, job, host:port, GPUs) first")
-    parser.add_argument("program", nargs=argparse.REMAINDER,
-                        help="the program and its arguments, after --")
+    parser.add_argument(
+        "--jobs",
+        metavar="SPEC",
+        default=None,
+        help="jobs spec, e.g. chief:1,ps:1,worker:* (used only when neither "
+        "TF_CONFIG nor TFSLURM_DESCRIPTOR is set; default TFSLURM_TF_DIST, "
+        "else every task a worker)",
+    )
+    parser.add_argument(
+        "--peer-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="give up with an error when a peer is not up after this long "
+        "(default TFSLURM_PEER_TIMEOUT or 300)",
+    )
+    parser.add_argument(
+        "--preempt-signal",
+        metavar="SIG",
+        default=None,
+        help="signal that asks the program to checkpoint and stop (default TFSLURM_PREEMPT_SIGNAL or USR1)",
+    )
+    parser.add_argument(
+        "--stop-signals",
+        metavar="SIGS",
+        default=None,
+        help="comma list of signals that mean checkpoint and stop (default "
+        "TFSLURM_STOP_SIGNALS or TERM; the preemption signal always counts): "
+        "the program is told through the preemption signal and a run stopped "
+        "early exits 85, never 0",
+    )
+    parser.add_argument(
+        "--stop-grace",
+        metavar="SECONDS",
+        default=None,
+        help="SIGKILL the program this long after a stop signal (default "
+        "TFSLURM_STOP_GRACE, else never: Slurm's SIGKILL after GraceTime or "
+        "KillWait ends it)",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        metavar="N",
+        default=None,
+        help="refuse to start (exit 86, one line) once the job was restarted "
+        "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
+        "else no cap)",
+    )
+    parser.add_argument(
+        "--cap-check",
+        action="store_true",
+        help="only check --max-restarts and exit 0 (go on) or 86 with one "
+        "line (the templates run this in the batch script, before srun)",
+    )
+    parser.add_argument(
+        "--requeue-on-ps-failure",
+        action="store_true",
+        help="when a parameter server fails, the chief runs 'scontrol requeue' on its job before exiting 75",
+    )
+    parser.add_argument(
+        "--show-plan",
+        action="store_true",
+        help="rank 0 prints the plan table (rank, job, host:port, GPUs) first",
+    )
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
 
 
 @dataclass(frozen=True)
@@ -81,8 +112,10 @@ def parse_program(argv: list[str]) -> PythonProgram | None:
     first = argv[0]
     if first.endswith(".py"):
         return PythonProgram(first, None, argv[1:])
-    if not (_PYTHON_NAME.match(os.path.basename(first))
-            or os.path.realpath(first) == os.path.realpath(sys.executable)):
+    if not (
+        _PYTHON_NAME.match(os.path.basename(first))
+        or os.path.realpath(first) == os.path.realpath(sys.executable)
+    ):
         return None
     rest = argv[1:]
     while rest and rest[0] in _PYTHON_FLAGS_WITHOUT_VALUE:
@@ -214,8 +247,11 @@ def run(args: argparse.Namespace) -> int:
     timeout = peer_timeout_from_env(args.peer_timeout)
     flag = preemption.install(args.preempt_signal)
     stop = stops.stop_signals(
-        args.stop_signals if args.stop_signals is not None
-        else os.environ.get("TFSLURM_STOP_SIGNALS") or None, flag.signum)
+        args.stop_signals
+        if args.stop_signals is not None
+        else os.environ.get("TFSLURM_STOP_SIGNALS") or None,
+        flag.signum,
+    )
     if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
     if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
@@ -226,11 +262,11 @@ def run(args: argparse.Namespace) -> int:
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
-        serve(role, peer_timeout=timeout,
-              ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
+        serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not argv:
-        raise TfslurmError(f"no program given for {role.job}:{role.index}: "
-                           "use tfslurm run -- python train.py")
+        raise TfslurmError(
+            f"no program given for {role.job}:{role.index}: use tfslurm run -- python train.py"
+        )
     program = parse_program(argv)
     forward = tuple(dict.fromkeys((signal.SIGTERM, signal.SIGINT, *stop)))
     sys.stdout.flush()
@@ -262,9 +298,11 @@ def run(args: argparse.Namespace) -> int:
         os.setpgid(child, child)
     except OSError:
         pass
-    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace,
-                   translate=program is not None)
+    rc = supervise(child, role, timeout, forward, stop, flag.signum, grace, translate=program is not None)
     _ignore(forward)
-    print(f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} "
-          f"(t={time.time():.3f})", file=sys.stderr, flush=True)
+    print(
+        f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} (t={time.time():.3f})",
+        file=sys.stderr,
+        flush=True,
+    )
     return rc

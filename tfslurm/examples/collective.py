@@ -50,7 +50,9 @@ def _keras() -> tuple[int, int, float]:
     rank = int(os.environ["KERAS_DISTRIBUTION_PROCESS_ID"])
     size = int(os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"])
     devices = keras.distribution.list_devices()
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    )
     keras.utils.set_random_seed(1)
     x = np.linspace(-1, 1, 16 * size, dtype="float32").reshape(-1, 1)[rank::size]  # this process's shard
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])

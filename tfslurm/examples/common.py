@@ -23,15 +23,25 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=32, help="batch size per worker")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate")
     p.add_argument("--log-every", type=int, default=20, help="print progress every N steps")
-    p.add_argument("--check-every", type=int, default=5,
-                   help="check for preemption every N steps")
-    p.add_argument("--checkpoint-dir", default=None,
-                   help="checkpoint directory on a filesystem all nodes share "
-                   "(default: $TFSLURM_CHECKPOINT_DIR; none = no checkpoints)")
-    p.add_argument("--checkpoint-every", type=int, default=0,
-                   help="also checkpoint every N steps (0: only on preemption and at the end)")
-    p.add_argument("--step-delay", type=float, default=0.0,
-                   help="sleep this long after each step (to watch or preempt a short run)")
+    p.add_argument("--check-every", type=int, default=5, help="check for preemption every N steps")
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="checkpoint directory on a filesystem all nodes share "
+        "(default: $TFSLURM_CHECKPOINT_DIR; none = no checkpoints)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="also checkpoint every N steps (0: only on preemption and at the end)",
+    )
+    p.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        help="sleep this long after each step (to watch or preempt a short run)",
+    )
     return p
 
 

@@ -57,14 +57,24 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
     backup = keras.callbacks.BackupAndRestore(os.path.join(args.checkpoint_dir, "backup"))
     started = time.time()
     try:  # BackupAndRestore first: it has saved the epoch when StopOnSignal raises
-        model.fit(x.numpy(), y.numpy(), batch_size=args.batch, epochs=args.epochs,
-                  shuffle=False, verbose=0, callbacks=[backup, StopOnSignal()])
+        model.fit(
+            x.numpy(),
+            y.numpy(),
+            batch_size=args.batch,
+            epochs=args.epochs,
+            shuffle=False,
+            verbose=0,
+            callbacks=[backup, StopOnSignal()],
+        )
     except Stopped as stop:
         common.say(tag, f"stopped at epoch {stop.args[0]}: BackupAndRestore saved it")
         return 0
     weights = [v.numpy() for v in model.weights]
-    common.say(tag, f"final epoch {args.epochs} weights {common.digest(*weights)} "
-               f"({time.time() - started:.2f} s training)")
+    common.say(
+        tag,
+        f"final epoch {args.epochs} weights {common.digest(*weights)} "
+        f"({time.time() - started:.2f} s training)",
+    )
     return 0
 
 

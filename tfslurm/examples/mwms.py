@@ -51,8 +51,11 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
 
     started = time.time()
     if ctx.is_chief:
-        common.say(tag, f"training {args.steps} steps on "
-                   f"{strategy.num_replicas_in_sync} workers from step {int(step.numpy())}")
+        common.say(
+            tag,
+            f"training {args.steps} steps on "
+            f"{strategy.num_replicas_in_sync} workers from step {int(step.numpy())}",
+        )
     while int(step.numpy()) < args.steps:
         loss = float(train_step(x, y))
         current = int(step.numpy())
@@ -60,9 +63,7 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
             common.say(tag, f"step {current}/{args.steps} loss {loss:.5f}")
         if args.step_delay:
             time.sleep(args.step_delay)
-        if checkpoints is not None and args.checkpoint_every and (
-            current % args.checkpoint_every == 0
-        ):
+        if checkpoints is not None and args.checkpoint_every and (current % args.checkpoint_every == 0):
             checkpoints.save(current)
         if current % args.check_every == 0 and ctx.should_stop():
             if checkpoints is not None:
@@ -74,9 +75,12 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
             return 0
     if checkpoints is not None:
         checkpoints.save(int(step.numpy()))
-    common.say(tag, f"final step {int(step.numpy())} weights "
-               f"{common.digest(w.numpy(), b.numpy())} "
-               f"({time.time() - started:.2f} s training)")
+    common.say(
+        tag,
+        f"final step {int(step.numpy())} weights "
+        f"{common.digest(w.numpy(), b.numpy())} "
+        f"({time.time() - started:.2f} s training)",
+    )
     return 0
 
 

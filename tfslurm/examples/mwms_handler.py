@@ -37,10 +37,14 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
         step = tf.Variable(0, dtype=tf.int64, name="step")
     checkpoint = tf.train.Checkpoint(w=w, b=b, step=step)
     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-        strategy.cluster_resolver, checkpoint, args.checkpoint_dir,
-        termination_config=tfslurm.termination_config())
-    common.say(tag, f"restart {ctx.restart_count}: PreemptionCheckpointHandler starts at step "
-               f"{int(step.numpy())}")
+        strategy.cluster_resolver,
+        checkpoint,
+        args.checkpoint_dir,
+        termination_config=tfslurm.termination_config(),
+    )
+    common.say(
+        tag, f"restart {ctx.restart_count}: PreemptionCheckpointHandler starts at step {int(step.numpy())}"
+    )
     x, y = common.batch(tf, args.batch, seed=1000 + ctx.role.index)
 
     def replica_grads(x: Any, y: Any) -> tuple[Any, ...]:
@@ -66,8 +70,11 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
             common.say(tag, f"step {current}/{args.steps} loss {loss:.5f}")
         if args.step_delay:
             time.sleep(args.step_delay)
-    common.say(tag, f"final step {int(step.numpy())} weights "
-               f"{common.digest(w.numpy(), b.numpy())} ({time.time() - started:.2f} s training)")
+    common.say(
+        tag,
+        f"final step {int(step.numpy())} weights "
+        f"{common.digest(w.numpy(), b.numpy())} ({time.time() - started:.2f} s training)",
+    )
     return 0
 
 

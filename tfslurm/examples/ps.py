@@ -51,8 +51,7 @@ def evaluate(ctx: RunContext, args: argparse.Namespace) -> int:
             break
         checkpoint.restore(path).expect_partial()
         loss = float(common.loss(tf, x, y, w, b))
-        common.say("evaluator:0", f"evaluated {path} (step {int(step.numpy())}): "
-                   f"loss {loss:.5f}")
+        common.say("evaluator:0", f"evaluated {path} (step {int(step.numpy())}): loss {loss:.5f}")
         last, seen = path, seen + 1
     common.say("evaluator:0", f"chief finished; evaluated {seen} checkpoints")
     return 0
@@ -91,26 +90,29 @@ def train(ctx: RunContext, args: argparse.Namespace) -> int:
             time.sleep(args.step_delay)
         if current % args.log_every == 0:
             coordinator.join()
-            common.say("chief:0", f"step {current}/{args.steps} loss "
-                       f"{float(loss.fetch()):.5f} (ps step counter {int(step.numpy())})")
-        if checkpoints is not None and args.checkpoint_every and (
-            current % args.checkpoint_every == 0
-        ):
+            common.say(
+                "chief:0",
+                f"step {current}/{args.steps} loss "
+                f"{float(loss.fetch()):.5f} (ps step counter {int(step.numpy())})",
+            )
+        if checkpoints is not None and args.checkpoint_every and (current % args.checkpoint_every == 0):
             coordinator.join()
             checkpoints.save(current)
         if current % args.check_every == 0 and ctx.should_stop():
             coordinator.join()
             if checkpoints is not None:
                 path = checkpoints.save(int(step.numpy()))
-                common.say("chief:0", f"preempted: checkpoint {path} saved at step "
-                           f"{int(step.numpy())}")
+                common.say("chief:0", f"preempted: checkpoint {path} saved at step {int(step.numpy())}")
             return 0
     coordinator.join()
     if checkpoints is not None:
         checkpoints.save(int(step.numpy()))
-    common.say("chief:0", f"scheduled {scheduled} steps, ps step counter "
-               f"{int(step.numpy())}, final weights {common.digest(w.numpy(), b.numpy())} "
-               f"({time.time() - started:.2f} s training)")
+    common.say(
+        "chief:0",
+        f"scheduled {scheduled} steps, ps step counter "
+        f"{int(step.numpy())}, final weights {common.digest(w.numpy(), b.numpy())} "
+        f"({time.time() - started:.2f} s training)",
+    )
     return 0
 
 

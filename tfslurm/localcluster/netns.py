@@ -239,7 +239,9 @@ class Network:
             cmds += [f"link set {node.veth2} master {self.bridge2}", f"link set {node.veth2} up"]
         _ip_batch(cmds)
 
-    def _make_namespaces(self, nodes: list[NodeNet], hosts_file: str, cpu: int | None = None) -> dict[str, str]:
+    def _make_namespaces(
+        self, nodes: list[NodeNet], hosts_file: str, cpu: int | None = None
+    ) -> dict[str, str]:
         """Create and pin each node's namespaces; node name -> error text of those that failed."""
         me = os.getpid()  # our network namespace, where the bridge lives
         jobs = []

@@ -51,7 +51,10 @@ def is_ps_failure(error: BaseException) -> bool:
         seen.add(id(current))
         name = type(current).__name__
         if "/job:ps" in str(current) and name in (
-            "UnavailableError", "AbortedError", "PSUnavailableError", "CancelledError"
+            "UnavailableError",
+            "AbortedError",
+            "PSUnavailableError",
+            "CancelledError",
         ):
             return True
         current = getattr(current, "original_exception", None) or current.__cause__
@@ -60,8 +63,9 @@ def is_ps_failure(error: BaseException) -> bool:
 
 def _add_no_proxy(role: Role) -> None:
     """gRPC honours http(s)_proxy: keep the cluster's own hosts off any proxy."""
-    if not any(os.environ.get(v) for v in ("http_proxy", "https_proxy", "grpc_proxy",
-                                            "HTTP_PROXY", "HTTPS_PROXY")):
+    if not any(
+        os.environ.get(v) for v in ("http_proxy", "https_proxy", "grpc_proxy", "HTTP_PROXY", "HTTPS_PROXY")
+    ):
         return
     hosts = {a.host for a in role.addresses(("chief", "worker", "ps", "evaluator"))}
     current = [h for h in os.environ.get("no_proxy", "").split(",") if h]
@@ -125,9 +129,7 @@ class RunContext:
             self._chief_watch = watch_chief(self.role, self.peer_timeout)
         return self._chief_watch.finished.is_set()
 
-    def wait_for_checkpoint(
-        self, directory: str, last: str | None = None, poll: float = 0.2
-    ) -> str | None:
+    def wait_for_checkpoint(self, directory: str, last: str | None = None, poll: float = 0.2) -> str | None:
         """Evaluator: the next checkpoint after ``last``; None once the chief has finished
         and no newer checkpoint appeared."""
         import tensorflow as tf
@@ -147,8 +149,12 @@ def watch_chief(role: Role, timeout: float) -> ChiefWatch:
     watch: ChiefWatch
 
     def never_seen(missing: list[Address], waited: float) -> None:
-        print(f"tfslurm run: {role.job}:{role.index}: {role.chief} was not seen within "
-              f"{waited:.0f} s; treating the training as finished", file=sys.stderr, flush=True)
+        print(
+            f"tfslurm run: {role.job}:{role.index}: {role.chief} was not seen within "
+            f"{waited:.0f} s; treating the training as finished",
+            file=sys.stderr,
+            flush=True,
+        )
         watch.finished.set()
 
     watch = ChiefWatch(role.chief, timeout=timeout, on_timeout=never_seen)
@@ -203,8 +209,7 @@ def run(
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
-        serve(role, peer_timeout=timeout,
-              ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
+        serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run's parent already watches
         from tfslurm.runtime.supervise import start_watcher
 
@@ -217,9 +222,12 @@ def run(
     with ps_failure_exit(role, requeue_on_ps_failure):
         result = main(ctx)
     if flag.requested:  # stopped by a signal: training is not finished, never exit 0
-        print(f"tfslurm run: {role.job}:{role.index}: the program stopped after a stop "
-              f"signal: exit {stops.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
-              file=sys.stderr, flush=True)
+        print(
+            f"tfslurm run: {role.job}:{role.index}: the program stopped after a stop "
+            f"signal: exit {stops.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
+            file=sys.stderr,
+            flush=True,
+        )
         result = stops.EXIT_STOPPED  # type: ignore[assignment]
         # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
         # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
@@ -258,9 +266,7 @@ def ps_failure_exit(role: Role, requeue: bool | None = None) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if role.strategy != "ps" or not (
-            isinstance(exc, ParameterServerFailure) or is_ps_failure(exc)
-        ):
+        if role.strategy != "ps" or not (isinstance(exc, ParameterServerFailure) or is_ps_failure(exc)):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(
@@ -290,13 +296,13 @@ def requeue_job(reason: str) -> bool:
         return False
     print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
     try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True,
-                              check=False, timeout=30)
+        done = subprocess.run(
+            ["scontrol", "requeue", job], capture_output=True, text=True, check=False, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"tfslurm run: error: scontrol requeue {job} failed: {exc}", file=sys.stderr)
         return False
     if done.returncode != 0:
-        print(f"tfslurm run: error: scontrol requeue {job} failed: {done.stderr.strip()}",
-              file=sys.stderr)
+        print(f"tfslurm run: error: scontrol requeue {job} failed: {done.stderr.strip()}", file=sys.stderr)
         return False
     return True

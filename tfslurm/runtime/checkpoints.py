@@ -33,9 +33,7 @@ class Checkpoints:
         self._tf = tf
         self.write_dir = self.directory
         if not self.role.is_chief:
-            self.write_dir = os.path.join(
-                self.directory, f".scratch-{self.role.job}-{self.role.index}"
-            )
+            self.write_dir = os.path.join(self.directory, f".scratch-{self.role.job}-{self.role.index}")
         self.removed = remove_leftovers(self.directory, self.write_dir, self.role.is_chief)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.write_dir, max_to_keep=self.max_to_keep

@@ -58,6 +58,7 @@ class Preemption:
     def install(self, also: tuple[int, ...] = ()) -> Preemption:
         """Handle the preemption signal, and ``also`` these (e.g. SIGTERM: a handler TF may
         replace, which is why ``tfslurm run``'s parent translates it)."""
+
         def handler(signum: int, frame: Any) -> None:
             self.request()
 

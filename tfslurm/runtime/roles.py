@@ -45,8 +45,7 @@ class Address:
     @classmethod
     def parse(cls, job: str, index: int, text: str) -> Address:
         host, sep, port = text.rpartition(":")
-        if (not sep or not host or not (port.isascii() and port.isdigit())
-                or not 0 < int(port) < 65536):
+        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")
         return cls(job, index, host, int(port))
 
@@ -94,9 +93,7 @@ class Role:
 
     def addresses(self, jobs: tuple[str, ...] = TRAINING_JOBS) -> list[Address]:
         return [
-            Address.parse(job, i, text)
-            for job in jobs
-            for i, text in enumerate(self.cluster.get(job, ()))
+            Address.parse(job, i, text) for job in jobs for i, text in enumerate(self.cluster.get(job, ()))
         ]
 
     @property
@@ -125,15 +122,12 @@ class Role:
 def _validate(job: str, index: int, cluster: dict[str, tuple[str, ...]], source: str) -> None:
     for name in cluster:
         if name not in KNOWN_JOBS:
-            raise RoleError(
-                f"{source}: job {name!r} is not one TF knows (chief, worker, ps, evaluator)"
-            )
+            raise RoleError(f"{source}: job {name!r} is not one TF knows (chief, worker, ps, evaluator)")
     if job not in cluster:
         raise RoleError(f"{source}: task type {job!r} is not a job of the cluster {sorted(cluster)}")
     if not 0 <= index < len(cluster[job]):
         raise RoleError(
-            f"{source}: task index {index} is out of range for job {job!r} "
-            f"({len(cluster[job])} tasks)"
+            f"{source}: task index {index} is out of range for job {job!r} ({len(cluster[job])} tasks)"
         )
     if len(cluster.get("chief", ())) > 1:
         raise RoleError(f"{source}: TF allows at most one chief, got {len(cluster['chief'])}")
@@ -199,9 +193,15 @@ def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
         raise RoleError(f"{source}: rank {rank} is not in the plan") from None
     cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
     _validate(task.job, task.index, cluster, source)
-    return Role(task.job, task.index, cluster, source, plan_table=plan.table(),
-                env=dict(plan.gpus.env) if plan.gpus is not None else {},
-                gpu_warnings=plan.gpus.warnings if plan.gpus is not None else ())
+    return Role(
+        task.job,
+        task.index,
+        cluster,
+        source,
+        plan_table=plan.table(),
+        env=dict(plan.gpus.env) if plan.gpus is not None else {},
+        gpu_warnings=plan.gpus.warnings if plan.gpus is not None else (),
+    )
 
 
 def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:

@@ -70,8 +70,7 @@ def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = 
         # now checkpointing, which reads the variables from the parameter servers. Stay up
         # until the chief has finished (the watch above ends this process) or a second
         # SIGTERM / SIGINT comes; Slurm's SIGKILL ends it after GraceTime in any case.
-        _log(role, "SIGTERM received: staying up until the chief has checkpointed and "
-             "finished")
+        _log(role, "SIGTERM received: staying up until the chief has checkpointed and finished")
         received = signal.sigwait(STOP_SIGNALS)
     _log(role, f"{signal.Signals(received).name} received, exiting 0 (t={time.time():.3f})")
     os._exit(0)

@@ -43,9 +43,7 @@ def signal_number(name: str | int, what: str = "preemption signal") -> int:
         try:
             number = int(signal.Signals[upper])
         except KeyError:
-            raise StopError(
-                f"{what} {name!r} is not a signal name (try USR1, USR2, TERM)"
-            ) from None
+            raise StopError(f"{what} {name!r} is not a signal name (try USR1, USR2, TERM)") from None
     if number in (signal.SIGKILL, signal.SIGSTOP):
         raise StopError(f"{what} {name!r} cannot be caught")
     return number
@@ -57,8 +55,10 @@ def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
     names = DEFAULT_STOP_SIGNALS if text is None else [t for t in text.split(",") if t.strip()]
     numbers = [signal_number(n, "stop signal") for n in names]
     if signal.SIGINT in numbers:
-        raise StopError("stop signal INT: SIGINT stays Ctrl-C (forwarded, then the program "
-                        "is ended); choose TERM, USR1, USR2, ...")
+        raise StopError(
+            "stop signal INT: SIGINT stays Ctrl-C (forwarded, then the program "
+            "is ended); choose TERM, USR1, USR2, ..."
+        )
     return tuple(dict.fromkeys([preempt, *numbers]))
 
 
@@ -66,7 +66,9 @@ def describe(signum: int) -> str:
     """Why this signal probably came, for the one-line log."""
     name = signal.Signals(signum).name
     if signum == signal.SIGTERM:
-        return f"{name} (preemption, scancel or scontrol requeue: Slurm sends SIGKILL after GraceTime/KillWait)"
+        return (
+            f"{name} (preemption, scancel or scontrol requeue: Slurm sends SIGKILL after GraceTime/KillWait)"
+        )
     return f"{name} (the time-limit warning of --signal, or scancel --signal)"
 
 
@@ -78,8 +80,10 @@ def max_restarts(value: int | str | None, env: Mapping[str, str] | None = None) 
             return None
     text = str(value).strip()
     if not (text.isascii() and text.isdigit()):
-        raise StopError(f"max restarts {value!r} is not an integer >= 0 "
-                        "(--max-restarts / TFSLURM_MAX_RESTARTS; unset for no cap)")
+        raise StopError(
+            f"max restarts {value!r} is not an integer >= 0 "
+            "(--max-restarts / TFSLURM_MAX_RESTARTS; unset for no cap)"
+        )
     return int(text)
 
 
@@ -95,8 +99,10 @@ def stop_grace(value: float | str | None, env: Mapping[str, str] | None = None) 
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):  # also refuses nan
-        raise StopError(f"stop grace {value!r} is not a number of seconds >= 0 "
-                        "(--stop-grace / TFSLURM_STOP_GRACE; unset: Slurm's SIGKILL)")
+        raise StopError(
+            f"stop grace {value!r} is not a number of seconds >= 0 "
+            "(--stop-grace / TFSLURM_STOP_GRACE; unset: Slurm's SIGKILL)"
+        )
     return seconds
 
 
@@ -115,6 +121,8 @@ def restart_cap_message(restarts: int, cap: int | None) -> str | None:
     is ``cap``; None when the run may go on."""
     if cap is None or restarts <= cap:
         return None
-    return (f"the job was restarted {restarts} times, more than --max-restarts {cap}: "
-            f"not starting again (exit {EXIT_RESTART_CAP}; earlier runs of this log say why "
-            "they stopped)")
+    return (
+        f"the job was restarted {restarts} times, more than --max-restarts {cap}: "
+        f"not starting again (exit {EXIT_RESTART_CAP}; earlier runs of this log say why "
+        "they stopped)"
+    )

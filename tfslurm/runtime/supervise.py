@@ -82,9 +82,16 @@ def die_with_parent(parent: int) -> None:
         os._exit(128 + signal.SIGKILL)
 
 
-def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
-              stop: Sequence[int] = (), preempt: int | None = None,
-              stop_grace: float | None = None, translate: bool = True) -> int:
+def supervise(
+    child: int,
+    role: Role,
+    timeout: float,
+    forward: Sequence[int],
+    stop: Sequence[int] = (),
+    preempt: int | None = None,
+    stop_grace: float | None = None,
+    translate: bool = True,
+) -> int:
     """Parent side of ``tfslurm run``: watch peers, pass signals on, return the child's
     exit status (128+N for a signal); exits 3 itself when a peer never came up.
 
@@ -114,8 +121,12 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
         if signum in stop and preempt is not None:
             if not stopped_by:
                 stopped_by.append(signum)
-                print(f"tfslurm run: {role.job}:{role.index}: {stops.describe(signum)}: "
-                      "asking the program to checkpoint and stop", file=sys.stderr, flush=True)
+                print(
+                    f"tfslurm run: {role.job}:{role.index}: {stops.describe(signum)}: "
+                    "asking the program to checkpoint and stop",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if stop_grace is not None:
                     kill_in(stop_grace)
             if translate:
@@ -135,9 +146,9 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
     peers, own = watch_spec(role)
     gave_up = threading.Event()
     if peers:
+
         def on_timeout(missing: list[Address], waited: float) -> None:
-            print(missing_peer_message(role.describe(), missing, waited),
-                  file=sys.stderr, flush=True)
+            print(missing_peer_message(role.describe(), missing, waited), file=sys.stderr, flush=True)
             gave_up.set()  # after the message: the main thread exits as soon as it is set
             _kill(child)
 
@@ -149,10 +160,13 @@ def supervise(child: int, role: Role, timeout: float, forward: Sequence[int],
         os._exit(EXIT_PEER_TIMEOUT)
     rc = _status(raw)
     if stopped_by and rc in (0, stops.EXIT_STOPPED):
-        print(f"tfslurm run: {role.job}:{role.index}: stopped early by "
-              f"{signal.Signals(stopped_by[0]).name}: exit {stops.EXIT_STOPPED} (not 0: "
-              "training is unfinished; the template requeues the job)",
-              file=sys.stderr, flush=True)
+        print(
+            f"tfslurm run: {role.job}:{role.index}: stopped early by "
+            f"{signal.Signals(stopped_by[0]).name}: exit {stops.EXIT_STOPPED} (not 0: "
+            "training is unfinished; the template requeues the job)",
+            file=sys.stderr,
+            flush=True,
+        )
         return stops.EXIT_STOPPED
     return rc
 
@@ -163,8 +177,17 @@ def start_watcher(role: Role, timeout: float) -> subprocess.Popen[bytes] | None:
     peers, own = watch_spec(role)
     if not peers:
         return None
-    argv = [sys.executable, "-m", "tfslurm.runtime.supervise", "--pid", str(os.getpid()),
-            "--timeout", str(timeout), "--role", role.describe()]
+    argv = [
+        sys.executable,
+        "-m",
+        "tfslurm.runtime.supervise",
+        "--pid",
+        str(os.getpid()),
+        "--timeout",
+        str(timeout),
+        "--role",
+        role.describe(),
+    ]
     if own is not None:
         argv += ["--own-port", str(own)]
     argv += [f"{a.job}:{a.index}={a.host}:{a.port}" for a in peers]

@@ -18,8 +18,9 @@ from tfslurm.errors import StopError
 from tfslurm.runtime import preemption, stops
 
 
-def termination_config(grace_period: float = 0, exit_code: int = stops.EXIT_STOPPED,
-                       signal: str | int | None = None) -> Any:
+def termination_config(
+    grace_period: float = 0, exit_code: int = stops.EXIT_STOPPED, signal: str | int | None = None
+) -> Any:
     """A ``tf.distribute.experimental.TerminationConfig`` for Slurm.
 
     ``grace_period``: seconds from the signal to Slurm's SIGKILL that TF may use to keep
@@ -27,19 +28,25 @@ def termination_config(grace_period: float = 0, exit_code: int = stops.EXIT_STOP
     save time). ``exit_code``: the status after the save (85 makes the templates requeue).
     ``signal``: the preemption signal (default TFSLURM_PREEMPT_SIGNAL or USR1).
     """
-    if isinstance(grace_period, bool) or not isinstance(grace_period, (int, float)) or not (
-        math.isfinite(grace_period) and grace_period >= 0
+    if (
+        isinstance(grace_period, bool)
+        or not isinstance(grace_period, (int, float))
+        or not (math.isfinite(grace_period) and grace_period >= 0)
     ):
         raise StopError(f"grace_period {grace_period!r}: expected seconds >= 0")
     if isinstance(exit_code, bool) or not isinstance(exit_code, int) or not 1 <= exit_code <= 255:
-        raise StopError(f"exit_code {exit_code!r}: expected 1..255 (0 would report a "
-                              "stopped training as COMPLETED)")
+        raise StopError(
+            f"exit_code {exit_code!r}: expected 1..255 (0 would report a stopped training as COMPLETED)"
+        )
     flag = preemption.install(signal)
     import tensorflow as tf
 
     def exit_fn() -> None:
-        print(f"tfslurm: checkpoint saved by PreemptionCheckpointHandler after a stop signal: "
-              f"exit {exit_code}", file=sys.stderr, flush=True)
+        print(
+            f"tfslurm: checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit {exit_code}",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.stdout.flush()
         raise SystemExit(exit_code)
 
