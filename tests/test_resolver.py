@@ -36,14 +36,19 @@ TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _gpu_and_tfslurm_variables() -> dict[str, str]:
+    return {n: v for n, v in os.environ.items() if n.endswith("VISIBLE_DEVICES") or n.startswith("TFSLURM")}
+
+
 @pytest.fixture(autouse=True)
 def no_gpu_variable_leaks_out() -> Iterator[None]:
-    """After every test here (whatever the order), no GPU or tfslurm variable is left in
-    this process's environment: the cluster tests inherit it. Autouse fixtures are set up
-    first, so this runs after monkeypatch has undone the test's own changes."""
+    """After every test here (whatever the order), the GPU and tfslurm variables of this
+    process's environment are what they were before it (the cluster tests inherit them; the
+    caller's own, such as TFSLURM_IFACE, are kept). Autouse fixtures are set up first, so
+    this runs after monkeypatch has undone the test's own changes."""
+    before = _gpu_and_tfslurm_variables()
     yield
-    leaked = [n for n in os.environ if n.endswith("VISIBLE_DEVICES") or n.startswith("TFSLURM")]
-    assert not leaked
+    assert _gpu_and_tfslurm_variables() == before
 
 
 @pytest.fixture
