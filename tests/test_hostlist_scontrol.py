@@ -70,8 +70,8 @@ AGREE = [
     "n[3-1]", "n[]", "n[a]", "n[1-x]", "n[-2]", "n[1,,2]", "n[1,]", "n[,1]", "n[1-2-3]",
     "n[0-65536]", "n[1-99999999999]", "a[1-70000]b[1]",
     "a[1-40000,1-40000]b[1]", "n[1.5]", "n[1--2]",
-    # a newline: 22.05 keeps it in the host name, so text after ']' makes it invalid
-    "q[1]\nb", "n[1\n2]",
+    # a newline inside a bracket: invalid everywhere
+    "n[1\n2]",
 ]  # fmt: skip
 
 # Where tfslurm follows newer Slurm or is stricter than 22.05's accidental readings:
@@ -99,6 +99,8 @@ DIFFERENT = {
     # a newline is part of the name in 22.05: one host "q1\nb", printed as two lines
     "q1\nb": (["q1", "b"], None),
     "q[1-2]\nb[3]": (["q1", "b3", "q2", "b3"], None),  # hosts "q1\nb3", "q2\nb3"
+    # ... so text after ']' makes it invalid
+    "q[1]\nb": (None, None),
     # numbers past 2**64 - 1 are saturated
     "n18446744073709551616": (["n18446744073709551615"], None),
     "n1844674407370955161[5-6]": (["n18446744073709551615", "n18446744073709551616"], None),
@@ -116,6 +118,7 @@ SINCE_23_11 = {
     "n[1-3]]": ["n1]", "n2]", "n3]"],
     "n[1-2]]x": ["n1]x", "n2]x"],
     "q[1-2]\nb[3]": ["q1", "q2", "b3"],  # a newline separates, as a blank does
+    "q[1]\nb": ["q1", "b"],
 }
 
 
