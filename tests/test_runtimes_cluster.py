@@ -183,7 +183,8 @@ def test_tf_config_on_the_second_interface(slurm_cluster: LocalCluster, tmp_path
     expected = [f"{eth1}11", f"{eth1}12", f"{eth1}11"]  # -m cyclic over node1, node2
     tfslurm = [sys.executable, "-m", "tfslurm", "run", "--"]
     for how in (tfslurm, [f"--task-prolog={wrapper}"]):
-        done = slurm_cluster.srun("-N2", "-n3", "-m", "cyclic", *how, "printenv", "TF_CONFIG",
+        # -w: the expected addresses are node1's and node2's, whatever else runs on the cluster
+        done = slurm_cluster.srun("-w", "node[1-2]", "-N2", "-n3", "-m", "cyclic", *how, "printenv", "TF_CONFIG",
                                   env_extra={"TFSLURM_TF_DIST": "worker:*", "TFSLURM_IFACE": "eth1"})  # fmt: skip
         assert done.returncode == 0, done.stderr
         configs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
