@@ -187,17 +187,9 @@ class Step:
 BATCH_STEP_IDS = frozenset({"-5", "4294967291"})
 
 
-def _step_id_text(env: Mapping[str, str]) -> str | None:
-    for name in ("SLURM_STEP_ID", "SLURM_STEPID"):
-        value = env.get(name)
-        if value is not None and value.strip() != "":
-            return value.strip()
-    return None
-
-
 def _step_id(env: Mapping[str, str]) -> int | None:
     """The step's number; None outside a step and in a batch script (26.05's -5 included)."""
-    if _step_id_text(env) in BATCH_STEP_IDS:
+    if _str(env, "SLURM_STEP_ID", "SLURM_STEPID") in BATCH_STEP_IDS:
         return None
     return _int(env, "SLURM_STEP_ID", "SLURM_STEPID")
 
@@ -205,7 +197,7 @@ def _step_id(env: Mapping[str, str]) -> int | None:
 def _context(env: Mapping[str, str]) -> Context:
     if "SLURM_JOB_ID" not in env and "SLURM_JOBID" not in env:
         return Context.OUTSIDE
-    step_id = _step_id_text(env)
+    step_id = _str(env, "SLURM_STEP_ID", "SLURM_STEPID")
     if step_id is not None and step_id not in BATCH_STEP_IDS and "SLURM_PROCID" in env:
         return Context.STEP
     # The batch script is started by slurmstepd on the first node, which sets the per-task
