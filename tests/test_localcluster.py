@@ -366,10 +366,45 @@ def test_failed_start_raises_cluster_error_with_log_tail(tmp_path_factory) -> No
         broken.start()
     assert "NoSuchSlurmKey" in str(info.value)  # from slurmctld's own log
     assert not broken.running
-    network = Network.plan(broken.state_dir, "10.213.0", broken.nodes)
+    network = broken._network or Network.plan(broken.state_dir, "10.213.0", broken.nodes)
     assert not os.path.exists(f"/sys/class/net/{network.bridge}")
     assert not mounts_under(broken.state_dir)
     shutil.rmtree(broken.state_dir)
+
+
+TWIN = """
+import sys
+from tfslurm.localcluster import LocalCluster
+c = LocalCluster(num_nodes=1, gpus=0, state_dir=sys.argv[1]).start()
+out = c.srun("-N1", "hostname")
+print(c._network.bridge, out.returncode, out.stdout.strip(), flush=True)
+c.stop()
+"""
+
+
+@cluster
+def test_same_state_dir_path_in_another_mount_namespace_gets_its_own_links(tmp_path) -> None:
+    """The versions matrix runs the suite in several roots at once: equal /tmp paths, one netns."""
+    state = str(tmp_path / "twin" / "state")
+    here = LocalCluster(num_nodes=1, gpus=0, state_dir=state).start()
+    try:
+        # the same path, on a tmpfs that only the child's mount namespace sees
+        child = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs none "$1" && exec "$2" -c "$3" "$4"', "sh",
+             str(tmp_path / "twin"), sys.executable, TWIN, state],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert child.returncode == 0, child.stderr[-2000:]
+        bridge, rc, host = child.stdout.split()
+        assert (rc, host) == ("0", "node1")
+        assert here._network is not None and bridge != here._network.bridge
+        # the twin's teardown left this cluster's links alone: it still runs jobs
+        assert here._network.leftovers() != [] and here.status()["healthy"]
+        out = here.srun("-N1", "hostname")
+        assert (out.returncode, out.stdout.strip()) == (0, "node1"), out.stderr
+    finally:
+        here.stop()
 
 
 @cluster

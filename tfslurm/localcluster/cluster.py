@@ -33,7 +33,7 @@ from typing import Any
 from tfslurm.errors import ClusterError
 from tfslurm.localcluster import procs
 from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
-from tfslurm.localcluster.netns import Network, choose_subnet, name_hash, subnet_free
+from tfslurm.localcluster.netns import Network, choose_subnet, choose_tag, name_hash, subnet_free
 from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
 
 LOCK_FILE = "/tmp/tfslurm-localcluster.lock"  # serialises picking ports and subnets
@@ -248,7 +248,7 @@ class LocalCluster:
             elif not subnet_free(subnet):
                 raise ClusterError(f"subnet {subnet}.0/24 is already in use on this host; pick another")
             self._ctld_port = self.config.ctld_port or _free_port(self.state_dir)
-            self._network = Network.plan(self.state_dir, subnet, self.nodes)
+            self._network = Network.plan(self.state_dir, subnet, self.nodes, choose_tag(self.state_dir))
             self._write_record()  # from here on, `down` can clean up even after a crash
             self._write_files()
             self._network.setup(lay.hosts)
@@ -359,6 +359,7 @@ class LocalCluster:
             "config": dataclasses.asdict(self.config),
             "state_dir": self.state_dir,
             "subnet": self.subnet,
+            "net_tag": self._network.tag if self._network else None,
             "ctld_port": self._ctld_port,
             "processes": [r.to_json() for r in self._records],
             "owner_pid": os.getpid(),
@@ -397,7 +398,8 @@ class LocalCluster:
         cluster._ctld_port = record.get("ctld_port")
         cluster._records = records
         if record.get("subnet"):
-            cluster._network = Network.plan(state_dir, record["subnet"], config.node_names())
+            tag = record.get("net_tag")
+            cluster._network = Network.plan(state_dir, record["subnet"], config.node_names(), tag)
         cluster.timings = timings
         cluster._active = True
         cluster._owner = (record.get("owner_pid"), record.get("owner_start_time"))
@@ -420,6 +422,7 @@ class LocalCluster:
             "state_dir": self.state_dir,
             "nodes": self.nodes,
             "subnet": self.subnet,
+            "net_tag": self._network.tag if self._network else None,
             "ctld_port": self._ctld_port,
             "daemons": {f"{r.name}{'@' + r.node if r.node else ''}": r.pid for r in live},
             "expected_daemons": len(self.nodes) + 1,

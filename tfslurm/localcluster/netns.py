@@ -58,6 +58,22 @@ def name_hash(state_dir: str) -> str:
     return hashlib.sha1(os.path.normpath(state_dir).encode()).hexdigest()[:6]
 
 
+def choose_tag(state_dir: str) -> str:
+    """A 6-hex-digit interface tag no link of this host's network namespace uses yet.
+
+    Derived from the state dir, then probed onwards: two clusters whose state dirs have the
+    same path in different mount namespaces (the versions matrix runs the suite in several
+    roots at once, all in the host's network namespace) must not share a bridge, or one's
+    teardown deletes the other's links. Call it under the host lock, like choose_subnet.
+    """
+    start = int(name_hash(state_dir), 16)
+    for k in range(4096):
+        tag = f"{(start + k) % 0x1000000:06x}"
+        if not any(os.path.exists(f"/sys/class/net/tfl{tag}{kind}") for kind in ("b", "c")):
+            return tag
+    raise ClusterError("no free tfl<tag>b interface name left for a test cluster bridge")
+
+
 def used_networks() -> list[ipaddress.IPv4Network]:
     """IPv4 networks this host already routes or has addresses in (any routing table)."""
     nets: list[ipaddress.IPv4Network] = []
@@ -142,25 +158,27 @@ class Network:
     state_dir: str
     subnet: str
     nodes: tuple[NodeNet, ...]
+    tag: str  # names the bridges and veths (tfl<tag>b, tfl<tag>v1, ...)
 
     @classmethod
-    def plan(cls, state_dir: str, subnet: str, node_names: list[str]) -> Network:
-        h = name_hash(state_dir)
+    def plan(cls, state_dir: str, subnet: str, node_names: list[str], tag: str | None = None) -> Network:
+        """``tag`` None: derived from the state dir (a record from before tags were recorded)."""
+        h = tag or name_hash(state_dir)
         second = "10.214." + subnet.rsplit(".", 1)[1]
         nodes = tuple(
             NodeNet(name, f"{subnet}.{10 + i}", f"tfl{h}v{i}", f"{second}.{10 + i}", f"tfl{h}w{i}")
             for i, name in enumerate(node_names, 1)
         )
-        return cls(state_dir, subnet, nodes)
+        return cls(state_dir, subnet, nodes, h)
 
     @property
     def bridge(self) -> str:
-        return f"tfl{name_hash(self.state_dir)}b"
+        return f"tfl{self.tag}b"
 
     @property
     def bridge2(self) -> str:
         """The second network's bridge (``eth1`` of every node)."""
-        return f"tfl{name_hash(self.state_dir)}c"
+        return f"tfl{self.tag}c"
 
     @property
     def gateway(self) -> str:
@@ -199,7 +217,7 @@ class Network:
         """Create namespaces, bridge and veths. Raises ClusterError (caller tears down)."""
         if os.path.exists(f"/sys/class/net/{self.bridge}"):
             raise ClusterError(
-                f"network interface {self.bridge} already exists (another cluster's state dir hash?)"
+                f"network interface {self.bridge} already exists (taken by another cluster since its tag was chosen: start again)"
             )
         os.makedirs(self.ns_dir, exist_ok=True)
         _mount(self.ns_dir, self.ns_dir, _MS_BIND)
