@@ -112,10 +112,15 @@ def wait_requeued_then_release(cluster, job: int, timeout: float = 60) -> None:
 def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
     """PIDs of ``tfslurm run`` processes of task ``procid`` of ``job`` (all "nodes" of the
     test cluster share this machine's PID namespace, and so do other clusters running at the
-    same time: the cluster's own SLURM_CONF tells its tasks apart)."""
+    same time: only processes in this cluster's node network namespaces count; its
+    SLURM_CONF path alone is not enough, as the versions matrix runs the same test at the
+    same /tmp path in another root)."""
+    from tfslurm.localcluster import procs
+
+    ours = set(procs.pids_in_netns(cluster._network.netns_inodes()))
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) not in ours:
             continue
         try:
             environ = (entry / "environ").read_bytes().split(b"\0")

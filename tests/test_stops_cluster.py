@@ -193,10 +193,14 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
 
 
 # ---------------------------------------------------------------- F1: no orphans (no TF)
-def _pids_with(cmdline: bytes) -> list[int]:
+def _pids_with(cluster, cmdline: bytes) -> list[int]:
+    """Processes of ``cluster``'s nodes (not of a twin cluster of the versions matrix)."""
+    from tfslurm.localcluster import procs
+
+    ours = set(procs.pids_in_netns(cluster._network.netns_inodes()))
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isdigit() and int(entry.name) in ours:
             try:
                 if (entry / "cmdline").read_bytes() == cmdline:
                     found.append(int(entry.name))
@@ -207,7 +211,7 @@ def _pids_with(cmdline: bytes) -> list[int]:
 
 def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster, tmp_path):
     cluster = preempt_cluster
-    marker = f"333.{time.time_ns() % 1000}"
+    marker = f"333.{time.time_ns() % 1000000}"
     srun = subprocess.Popen(
         ["srun", "-N1", "-n1", tfslurm_command(), "run", "--", "sleep", marker],
         env={**cluster.env, **job_env(tmp_path)},
@@ -220,7 +224,7 @@ def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster
         sleeper: list[int] = []
         deadline = time.monotonic() + 30
         while not sleeper and time.monotonic() < deadline:
-            sleeper = _pids_with(f"sleep\0{marker}\0".encode())
+            sleeper = _pids_with(cluster, f"sleep\0{marker}\0".encode())
             time.sleep(0.1)
         assert len(sleeper) == 1, srun.stderr.read() if srun.poll() is not None else "no sleep"
         child = int(Path(f"/proc/{sleeper[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -233,9 +237,9 @@ def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster
         srun.wait(30)  # the step ends: nothing of the task is left to wait for
         took = time.monotonic() - killed
         deadline = time.monotonic() + 5
-        while _pids_with(f"sleep\0{marker}\0".encode()) and time.monotonic() < deadline:
+        while _pids_with(cluster, f"sleep\0{marker}\0".encode()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _pids_with(f"sleep\0{marker}\0".encode()) == []
+        assert _pids_with(cluster, f"sleep\0{marker}\0".encode()) == []
         assert srun.returncode != 0  # the task was killed: never success
         print(f"\nSIGKILL of tfslurm run: step ended {took:.2f} s later, no process left")
     finally:
