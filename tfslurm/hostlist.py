@@ -833,6 +833,7 @@ def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | N
 # Slurm's width reconciliation (``_width_equiv``) changes widths as it compares.
 
 _PREFIX, _LO, _HI, _WIDTH = 0, 1, 2, 3
+_PREFIX_OF = operator.itemgetter(_PREFIX)
 _LOW = operator.itemgetter(_LO)
 _HIGH = operator.itemgetter(_HI)
 # Separators, brackets, and the other blanks Slurm's prefix comparison would skip.
@@ -897,6 +898,7 @@ def _runs(hosts: list[str]) -> list[_Run]:
     runs: list[_Run] = []
     append = runs.append
     last: _Run = ["", -2, -2, 0]  # sentinel: hi + 1 never equals a number
+    last_unpadded = False  # last's width is at most its low number's digit count
     for host in hosts:
         prefix = host.rstrip("0123456789")
         cut = len(prefix)
@@ -906,6 +908,7 @@ def _runs(hosts: list[str]) -> list[_Run]:
             raise HostlistError(f"bad host name {_show(host)}: {_OVER_64_BITS}")
         if not digits:  # no numeric tail
             last = [host, -1, -1, 0]
+            last_unpadded = False
             append(last)
             continue
         number = int(significant or "0")
@@ -913,11 +916,17 @@ def _runs(hosts: list[str]) -> list[_Run]:
             last[_HI] + 1 == number
             and last[_PREFIX] == prefix
             and last[_LO] >= 0
-            and (last[_WIDTH] == len(digits) or _width_equiv(last, [prefix, number, number, len(digits)]))
+            and (
+                last[_WIDTH] == len(digits)
+                # two unpadded numbers are always compatible and change no width
+                or (last_unpadded and digits[0] != "0")
+                or _width_equiv(last, [prefix, number, number, len(digits)])
+            )
         ):
             last[_HI] = number
             continue
         last = [prefix, number, number, len(digits)]
+        last_unpadded = digits[0] != "0" or len(digits) == 1
         append(last)
     return runs
 
@@ -1350,22 +1359,106 @@ def _columns_to_runs(columns: _Columns) -> list[_Run]:
     return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)]
 
 
-def _compress_by_host(hosts: list[str], sort: bool) -> str:
-    """compress() host by host, following Slurm's code step by step (the reference)."""
+def _compress_by_host(hosts: list[str], sort: bool, by_group: bool = False) -> str:
+    """compress() host by host, following Slurm's code step by step (the reference);
+    ``by_group``: overlapping runs of one width class are merged as numbers (same text)."""
     runs = _runs(hosts)
     if sort and len(runs) > 1:
         ranks = _prefix_ranks(run[_PREFIX] for run in runs)
         runs.sort(key=lambda run: _sort_key(run, ranks))
-        return _coalesced_string(runs, hosts)
+        return _coalesced_string(runs, hosts, by_group)
     return _ranged_string(runs)
 
 
-def _coalesced_string(runs: list[_Run], hosts: list[str]) -> str:
+def _uniform_width(runs: list[_Run]) -> int | None:
+    """The width to write these numeric runs' numbers with when any two of them are
+    compatible and writing them with it changes no number's text: all unpadded (0), or
+    all of one width that none outgrows. None otherwise."""
+    if all(run[_WIDTH] <= _digits_of(run[_LO]) for run in runs):
+        return 0
+    width: int = runs[0][_WIDTH]
+    if all(run[_WIDTH] == width and _digits_of(run[_HI]) <= width for run in runs):
+        return width
+    return None
+
+
+def _coalesce_by_group(runs: list[_Run]) -> list[_Run] | None:
+    """hostlist_coalesce + collapse of sorted runs, one prefix at a time; None where
+    overlapping runs of a prefix do not share a width class (left to the literal code).
+
+    Why it is the same: coalesce only splits overlapping runs of one prefix, and repeats
+    until no neighbours overlap, so where every pair is width-compatible the prefix's
+    numbers come out in order, each as often as it was given; collapse then joins
+    neighbours whose numbers follow each other, which cuts that sorted sequence wherever
+    the next number is not one more (a repeated number starts a new run). Building that
+    from the sorted numbers costs a sort instead of Slurm's run-by-run splitting.
+    """
+    prefixes = list(map(_PREFIX_OF, runs))
+    lows = list(map(_LOW, runs))
+    overlaps = list(
+        itertools.compress(
+            range(len(runs) - 1),
+            map(
+                operator.and_,
+                map(operator.eq, prefixes, prefixes[1:]),
+                map(operator.gt, map(_HIGH, runs), lows[1:]),
+            ),
+        )
+    )
+    overlaps = [i for i in overlaps if lows[i] >= 0 and lows[i + 1] >= 0]
+    if not overlaps:
+        return _collapse([list(run) for run in runs])
+    # the prefix groups with an overlap; the stretches between them only collapse
+    groups: list[tuple[int, int]] = []
+    for i in overlaps:
+        if groups and i < groups[-1][1]:
+            continue
+        start, stop = i, i + 1
+        while start > 0 and prefixes[start - 1] == prefixes[i]:
+            start -= 1
+        while stop < len(runs) and prefixes[stop] == prefixes[i]:
+            stop += 1
+        groups.append((start, stop))
+    out: list[_Run] = []
+    done = 0
+    for start, stop in groups:
+        out += _collapse([list(run) for run in runs[done:start]])
+        done = stop
+        group = runs[start:stop]
+        numeric = [run for run in group if run[_LO] >= 0]  # sorted after the prefix's others
+        width = _uniform_width(numeric)
+        if width is None:
+            return None
+        out += [list(run) for run in group[: len(group) - len(numeric)]]
+        numbers = sorted(
+            itertools.chain.from_iterable(
+                map(range, map(_LOW, numeric), map(operator.add, map(_HIGH, numeric), itertools.repeat(1)))
+            )
+        )
+        cuts = list(
+            itertools.compress(
+                range(1, len(numbers)),
+                map(operator.ne, map(operator.add, numbers, itertools.repeat(1)), numbers[1:]),
+            )
+        )
+        prefix = numeric[0][_PREFIX]
+        out += [
+            [prefix, numbers[first], numbers[last - 1], width]
+            for first, last in zip([0, *cuts], [*cuts, len(numbers)], strict=True)
+        ]
+    return out + _collapse([list(run) for run in runs[done:]])
+
+
+def _coalesced_string(runs: list[_Run], hosts: list[str], by_group: bool = False) -> str:
     """Slurm's hostlist_coalesce + collapse of sorted, overlapping runs, kept only where it
     keeps the hosts. Where runs of different widths overlap, Slurm's split loses hosts
     (22.05: ``n9 n10 n00 n9 n10`` gives ``n[9,9-10,10]``, without n00) and a literal copy of
     it invents some; then the hosts are sorted one by one and pushed in that order, which
     writes exactly the input's hosts, sorted."""
+    if by_group:
+        grouped = _coalesce_by_group(runs)
+        if grouped is not None:
+            return _ranged_string(grouped)
     text = _ranged_string(_collapse(_coalesce([list(run) for run in runs])))
     if Counter(expand(text)) == Counter(hosts):
         return text
@@ -1391,11 +1484,11 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
             # No host has a number: every host is a run of its own, and sorting them is
             # all that hostlist_sort does (nothing overlaps or joins).
             return ",".join(_natural_sorted(hosts) if sort else hosts)
-        return _compress_by_host(hosts, sort)
+        return _compress_by_host(hosts, sort, by_group=True)
     if sort and len(columns.lows) > 1:
         columns = _columns_sort(columns)
         merged = _columns_collapse(columns)
         if merged is None:
-            return _coalesced_string(_columns_to_runs(columns), hosts)
+            return _coalesced_string(_columns_to_runs(columns), hosts, by_group=True)
         columns = merged
     return _columns_string(columns)
