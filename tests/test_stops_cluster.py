@@ -423,6 +423,27 @@ def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_p
 
 
 # ---------------------------------------------------------------- admin requeue, node failure
+def wait_quiet(cluster, job: int, timeout: float) -> None:
+    """Until every node is idle and no process of ``job`` runs on them any more."""
+    from tfslurm.localcluster import procs
+
+    marker = f"SLURM_JOB_ID={job}".encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        states = cluster.run(["sinfo", "-h", "-N", "-o", "%T"], timeout=10).stdout.split()
+        left = []
+        for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
+            try:
+                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    left.append(pid)
+            except OSError:
+                continue
+        if set(states) == {"idle"} and not left:
+            return
+        assert time.monotonic() < deadline, f"nodes {states}, processes of job {job} left: {left}"
+        time.sleep(0.2)
+
+
 def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tmp_path):
     """`scontrol requeue` (SIGTERM, SIGKILL after KillWait=2 s): the tasks checkpoint on the
     SIGTERM, 0 steps lost. Then a node fails (set DOWN) in the resumed run: Slurm requeues
@@ -462,6 +483,10 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
         cluster.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=10)
     assert job_field(cluster, job, "Restarts") == "2", log.read_text()[-3000:]
     before_failure = max(int(s) for s in re.findall(r"step (\d+)/200", log.read_text()))
+    # The DOWN node's tasks live on and checkpoint; the requeued job keeps its id, so a run
+    # started before they are gone (and the node idle again) has its step 12.0 killed by
+    # the clean-up meant for the old one (seen on 24.11 and 26.05: run 3 ended FAILED).
+    wait_quiet(cluster, job, timeout=60)
     time.sleep(3)
     cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
     assert cluster.wait_job(job, timeout=300) == "COMPLETED", log.read_text()[-3000:]
