@@ -39,7 +39,7 @@ import math
 import operator
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from tfslurm.errors import HostlistError, clip
 
@@ -1211,9 +1211,9 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
 _PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
 
 
-def _columns(hosts: list[str], joined: str) -> _Columns | None:
-    """Push runs as columns, or None when a host lacks a numeric tail (or has > 20 digits,
-    or a number over 64 bits)."""
+def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] | None:
+    """One row per host (every run a single host), plus each host's digit count; None
+    when a host lacks a numeric tail (or has > 20 digits, or a number over 64 bits)."""
     count_hosts = len(hosts)
     if not count_hosts:
         return None
@@ -1234,23 +1234,9 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         numbers = list(map(int, tails))
     if max(widths) == 20 and max(numbers) > _ULONG_MAX:
         return None  # the host-by-host path names the host in its error
-    # A host joins the run of the host before it when it has the same prefix, the next
-    # number, and the same width or both numbers unpadded (then its text is exactly how
-    # the run writes that number).
-    joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
-    if common is None:
-        joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
     unpadded: list[bool] | None = None
     if re.search(_PADDED_TAIL, joined):
         unpadded = list(map(operator.eq, map(len, map(str, numbers)), widths))
-        joins = map(
-            operator.and_,
-            joins,
-            map(operator.or_,
-                map(operator.eq, widths, widths[1:]),
-                map(operator.and_, unpadded, unpadded[1:])),
-        )  # fmt: skip
-    starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
     columns = _Columns(
         prefixes,
         numbers,
@@ -1259,6 +1245,33 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
         unpadded,
         common is not None,
     )
+    return columns, widths
+
+
+def _columns(hosts: list[str], joined: str) -> _Columns | None:
+    """Push runs as columns, or None when a host lacks a numeric tail (or has > 20 digits,
+    or a number over 64 bits)."""
+    found = _host_columns(hosts, joined)
+    if found is None:
+        return None
+    columns, widths = found
+    prefixes, numbers, unpadded = columns.prefixes, columns.lows, columns.unpadded
+    count_hosts = len(numbers)
+    # A host joins the run of the host before it when it has the same prefix, the next
+    # number, and the same width or both numbers unpadded (then its text is exactly how
+    # the run writes that number).
+    joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
+    if not columns.one_prefix:
+        joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
+    if unpadded is not None:
+        joins = map(
+            operator.and_,
+            joins,
+            map(operator.or_,
+                map(operator.eq, widths, widths[1:]),
+                map(operator.and_, unpadded, unpadded[1:])),
+        )  # fmt: skip
+    starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
     if len(starts) == count_hosts - 1:  # no host joined another: every run is one host
         return columns
     starts.insert(0, 0)
@@ -1268,10 +1281,8 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
     return merged
 
 
-def _columns_sort(columns: _Columns) -> _Columns:
-    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
-        lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
-        return _Columns(columns.prefixes, lows, lows, None, None, True)
+def _columns_order(columns: _Columns) -> list[int]:
+    """The rows in hostrange_cmp order (stable: equal rows keep their order)."""
     order = list(range(len(columns.lows)))
     order.sort(key=columns.lows.__getitem__)
     if columns.unpadded is not None and columns.widths is not None:
@@ -1280,7 +1291,14 @@ def _columns_sort(columns: _Columns) -> _Columns:
     if not columns.one_prefix:
         ranks = list(map(_prefix_ranks(columns.prefixes).__getitem__, columns.prefixes))
         order.sort(key=ranks.__getitem__)
-    return columns.take(order)
+    return order
+
+
+def _columns_sort(columns: _Columns) -> _Columns:
+    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
+        lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
+        return _Columns(columns.prefixes, lows, lows, None, None, True)
+    return columns.take(_columns_order(columns))
 
 
 def _columns_collapse(columns: _Columns) -> _Columns | None:
@@ -1359,14 +1377,15 @@ def _columns_to_runs(columns: _Columns) -> list[_Run]:
     return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)]
 
 
-def _compress_by_host(hosts: list[str], sort: bool, by_group: bool = False) -> str:
+def _compress_by_host(hosts: list[str], sort: bool, fast: bool = False) -> str:
     """compress() host by host, following Slurm's code step by step (the reference);
-    ``by_group``: overlapping runs of one width class are merged as numbers (same text)."""
+    ``fast``: overlapping runs of one width class are merged as numbers, and hosts are
+    sorted column-wise where the literal split loses some (the same text, tested)."""
     runs = _runs(hosts)
     if sort and len(runs) > 1:
         ranks = _prefix_ranks(run[_PREFIX] for run in runs)
         runs.sort(key=lambda run: _sort_key(run, ranks))
-        return _coalesced_string(runs, hosts, by_group)
+        return _coalesced_string(runs, hosts, fast)
     return _ranged_string(runs)
 
 
@@ -1449,19 +1468,32 @@ def _coalesce_by_group(runs: list[_Run]) -> list[_Run] | None:
     return out + _collapse([list(run) for run in runs[done:]])
 
 
-def _coalesced_string(runs: list[_Run], hosts: list[str], by_group: bool = False) -> str:
+def _run_hosts(runs: list[_Run]) -> Iterator[str]:
+    """The hosts these runs write (what expand gives back for _ranged_string(runs))."""
+    for prefix, low, high, width in runs:
+        if low < 0:
+            yield prefix
+        else:
+            numbers = map(format, range(low, high + 1), itertools.repeat(f"0{width}d"))
+            yield from map(operator.add, itertools.repeat(prefix), numbers)
+
+
+def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) -> str:
     """Slurm's hostlist_coalesce + collapse of sorted, overlapping runs, kept only where it
     keeps the hosts. Where runs of different widths overlap, Slurm's split loses hosts
     (22.05: ``n9 n10 n00 n9 n10`` gives ``n[9,9-10,10]``, without n00) and a literal copy of
     it invents some; then the hosts are sorted one by one and pushed in that order, which
     writes exactly the input's hosts, sorted."""
-    if by_group:
+    if fast:
         grouped = _coalesce_by_group(runs)
         if grouped is not None:
             return _ranged_string(grouped)
-    text = _ranged_string(_collapse(_coalesce([list(run) for run in runs])))
-    if Counter(expand(text)) == Counter(hosts):
-        return text
+    coalesced = _collapse(_coalesce([list(run) for run in runs]))
+    if Counter(_run_hosts(coalesced)) == Counter(hosts):
+        return _ranged_string(coalesced)
+    found = _host_columns(hosts, "\n".join(hosts)) if fast else None
+    if found is not None:  # every host has a numeric tail: sort the hosts column-wise
+        return compress(list(map(hosts.__getitem__, _columns_order(found[0]))))
     singles = [_runs([host])[0] for host in hosts]
     ranks = _prefix_ranks(run[_PREFIX] for run in singles)
     order = sorted(range(len(hosts)), key=lambda i: _sort_key(singles[i], ranks))
@@ -1484,11 +1516,11 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
             # No host has a number: every host is a run of its own, and sorting them is
             # all that hostlist_sort does (nothing overlaps or joins).
             return ",".join(_natural_sorted(hosts) if sort else hosts)
-        return _compress_by_host(hosts, sort, by_group=True)
+        return _compress_by_host(hosts, sort, fast=True)
     if sort and len(columns.lows) > 1:
         columns = _columns_sort(columns)
         merged = _columns_collapse(columns)
         if merged is None:
-            return _coalesced_string(_columns_to_runs(columns), hosts, by_group=True)
+            return _coalesced_string(_columns_to_runs(columns), hosts, fast=True)
         columns = merged
     return _columns_string(columns)
