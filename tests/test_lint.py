@@ -48,3 +48,26 @@ def test_ruff_format() -> None:
 def test_mypy() -> None:
     # The files, strictness and per-module settings are in pyproject.toml ([tool.mypy]).
     _run([*_tool("mypy")], timeout=600)
+
+
+def test_every_error_class_is_in_errors_py() -> None:
+    """One place lists what tfslurm raises (issue 14): no exception class elsewhere (the
+    example programs are users' code and keep their own)."""
+    import ast
+
+    from tfslurm import errors
+
+    known = {name for name, value in vars(errors).items() if isinstance(value, type)}
+    elsewhere = []
+    for path in sorted((REPO / "tfslurm").rglob("*.py")):
+        if path.name == "errors.py" or "examples" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {
+                base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases
+            }
+            if bases & (known | {"Exception", "ValueError", "RuntimeError", "OSError"}):
+                elsewhere.append(f"{path.relative_to(REPO)}: {node.name}")
+    assert not elsewhere, elsewhere

@@ -189,6 +189,13 @@ def test_devices_are_the_tasks_own_and_never_shared_on_a_node(case) -> None:
 # --- when the hook does nothing ---------------------------------------------------------
 
 
+def test_the_marker_is_the_plans_jobs_variable() -> None:
+    # spelled out in prolog.py so that the hook never imports the plan for jobs without it
+    from tfslurm.plan import JOBS_VARIABLE
+
+    assert prolog.MARKER == JOBS_VARIABLE == "TFSLURM_TF_DIST"
+
+
 def test_without_the_marker_nothing_is_printed_and_nothing_fails() -> None:
     task = observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"][0]
     assert prolog.prolog_lines(task.env) == []

@@ -96,6 +96,19 @@ class ClusterError(RuntimeError):
     """The local test cluster could not be started or used (not bad user input)."""
 
 
+class ClusterTimeout(ClusterError):
+    """A command run against the local test cluster did not finish in time (it was terminated)."""
+
+    def __init__(self, message: str, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class ClusterConfigError(TfslurmError):
+    """An option of the local test cluster is out of range or malformed."""
+
+
 class ParameterServerFailure(RuntimeError):
     """A parameter server went away: training cannot go on without its variables."""
 

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: Set (to the jobs spec) in the tasks of a ``--tf-dist`` step; absent = the hook does nothing.
-MARKER = "TFSLURM_TF_DIST"
+MARKER = "TFSLURM_TF_DIST"  # plan.JOBS_VARIABLE, spelled out: the hook imports no plan code
 #: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
 #: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
 SLURM_ENV_STRLEN_MAX = 131_072

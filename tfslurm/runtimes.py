@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from tfslurm.errors import RuntimeListError
+from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,8 +54,6 @@ __all__ = [
 RUNTIMES = ("tf", "keras", "jax", "torch")
 FOR_VARIABLE = "TFSLURM_FOR"
 IFACE_VARIABLE = "TFSLURM_IFACE"
-#: Longest value passed through exec / Slurm's task environment (see tfslurm.plan).
-_MAX_VALUE = 131_060
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +112,7 @@ def keras_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     first = coordinator(plan).address
     addresses = plan.addresses
     size = len(first) + sum(len(a) + 1 for a in addresses[1:])
-    listed = first if size > _MAX_VALUE - 40 else ",".join([first, *addresses[1:]])
+    listed = first if size > TF_CONFIG_MAX_BYTES - 40 else ",".join([first, *addresses[1:]])
     out = {
         "KERAS_DISTRIBUTION_JOB_ADDRESSES": listed,
         "KERAS_DISTRIBUTION_NUM_PROCESSES": str(plan.num_tasks),

@@ -164,9 +164,9 @@ def _run_child(argv: list[str], forward: tuple[int, ...]) -> int:
     ``forward`` blocked: a signal that comes before the command has started is held, not
     lost (nor does it kill this process and orphan the command)."""
     from tfslurm.errors import TfslurmError
-    from tfslurm.runtime.roles import MAX_TF_CONFIG_IN_ENV
+    from tfslurm.plan import TF_CONFIG_MAX_BYTES
 
-    if len(os.environ.get("TF_CONFIG", "")) > MAX_TF_CONFIG_IN_ENV:
+    if len(os.environ.get("TF_CONFIG", "")) > TF_CONFIG_MAX_BYTES:
         raise TfslurmError(
             f"TF_CONFIG is {len(os.environ['TF_CONFIG'])} bytes, too large to pass to "
             f"{argv[0]!r}; run a Python program in-process (tfslurm run -- python prog.py) "

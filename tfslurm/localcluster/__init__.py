@@ -7,15 +7,15 @@ For the test suite (tests/conftest.py), ``tfslurm cluster up|down|status`` and
 
 from __future__ import annotations
 
+from tfslurm.errors import ClusterConfigError, ClusterTimeout
 from tfslurm.localcluster.cluster import (
-    ClusterTimeout,
     LocalCluster,
     clean_environ,
     missing_requirements,
     reap_orphans,
     slurm_version,
 )
-from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
+from tfslurm.localcluster.config import ClusterConfig
 
 __all__ = [
     "ClusterConfig",

@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tfslurm.errors import ClusterError
+from tfslurm.errors import ClusterConfigError, ClusterError, ClusterTimeout
 from tfslurm.localcluster import procs
-from tfslurm.localcluster.config import ClusterConfig, ClusterConfigError
+from tfslurm.localcluster.config import ClusterConfig
 from tfslurm.localcluster.netns import Network, choose_subnet, choose_tag, name_hash, subnet_free
 from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
 
@@ -52,15 +52,6 @@ TERMINAL_STATES = {
     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT",
 }  # fmt: skip
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-
-
-class ClusterTimeout(ClusterError):
-    """A command run against the cluster did not finish in time (it was terminated)."""
-
-    def __init__(self, message: str, stdout: str = "", stderr: str = "") -> None:
-        super().__init__(message)
-        self.stdout = stdout
-        self.stderr = stderr
 
 
 def missing_requirements() -> list[str]:

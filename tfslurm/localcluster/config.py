@@ -12,16 +12,12 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import ClusterConfigError
 
 MAX_NODES = 200  # node addresses are SUBNET.11 .. SUBNET.210 in one /24
 _NAME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _PORT_RANGE = re.compile(r"^(\d+)-(\d+)$")
 _CONF_UNSAFE = "#%\\\"'"  # besides blanks: comment, Slurm's %n expansion, escapes, quotes
-
-
-class ClusterConfigError(TfslurmError):
-    """An option of the local test cluster is out of range or malformed."""
 
 
 @dataclass(frozen=True)

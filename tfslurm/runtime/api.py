@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfslurm.errors import ParameterServerFailure
+from tfslurm.plan import JOBS_VARIABLE
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
@@ -200,7 +201,7 @@ def run(
         if refused:
             print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
             raise SystemExit(stops.EXIT_RESTART_CAP)
-    role = resolve_role(jobs=os.environ.get("TFSLURM_TF_DIST") or jobs)
+    role = resolve_role(jobs=os.environ.get(JOBS_VARIABLE) or jobs)
     signum = _preemption.signal_number(preemption_signal)
     stop = stops.stop_signals(os.environ.get("TFSLURM_STOP_SIGNALS") or None, signum)
     # Under tfslurm run the child already handles them (and its parent translates SIGTERM).

@@ -25,9 +25,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from tfslurm.plan import Plan
 
-# Linux refuses a single environment string of 131,072 bytes or more (MAX_ARG_STRLEN), so
-# a child process cannot be given a TF_CONFIG longer than this.
-MAX_TF_CONFIG_IN_ENV = 131_060
 
 TRAINING_JOBS = ("chief", "worker", "ps")
 KNOWN_JOBS = ("chief", "worker", "ps", "evaluator")
@@ -211,15 +208,15 @@ def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) 
     text = env.get("TF_CONFIG", "")
     if text.strip():
         return role_from_tf_config(text)
-    from tfslurm.plan import plan_from_environ
+    from tfslurm.plan import DESCRIPTOR_VARIABLE, JOBS_VARIABLE, plan_from_environ
     from tfslurm.step import Step
 
     step = Step.from_environ(env)
     step.require("procid", "nodelist", "tasks_per_node")
     procid = int(step.procid)  # type: ignore[arg-type]
-    if env.get("TFSLURM_DESCRIPTOR", "").strip():
-        return _role_from_plan(_on_iface(plan_from_environ(env), env), procid, "TFSLURM_DESCRIPTOR")
-    spec = jobs or env.get("TFSLURM_TF_DIST") or None
+    if env.get(DESCRIPTOR_VARIABLE, "").strip():
+        return _role_from_plan(_on_iface(plan_from_environ(env), env), procid, DESCRIPTOR_VARIABLE)
+    spec = jobs or env.get(JOBS_VARIABLE) or None
     source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
