@@ -11,6 +11,7 @@ def test_hostlist_inputs_give_answers_or_one_line_errors() -> None:
     summary = fuzz_hostlist.run(3000, seed=0, report=lines.append)
     assert summary["crashes"] == 0, "\n".join(lines)
     assert summary["round_trip_failures"] == 0, "\n".join(lines)
+    assert summary["over_limit"] == 0, "\n".join(lines)
     outcomes = summary["outcomes"]
     assert isinstance(outcomes, dict)
     assert outcomes["ok"] > 1000 and outcomes["HostlistError"] > 300  # both sides reached
