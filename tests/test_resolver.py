@@ -214,6 +214,8 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
     assert (ours.task_type, ours.task_id) == (theirs.task_type, theirs.task_id)  # before cluster_spec()
     assert as_dict(ours.cluster_spec()) == their_spec
     assert os.environ["CUDA_VISIBLE_DEVICES"] == their_gpus
+    # the very same ClusterDef proto (jobs in name order, tasks by index), built map by map
+    assert ours.cluster_spec().as_cluster_def() == theirs.cluster_spec().as_cluster_def()
     assert ours.master() == theirs.master()
     assert ours.num_accelerators() == theirs.num_accelerators()
     assert ours.get_task_info() == theirs.get_task_info()

@@ -811,10 +811,10 @@ def gpu_warnings(
         return [share + (1 if i < extra else 0) for i in range(tasks)]
 
     local = shares(node_gpus, local_tasks)
-    others: list[int] = []
-    for other in range(nodes):
-        if other != node:
-            others += shares(node_gpus, layout.tasks_on(other))
+    counts = layout.task_counts
+    others: set[int] = set()  # the shares tasks of other nodes get (one call per count)
+    for tasks in set(counts[:node] + counts[node + 1 :]):
+        others.update(shares(node_gpus, tasks))
     total = env.get("SLURM_GPUS", "").strip()
     all_tasks = layout.num_tasks
     by_total = total.isdigit() and nodes > 1 and gpus_per_node is None and per_task is None
@@ -827,11 +827,11 @@ def gpu_warnings(
     elif assignment.kind is GpuBinding.WHOLE_NODE_SHARED:
         cross_uneven = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
     else:
-        cross_uneven = len(set(local + others)) > 1 and len(set(local)) == 1
+        cross_uneven = len(others.union(local)) > 1 and len(set(local)) == 1
     if gpus_per_task == 0:
         return ()
     mine = local[local_id]
-    if mine == 0 and any(local + others):
+    if mine == 0 and (any(local) or any(others)):
         out.append(_zero_line(rank, layout.nodes[node], node_gpus, local_tasks))
     if 0 < node_gpus < local_tasks and local_id == 0:
         out.append(
@@ -847,7 +847,7 @@ def gpu_warnings(
             where = f"{local[0]} per task on node {layout.nodes[node]}, but SLURM_GPUS={total} for {all_tasks} tasks"
         else:
             where = (
-                f"{mine} here, {', '.join(map(str, sorted(set(others) - {mine})))} on other nodes "
+                f"{mine} here, {', '.join(map(str, sorted(others - {mine})))} on other nodes "
                 f"if they hold {node_gpus} GPUs like this one"
             )
         what = (

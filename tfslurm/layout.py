@@ -24,11 +24,13 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
+import operator
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
+from itertools import compress, repeat
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
@@ -90,10 +92,22 @@ class Layout:
 
     def ranks_on(self, node_index: int) -> tuple[int, ...]:
         """The ranks on node ``node_index``, in local-id order (like ``SLURM_GTIDS``)."""
-        return self._ranks_by_node[self._check_node(node_index)]
+        node_index = self._check_node(node_index)
+        if "_ranks_by_node" in self.__dict__:  # every node's, already made
+            return self._ranks_by_node[node_index]
+        # one node's (what a task checks of its own node): a C-level pass over the ranks
+        return tuple(
+            compress(range(len(self.rank_node)), map(operator.eq, self.rank_node, repeat(node_index)))
+        )
 
     def tasks_on(self, node_index: int) -> int:
-        return len(self.ranks_on(node_index))
+        return self.task_counts[self._check_node(node_index)]
+
+    @cached_property
+    def task_counts(self) -> tuple[int, ...]:
+        """How many tasks each node runs (indices as in ``nodes``)."""
+        counts = Counter(self.rank_node)
+        return tuple(map(counts.__getitem__, range(len(self.nodes))))
 
     def index_of(self, node_name: str) -> int:
         """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
@@ -536,7 +550,7 @@ def _verify(
             f"SLURM_STEP_NUM_NODES={step.num_nodes} but SLURM_STEP_NODELIST="
             f"{step.nodelist!r} has {len(layout.nodes)} nodes"
         )
-    per_node = [len(ranks) for ranks in layout._ranks_by_node]
+    per_node = list(layout.task_counts)
     if per_node != list(counts):
         raise LayoutError(
             f"{layout.method} puts {hostlist.compress_counts(per_node)} tasks per node but "
@@ -596,7 +610,7 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
     if step.gtids is not None:
         wanted = tuple(step.gtids)
         for index, name in enumerate(layout.nodes):
-            if layout.ranks_on(index) == wanted:
+            if layout._ranks_by_node[index] == wanted:
                 return name
         raise LayoutError(
             f"no node of the {layout.method} layout has ranks SLURM_GTIDS="
