@@ -109,6 +109,20 @@ def test_only_slurm_symbols_are_exported(build_dir: Path) -> None:
     assert done.returncode == 0 and "exported symbols OK" in done.stdout, done.stdout + done.stderr
 
 
+def test_plugin_is_built_hardened(build_dir: Path) -> None:
+    """Loaded into slurmstepd as root: RELRO + BIND_NOW, a non-executable stack, and the
+    stack protector and _FORTIFY_SOURCE checks compiled in (issue 14, as pyxis)."""
+    done = make(build_dir, "check-hardening")
+    assert done.returncode == 0 and "hardening OK" in done.stdout, done.stdout + done.stderr
+    symbols = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(build_dir / PLUGIN_NAME)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    used = {line.split()[-1].split("@")[0] for line in symbols.splitlines() if line.strip()}
+    assert "__stack_chk_fail" in used, sorted(used)
+    assert any(name.endswith("_chk") and name != "__stack_chk_fail" for name in used), sorted(used)
+
+
 def test_plugin_identifies_itself_to_slurm(build_dir: Path) -> None:
     """plugin_type must be "spank" and plugin_version this Slurm's, or Slurm refuses it."""
     data = subprocess.run(
