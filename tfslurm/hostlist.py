@@ -75,6 +75,9 @@ MAX_CHARS = 1 << 26
 
 _DIGITS = frozenset("0123456789")
 _ULONG_MAX = (1 << 64) - 1
+# Longest numeric tail (zero padding included) the column-wise compress reads with int();
+# longer ones take the host-by-host path (Python refuses int() of 4,300+ digits).
+_COLUMN_DIGITS = 64
 
 
 def _show(text: str, limit: int = 60) -> str:
@@ -413,16 +416,21 @@ def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) ->
 def _written_maxima(group: _Group) -> dict[int, int]:
     """For each length a number of the group is written with, its largest such number."""
     maxima: dict[int, int] = {}
-    spans = {index: (low, high, width) for index, low, high, width in group.spans}
-    for index, text in enumerate(group.parts):
-        if index in spans:
-            low, high, width = spans[index]
-            for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
-                value = min(high, 10**length - 1)
-                maxima[length] = max(maxima.get(length, value), value)
-        else:
-            value = int(text.lstrip("0") or "0")
-            maxima[len(text)] = max(maxima.get(len(text), value), value)
+    for _, low, high, width in group.spans:
+        for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
+            value = min(high, 10**length - 1)
+            maxima[length] = max(maxima.get(length, value), value)
+    parts = group.parts
+    if group.spans:  # a span's part is its low number, counted above
+        spanned = {index for index, _, _, _ in group.spans}
+        parts = [text for index, text in enumerate(parts) if index not in spanned]
+    # Numbers written with the same number of digits compare as their texts do, so each
+    # length's largest is one C-level max() over the texts of that length.
+    lengths = list(map(len, parts))
+    for length in set(lengths):
+        text = max(itertools.compress(parts, map(operator.eq, lengths, itertools.repeat(length))))
+        value = int(text.lstrip("0") or "0")
+        maxima[length] = max(maxima.get(length, value), value)
     return maxima
 
 
@@ -865,6 +873,16 @@ def _width_equiv(a: _Run, b: _Run) -> bool:
     return True
 
 
+def _compatible(a: _Run, b: _Run) -> bool:
+    """What _width_equiv(a, b) answers, without adopting a width."""
+    wa: int = a[_WIDTH]
+    wb: int = b[_WIDTH]
+    if wa == wb:
+        return True
+    da, db = _digits_of(a[_LO]), _digits_of(b[_LO])
+    return max(wa - da, 0) == max(wb - da, 0) or max(wb - db, 0) == max(wa - db, 0)
+
+
 def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     """The hosts as a list, plus their newline-joined text; rejects unusable names."""
     if isinstance(hosts, str):
@@ -1161,7 +1179,7 @@ class _Columns:
     """Runs as columns. ``widths`` and ``unpadded`` are None when no number is zero-padded:
     widths then never change how a number is written or what joins."""
 
-    __slots__ = ("highs", "lows", "one_prefix", "prefixes", "unpadded", "widths")
+    __slots__ = ("highs", "lows", "one_prefix", "prefixes", "texts", "unpadded", "widths")
 
     def __init__(
         self,
@@ -1171,6 +1189,7 @@ class _Columns:
         widths: list[int] | None,
         unpadded: list[bool] | None,
         one_prefix: bool,  # every run has prefixes[0]
+        texts: list[str] | None = None,  # each low number as its host wrote it, if known
     ) -> None:
         self.prefixes = prefixes
         self.lows = lows
@@ -1178,6 +1197,7 @@ class _Columns:
         self.widths = widths
         self.unpadded = unpadded
         self.one_prefix = one_prefix
+        self.texts = texts
 
     def take(self, rows: Iterable[int]) -> _Columns:
         """The columns of these rows (in this order)."""
@@ -1190,6 +1210,7 @@ class _Columns:
             None if self.widths is None else list(map(self.widths.__getitem__, rows)),
             None if self.unpadded is None else list(map(self.unpadded.__getitem__, rows)),
             self.one_prefix,
+            None if self.texts is None else list(map(self.texts.__getitem__, rows)),
         )
 
 
@@ -1213,30 +1234,38 @@ _PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
 
 def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] | None:
     """One row per host (every run a single host), plus each host's digit count; None
-    when a host lacks a numeric tail (or has > 20 digits, or a number over 64 bits)."""
+    when a host lacks a numeric tail (or has more than _COLUMN_DIGITS digits, or a number
+    over 64 bits)."""
     count_hosts = len(hosts)
     if not count_hosts:
         return None
     common = _common_prefix_tails(hosts, joined)
     if common is not None:
         prefixes = [common[0]] * count_hosts
-        widths = list(map(len, common[1]))
-        if max(widths) > 20:
+        tails = common[1]
+        widths = list(map(len, tails))
+        if max(widths) > _COLUMN_DIGITS:
             return None
-        numbers = list(map(int, common[1]))
     else:
         prefixes = list(map(str.rstrip, hosts, itertools.repeat("0123456789")))
         cuts = list(map(len, prefixes))
         widths = list(map(operator.sub, map(len, hosts), cuts))
-        if not all(widths) or max(widths) > 20:
+        if not all(widths) or max(widths) > _COLUMN_DIGITS:
             return None
-        tails: Iterable[str] = map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None)))
-        numbers = list(map(int, tails))
-    if max(widths) == 20 and max(numbers) > _ULONG_MAX:
+        tails = list(map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))))
+    numbers = list(map(int, tails))
+    if max(widths) >= 20 and max(numbers) > _ULONG_MAX:
         return None  # the host-by-host path names the host in its error
     unpadded: list[bool] | None = None
     if re.search(_PADDED_TAIL, joined):
-        unpadded = list(map(operator.eq, map(len, map(str, numbers)), widths))
+        # written without leading zeros: the first digit is not 0, or the number is 0
+        unpadded = list(
+            map(
+                operator.or_,
+                map(operator.ne, map(operator.itemgetter(0), tails), itertools.repeat("0")),
+                map(operator.eq, widths, itertools.repeat(1)),
+            )
+        )
     columns = _Columns(
         prefixes,
         numbers,
@@ -1244,13 +1273,14 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
         widths if unpadded is not None else None,
         unpadded,
         common is not None,
+        tails,
     )
     return columns, widths
 
 
 def _columns(hosts: list[str], joined: str) -> _Columns | None:
-    """Push runs as columns, or None when a host lacks a numeric tail (or has > 20 digits,
-    or a number over 64 bits)."""
+    """Push runs as columns, or None when a host lacks a numeric tail (or has more than
+    _COLUMN_DIGITS digits, or a number over 64 bits)."""
     found = _host_columns(hosts, joined)
     if found is None:
         return None
@@ -1305,13 +1335,21 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
     """hostlist_coalesce + hostlist_collapse; None if runs overlap (the slow path splits them)."""
     prefixes, lows, highs = columns.prefixes, columns.lows, columns.highs
     if columns.one_prefix:
-        if any(map(operator.gt, highs, lows[1:])):
-            return None
-        joins = map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:])
+        overlapping = map(operator.gt, highs, lows[1:])
     else:
         same = list(map(operator.eq, prefixes, prefixes[1:]))
-        if any(map(operator.and_, same, map(operator.gt, highs, lows[1:]))):
+        overlapping = map(operator.and_, same, map(operator.gt, highs, lows[1:]))
+    # an overlap of incompatible widths (n719 before a zero-padded n0112) is left alone
+    # by hostlist_coalesce, as by everything below
+    widths = columns.widths
+    for row in itertools.compress(itertools.count(), overlapping):
+        if widths is None or _compatible(
+            ["", lows[row], highs[row], widths[row]], ["", lows[row + 1], highs[row + 1], widths[row + 1]]
+        ):
             return None
+    if columns.one_prefix:
+        joins = map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:])
+    else:
         joins = map(
             operator.and_,
             same,
@@ -1345,7 +1383,11 @@ def _columns_string(columns: _Columns) -> str:
         columns.widths,
     )
     total = len(lows)
-    if widths is None:
+    if columns.texts is not None:  # the low numbers as the hosts wrote them
+        numbers = list(columns.texts)
+        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
+            numbers[row] = _span_text(lows[row], highs[row], 0 if widths is None else widths[row])
+    elif widths is None:
         numbers = list(map(str, lows))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
             numbers[row] = _span_text(lows[row], highs[row], 0)
@@ -1424,7 +1466,11 @@ def _coalesce_by_group(runs: list[_Run]) -> list[_Run] | None:
             ),
         )
     )
-    overlaps = [i for i in overlaps if lows[i] >= 0 and lows[i + 1] >= 0]
+    # what hostlist_coalesce splits: numeric neighbours of compatible widths (it leaves an
+    # overlap of incompatible ones, e.g. n719 before a zero-padded n0112, as it is)
+    overlaps = [
+        i for i in overlaps if lows[i] >= 0 and lows[i + 1] >= 0 and _compatible(runs[i], runs[i + 1])
+    ]
     if not overlaps:
         return _collapse([list(run) for run in runs])
     # the prefix groups with an overlap; the stretches between them only collapse
