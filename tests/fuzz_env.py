@@ -8,9 +8,11 @@ other nodes. Invariants, for every input:
 
 * the only exceptions are ``TfslurmError`` subclasses (``ValueError``), never a traceback;
 * every error message is one line of at most ``MAX_MESSAGE`` characters;
-* no input takes longer than ``MAX_SECONDS`` of CPU time (the work it causes; wall time
-  on a shared machine also counts other processes' stalls), nor ``MAX_WALL_SECONDS`` of
-  wall time (a hang: waiting uses no CPU);
+* linear time: no input takes longer than ``MAX_SECONDS`` plus ``SECONDS_PER_TASK`` for
+  each task its ``SLURM_STEP_TASKS_PER_NODE`` declares, in CPU time (the work it causes;
+  wall time on a shared machine also counts other processes' stalls), nor
+  ``MAX_WALL_SECONDS`` more in wall time (a hang: waiting uses no CPU); the checks' own
+  walk over the plan is not counted;
 * a plan that is made is self-consistent: every rank once, no two tasks of a node on one
   port, and this task's own rank is where Slurm says it runs.
 
@@ -44,6 +46,7 @@ from tfslurm.step import Step
 
 MAX_MESSAGE = 400
 MAX_SECONDS = 1.0
+SECONDS_PER_TASK = 2e-6  # twice the rate of a 100,000-task plan (about 0.1 s)
 MAX_WALL_SECONDS = 10.0
 
 # The variables tfslurm reads (Step's fields, the GPU and port variables, its own settings).
@@ -106,11 +109,11 @@ def _apply(base: dict[str, str], changes: list[tuple[str, str | None]]) -> dict[
 def check(env: dict[str, str]) -> str:
     """Run one input; return "ok" or the error class's name. AssertionError on a violation."""
     started, cpu_started = time.perf_counter(), time.process_time()
+    plan: Plan | None = None
     try:
         step = Step.from_environ(env)
         plan = plan_for(step, assign=True)
         plan.tf_config() if plan.rank is not None else plan.cluster_spec()
-        _check_plan(plan, step)
         outcome = "ok"
     except TfslurmError as exc:
         message = str(exc)
@@ -118,9 +121,25 @@ def check(env: dict[str, str]) -> str:
         assert len(message) <= MAX_MESSAGE, f"{len(message)}-character message: {message[:200]!r}"
         outcome = type(exc).__name__
     cpu, wall = time.process_time() - cpu_started, time.perf_counter() - started
-    assert cpu < MAX_SECONDS, f"over {MAX_SECONDS} s of CPU time ({cpu:.2f} s)"
-    assert wall < MAX_WALL_SECONDS, f"over {MAX_WALL_SECONDS} s of wall time ({wall:.2f} s)"
+    limit = MAX_SECONDS + SECONDS_PER_TASK * declared_tasks(env)
+    assert cpu < limit, f"over {limit:.2f} s of CPU time ({cpu:.2f} s)"
+    assert wall < limit + MAX_WALL_SECONDS, (
+        f"over {limit + MAX_WALL_SECONDS:.2f} s of wall time ({wall:.2f} s)"
+    )
+    if plan is not None:
+        _check_plan(plan, step)
     return outcome
+
+
+def declared_tasks(env: dict[str, str]) -> int:
+    """The tasks SLURM_STEP_TASKS_PER_NODE adds up to (0 if it is not a count list)."""
+    from tfslurm import hostlist
+    from tfslurm.layout import MAX_TASKS
+
+    try:
+        return min(sum(hostlist.expand_counts(env.get("SLURM_STEP_TASKS_PER_NODE", ""))), MAX_TASKS)
+    except (TfslurmError, ValueError):
+        return 0
 
 
 def _check_plan(plan: Plan, step: Step) -> None:

@@ -50,6 +50,38 @@ def test_t1_non_ascii_digits_in_a_gpu_count_are_refused() -> None:
     one_line_error(done, "SLURM_GPUS_ON_NODE", "²")
 
 
+@pytest.mark.parametrize(
+    "gpu_variables",
+    [
+        # found by tests/fuzz_env.py (300k run): a per-task binding whose node count is '¹'
+        {"SLURMD_TRES_BIND": "gpu:per_task:1", "SLURM_GPUS_ON_NODE": "¹", "SLURM_STEP_GPUS": "0,1"},
+        {"SLURMD_TRES_BIND": "gpu:per_task:²", "SLURM_STEP_GPUS": "0,1"},
+        {"SLURM_GPUS_PER_TASK": "٣", "SLURM_STEP_GPUS": "0,1"},
+        {"SLURM_TRES_PER_TASK": "gres/gpu:²", "SLURM_STEP_GPUS": "0,1"},
+        {"SLURM_GPUS": "²", "SLURM_STEP_GPUS": "0,1"},
+    ],
+)
+def test_t1_non_ascii_digits_in_other_gpu_variables_never_reach_int(gpu_variables: dict[str, str]) -> None:
+    from tfslurm.plan import plan_for
+    from tfslurm.step import Step
+
+    env = {
+        **S,
+        "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+        "SLURM_STEP_NUM_TASKS": "4",
+        "SLURMD_NODENAME": "n1",
+        "SLURM_GTIDS": "0,1",
+        "SLURM_LOCALID": "0",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        **gpu_variables,
+    }
+    try:
+        plan_for(Step.from_environ(env), assign=True)
+    except TfslurmError as exc:  # a one-line refusal is fine; int()'s ValueError is not
+        assert "\n" not in str(exc) and "invalid literal" not in str(exc)
+
+
 @pytest.mark.parametrize("variable", ["SLURM_PROCID", "SLURM_JOB_ID", "SLURM_NODEID", "SLURM_LOCALID"])
 @pytest.mark.parametrize("value", ["²", "٣", " 1 2", "+1", "1e3"])
 def test_t1_non_ascii_or_signed_numbers_in_step_variables_are_refused(variable: str, value: str) -> None:

@@ -466,7 +466,7 @@ def _shared_node_list(
     if binding not in _SPLITTABLE_BINDINGS or local_tasks is None or local_tasks < 2 or not devices:
         return False
     raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
-    return raw.isdigit() and int(raw) == len(devices)
+    return is_ascii_number(raw, 9) and int(raw) == len(devices)
 
 
 def _slurm_per_task_count(env: Mapping[str, str], devices: int, local_tasks: int | None) -> int | None:
@@ -479,15 +479,15 @@ def _slurm_per_task_count(env: Mapping[str, str], devices: int, local_tasks: int
     bind = env.get("SLURMD_TRES_BIND", "")
     if "per_task:" in bind:
         digits = bind.split("per_task:", 1)[1].split(",")[0].split(";")[0].strip()
-        count = int(digits) if digits.isdigit() else None
+        count = int(digits) if is_ascii_number(digits, 9) else None
     if count is None:
         for part in env.get("SLURM_TRES_PER_TASK", "").split(","):
             name, _, value = part.strip().partition("=")
-            if name in ("gres/gpu", "gres:gpu", "gpu") and value.strip().isdigit():
+            if name in ("gres/gpu", "gres:gpu", "gpu") and is_ascii_number(value.strip(), 9):
                 count = int(value)
     if count is None:
         raw = env.get("SLURM_GPUS_PER_TASK", "").strip()
-        count = int(raw) if raw.isdigit() else None
+        count = int(raw) if is_ascii_number(raw, 9) else None
     if count is None or count < 1 or local_tasks is None or count * local_tasks > devices:
         return None
     return count
@@ -742,7 +742,10 @@ def node_gpu_files(dev_dir: str = "/dev") -> tuple[str, ...]:
     except OSError:
         return ()
     return tuple(
-        sorted((n for n in names if n.startswith("nvidia") and n[6:].isdigit()), key=lambda n: int(n[6:]))
+        sorted(
+            (n for n in names if n.startswith("nvidia") and is_ascii_number(n[6:], 9)),
+            key=lambda n: int(n[6:]),
+        )
     )
 
 
@@ -817,7 +820,7 @@ def gpu_warnings(
         others.update(shares(node_gpus, tasks))
     total = env.get("SLURM_GPUS", "").strip()
     all_tasks = layout.num_tasks
-    by_total = total.isdigit() and nodes > 1 and gpus_per_node is None and per_task is None
+    by_total = is_ascii_number(total, 9) and nodes > 1 and gpus_per_node is None and per_task is None
     if by_total:
         # --gpus=N (24.11+ say N): Slurm may give nodes different counts, so the uniform
         # assumption does not hold. Every task holding this node's share s would need
@@ -877,7 +880,7 @@ def _node_gpu_count(
         count = len(assignment.node_devices)
     else:
         raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
-        if not raw.isdigit():
+        if not is_ascii_number(raw, 9):
             return None
         count = int(raw)
     return min(count, gpus_per_node) if gpus_per_node is not None else count

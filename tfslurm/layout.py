@@ -378,6 +378,12 @@ def layout_for(step: Step) -> Layout:
         raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
 
     het = _het_participants(step, nodes)
+    if het is None and step.num_tasks is not None and step.num_tasks != sum(counts):
+        # what _verify says too, before a layout of millions of tasks is built for nothing
+        raise LayoutError(
+            f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
+            f"{step.tasks_per_node!r} adds up to {sum(counts)}"
+        )
     if het is not None:
         layout = _het_layout(step, nodes, counts, het)
         # In a het step SLURM_NODEID counts nodes in component order (component 0's nodes
