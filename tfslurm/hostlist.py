@@ -95,10 +95,12 @@ _Range = tuple[int, int, int]
 
 
 _LOW_OF, _HIGH_OF, _WIDTH_OF = (operator.itemgetter(i) for i in range(3))
-# N or N-M, numbers of at most 19 digits (always below 2**64): parsed in bulk. Possessive
-# (no backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB
-# for a bracket of a million numbers, this one 60 ms and nothing).
-_PLAIN_RANGES = r"[0-9]{1,19}+(?:-[0-9]{1,19}+)?+(?:,[0-9]{1,19}+(?:-[0-9]{1,19}+)?+)*+"
+# N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
+# 45 zeros (so at most 64 digits: int() takes them): parsed in bulk. Possessive (no
+# backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB for a
+# bracket of a million numbers, this one 60 ms and nothing).
+_PLAIN_NUMBER = r"(?:0{0,45}+[1-9][0-9]{0,18}+|0{1,64}+)"
+_PLAIN_RANGES = rf"{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+(?:,{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+)*+"
 
 
 class _Group:
@@ -196,8 +198,13 @@ class _Group:
 
 def _span_digits(low: int, high: int, width: int) -> int:
     """Characters of the numbers low..high written zero-padded to width, together."""
+    high_digits = len(str(high))
+    if width >= high_digits:  # all written width wide (most spans: one call per span)
+        return (high - low + 1) * width
     total = 0
     digits = len(str(low))
+    if digits == high_digits:
+        return (high - low + 1) * digits
     start = low
     while start <= high:
         stop = min(high, 10**digits - 1)
@@ -417,6 +424,10 @@ def _written_maxima(group: _Group) -> dict[int, int]:
     """For each length a number of the group is written with, its largest such number."""
     maxima: dict[int, int] = {}
     for _, low, high, width in group.spans:
+        if width >= len(str(high)):  # every number written width wide: high is the largest
+            if high > maxima.get(width, -1):
+                maxima[width] = high
+            continue
         for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
             value = min(high, 10**length - 1)
             maxima[length] = max(maxima.get(length, value), value)
@@ -581,8 +592,12 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
     # A span becomes all its numbers with the prefix and tail between them, so one join
     # writes every host.
     for index, low, high, width in group.spans:
-        span = _range_text(prefix, tail, low, high, width)
-        written[index] = span[1 + len(prefix) : len(span) - len(tail)]
+        if high - low < 16:  # short spans (Slurm writes many pairs): formatted in place
+            spec = f"0{width}d"
+            written[index] = between.join([format(n, spec) for n in range(low, high + 1)])
+        else:
+            span = _range_text(prefix, tail, low, high, width)
+            written[index] = span[1 + len(prefix) : len(span) - len(tail)]
     return "," + prefix + between.join(written) + tail
 
 
