@@ -694,3 +694,21 @@ def test_compress_writes_ranges_that_read_back() -> None:
         assert hostlist._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
     assert compress([f"x{i:06d}" for i in range(65_537)]) == "x[000000-065535,065536]"
     assert expand(compress(hosts)) == hosts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**12), st.integers(0, 2000), st.integers(0, 16)),
+        min_size=60,
+        max_size=120,
+    )
+)
+def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, int]]) -> None:
+    """The group's character count (what MAX_CHARS bounds) made C-level for many spans."""
+    spans = [(index, low, low + length + 1, width) for index, (low, length, width) in enumerate(drawn)]
+    expected = sum(hostlist._span_digits(low, high, width) for _, low, high, width in spans)
+    assert hostlist._spans_digits(spans) == expected
+    assert expected == sum(
+        len(f"{n:0{width}d}") for _, low, high, width in spans[:3] for n in range(low, high + 1)
+    ) + sum(hostlist._span_digits(low, high, width) for _, low, high, width in spans[3:])

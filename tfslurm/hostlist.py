@@ -140,9 +140,8 @@ class _Group:
             )
         else:
             self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
-            self.digits = sum(map(len, parts)) + sum(
-                _span_digits(low, high, width) - len(parts[index]) for index, low, high, width in spans
-            )
+            # a span adds its numbers' digits less its low's text, counted in parts
+            self.digits = sum(map(len, parts)) + _spans_digits(spans) - sum(len(parts[s[0]]) for s in spans)
 
     @property
     def parts(self) -> list[str]:
@@ -196,6 +195,21 @@ class _Group:
         return ",".join(pieces)
 
 
+def _spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
+    """_span_digits summed over many spans: C-level for those whose numbers are all
+    written ``width`` wide (zero-padded ones, and most others), one call each otherwise."""
+    if len(spans) < 64:
+        return sum(_span_digits(low, high, width) for _, low, high, width in spans)
+    _, lows, highs, widths = zip(*spans, strict=True)
+    wide = list(map(operator.ge, widths, map(len, map(str, highs))))
+    counts = map(operator.sub, map(operator.add, highs, itertools.repeat(1)), lows)
+    total: int = sum(itertools.compress(map(operator.mul, counts, widths), wide))
+    for index in itertools.compress(range(len(spans)), map(operator.not_, wide)):
+        _, low, high, width = spans[index]
+        total += _span_digits(low, high, width)
+    return total
+
+
 def _span_digits(low: int, high: int, width: int) -> int:
     """Characters of the numbers low..high written zero-padded to width, together."""
     high_digits = len(str(high))
@@ -225,18 +239,20 @@ def _parse_ranges(expr: str, body: str) -> _Group:
             if group is not None:
                 return group
         parts = body.split(",")
-        spans = []
-        for index in itertools.compress(
-            range(len(parts)), map(operator.contains, parts, itertools.repeat("-"))
+        indexes = list(
+            itertools.compress(range(len(parts)), map(operator.contains, parts, itertools.repeat("-")))
+        )
+        pieces = list(map(str.partition, map(parts.__getitem__, indexes), itertools.repeat("-")))
+        low_texts = list(map(operator.itemgetter(0), pieces))
+        lows = list(map(int, low_texts))
+        highs = list(map(int, map(operator.itemgetter(2), pieces)))
+        if all(map(operator.le, lows, highs)) and all(
+            map(operator.lt, highs, map(operator.add, lows, itertools.repeat(MAX_RANGE_HOSTS)))
         ):
-            low_text, _, high_text = parts[index].partition("-")
-            low, high = int(low_text), int(high_text)
-            if not low <= high < low + MAX_RANGE_HOSTS:
-                break  # the slow path below names the problem
-            parts[index] = low_text
-            spans.append((index, low, high, len(low_text)))
-        else:
-            return _Group(parts, spans)
+            for index, low_text in zip(indexes, low_texts, strict=True):
+                parts[index] = low_text
+            return _Group(parts, list(zip(indexes, lows, highs, map(len, low_texts), strict=True)))
+        # else: the slow path below names the reversed or oversized range
     # Range by range, to name the bad one.
     ranges: list[_Range] = []
     for part in body.split(","):
@@ -592,7 +608,9 @@ def _item_text(texts: list[str], groups: list[_Group]) -> str:
     # A span becomes all its numbers with the prefix and tail between them, so one join
     # writes every host.
     for index, low, high, width in group.spans:
-        if high - low < 16:  # short spans (Slurm writes many pairs): formatted in place
+        if high == low + 1:  # a pair (what Slurm writes most): its low is written already
+            written[index] = f"{written[index]}{between}{high:0{width}d}"
+        elif high - low < 16:  # other short spans: formatted in place
             spec = f"0{width}d"
             written[index] = between.join([format(n, spec) for n in range(low, high + 1)])
         else:
