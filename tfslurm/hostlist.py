@@ -907,13 +907,8 @@ def _width_equiv(a: _Run, b: _Run) -> bool:
 
 
 def _compatible(a: _Run, b: _Run) -> bool:
-    """What _width_equiv(a, b) answers, without adopting a width."""
-    wa: int = a[_WIDTH]
-    wb: int = b[_WIDTH]
-    if wa == wb:
-        return True
-    da, db = _digits_of(a[_LO]), _digits_of(b[_LO])
-    return max(wa - da, 0) == max(wb - da, 0) or max(wb - db, 0) == max(wa - db, 0)
+    """What _width_equiv(a, b) answers, without adopting a width (it is asked of copies)."""
+    return _width_equiv(list(a), list(b))
 
 
 def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
