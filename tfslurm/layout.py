@@ -378,12 +378,8 @@ def layout_for(step: Step) -> Layout:
         raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
 
     het = _het_participants(step, nodes)
-    if het is None and step.num_tasks is not None and step.num_tasks != sum(counts):
-        # what _verify says too, before a layout of millions of tasks is built for nothing
-        raise LayoutError(
-            f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
-            f"{step.tasks_per_node!r} adds up to {sum(counts)}"
-        )
+    if het is None:  # checked again by _verify; here before a layout of millions is built
+        _check_num_tasks(step, sum(counts))
     if het is not None:
         layout = _het_layout(step, nodes, counts, het)
         # In a het step SLURM_NODEID counts nodes in component order (component 0's nodes
@@ -534,6 +530,14 @@ def _het_layout(
 # --- verification -------------------------------------------------------------------------
 
 
+def _check_num_tasks(step: Step, total: int) -> None:
+    if step.num_tasks is not None and step.num_tasks != total:
+        raise LayoutError(
+            f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
+            f"{step.tasks_per_node!r} adds up to {total}"
+        )
+
+
 def _verify(
     step: Step,
     layout: Layout,
@@ -546,11 +550,7 @@ def _verify(
     ``node_order`` lists node names by SLURM_NODEID where that is not the order of
     ``layout.nodes`` (heterogeneous steps).
     """
-    if step.num_tasks is not None and step.num_tasks != layout.num_tasks:
-        raise LayoutError(
-            f"SLURM_STEP_NUM_TASKS={step.num_tasks} but SLURM_STEP_TASKS_PER_NODE="
-            f"{step.tasks_per_node!r} adds up to {layout.num_tasks}"
-        )
+    _check_num_tasks(step, layout.num_tasks)
     if step.num_nodes is not None and step.num_nodes != len(layout.nodes):
         raise LayoutError(
             f"SLURM_STEP_NUM_NODES={step.num_nodes} but SLURM_STEP_NODELIST="
