@@ -109,33 +109,34 @@ def wait_requeued_then_release(cluster, job: int, timeout: float = 60) -> None:
     raise AssertionError(f"job {job} was not requeued within {timeout} s")
 
 
-def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
-    """PIDs of ``tfslurm run`` processes of task ``procid`` of ``job`` (all "nodes" of the
-    test cluster share this machine's PID namespace, and so do other clusters running at the
-    same time: only processes in this cluster's node network namespaces count; its
-    SLURM_CONF path alone is not enough, as the versions matrix runs the same test at the
-    same /tmp path in another root)."""
+def node_processes(cluster: Any) -> list[tuple[int, list[bytes], bytes]]:
+    """(pid, environment entries, command line) of every process running in the cluster's
+    nodes. All "nodes" of a test cluster share this machine's PID namespace, and so do other
+    clusters running at the same time: only processes in this cluster's node network
+    namespaces count (its SLURM_CONF path alone is not enough, as the versions matrix runs
+    the same test at the same /tmp path in another root)."""
     from tfslurm.localcluster import procs
 
-    ours = set(procs.pids_in_netns(cluster._network.netns_inodes()))
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) not in ours:
-            continue
+    found = []
+    for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            cmdline = (entry / "cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if (
-            f"SLURM_JOB_ID={job}".encode() in environ
-            and f"SLURM_PROCID={procid}".encode() in environ
-            and f"SLURM_CONF={cluster.slurm_conf}".encode() in environ
-            and b"tfslurm" in cmdline
-            and b"run" in cmdline
-        ):
-            pids.append(int(entry.name))
-    return pids
+        found.append((pid, environ, cmdline))
+    return found
+
+
+def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
+    """PIDs of ``tfslurm run`` processes of task ``procid`` of ``job``."""
+    wanted = {f"SLURM_JOB_ID={job}", f"SLURM_PROCID={procid}", f"SLURM_CONF={cluster.slurm_conf}"}
+    wanted_bytes = {entry.encode() for entry in wanted}
+    return [
+        pid
+        for pid, environ, cmdline in node_processes(cluster)
+        if wanted_bytes <= set(environ) and b"tfslurm" in cmdline and b"run" in cmdline
+    ]
 
 
 def kill_task(cluster: Any, job: int, procid: int) -> None:

@@ -22,6 +22,7 @@ from conftest import skip_without
 from test_runtime_cluster import (
     job_env,
     job_field,
+    node_processes,
     submit,
     tfslurm_command,
     wait_for,
@@ -194,19 +195,8 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
 
 # ---------------------------------------------------------------- F1: no orphans (no TF)
 def _pids_with(cluster, cmdline: bytes) -> list[int]:
-    """Processes of ``cluster``'s nodes (not of a twin cluster of the versions matrix)."""
-    from tfslurm.localcluster import procs
-
-    ours = set(procs.pids_in_netns(cluster._network.netns_inodes()))
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) in ours:
-            try:
-                if (entry / "cmdline").read_bytes() == cmdline:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    """Processes of ``cluster``'s nodes running exactly ``cmdline``."""
+    return [pid for pid, _, command in node_processes(cluster) if command == cmdline]
 
 
 def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster, tmp_path):
@@ -425,19 +415,11 @@ def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_p
 # ---------------------------------------------------------------- admin requeue, node failure
 def wait_quiet(cluster, job: int, timeout: float) -> None:
     """Until every node is idle and no process of ``job`` runs on them any more."""
-    from tfslurm.localcluster import procs
-
     marker = f"SLURM_JOB_ID={job}".encode()
     deadline = time.monotonic() + timeout
     while True:
         states = cluster.run(["sinfo", "-h", "-N", "-o", "%T"], timeout=10).stdout.split()
-        left = []
-        for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
-            try:
-                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-                    left.append(pid)
-            except OSError:
-                continue
+        left = [pid for pid, environ, _ in node_processes(cluster) if marker in environ]
         if set(states) == {"idle"} and not left:
             return
         assert time.monotonic() < deadline, f"nodes {states}, processes of job {job} left: {left}"
