@@ -511,6 +511,29 @@ def test_sorted_compress_of_overlaps_merges_numbers_as_slurm_splits_runs(hosts: 
     assert compress(hosts, sort=True) == literal
 
 
+@st.composite
+def names_among_numbered(draw) -> list[str]:
+    """Hosts of which some have no numeric tail, some equal another's prefix, in any order."""
+    names = st.sampled_from(["n", "a", "r2n", "r10n", "n1x", "x-", "é", "n2é"])
+    numbered = st.builds(
+        lambda prefix, number, width: f"{prefix}{number:0{width}d}",
+        st.sampled_from(["n", "a", "r2n", "r10n", "x-", "é"]),
+        st.integers(0, 12),
+        st.sampled_from([0, 0, 2, 3]),
+    )
+    return draw(st.lists(st.one_of(names, numbered, numbered), min_size=1, max_size=16))
+
+
+@settings(max_examples=600, deadline=None)
+@given(names_among_numbered())
+# n9 and n10 are pushed as two runs (r10n stands between them), so n01 sorts between them
+@example(["x-0", "n01", "x-3", "é11", "é008", "n9", "r10n", "n10", "n1x", "a", "r10n01"])
+def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(hosts: list[str]) -> None:
+    """Names without a number are sorted apart from the numbered hosts, which take the
+    column path; the text is the literal transcription's on every input."""
+    assert compress(hosts, sort=True) == hostlist._compress_by_host(hosts, True)
+
+
 def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_text() -> None:
     # issue 16 (fuzz, 3.9 s): 271,524 hosts of which some end in a 30-digit zero-padded
     # number; the last unpadded host overlaps the first padded one in value, an overlap of

@@ -1044,12 +1044,17 @@ def _natural_keys(names: list[str]) -> list[str] | None:
     return keys
 
 
+def _natural_order(names: list[str]) -> list[int]:
+    """The names' positions in Slurm's natural (strnatcmp) order (stable)."""
+    keys: list[str] | list[tuple[Any, ...]] | None = _natural_keys(names)
+    if keys is None:
+        keys = list(map(_natural_key, names))
+    return sorted(range(len(names)), key=keys.__getitem__)
+
+
 def _natural_sorted(names: list[str]) -> list[str]:
     """The names in Slurm's natural (strnatcmp) order."""
-    keys = _natural_keys(names)
-    if keys is None:
-        return sorted(names, key=_natural_key)
-    return list(map(names.__getitem__, sorted(range(len(names)), key=keys.__getitem__)))
+    return list(map(names.__getitem__, _natural_order(names)))
 
 
 def _prefix_ranks(prefixes: Iterable[str]) -> dict[str, int]:
@@ -1306,9 +1311,10 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
     return columns, widths
 
 
-def _columns(hosts: list[str], joined: str) -> _Columns | None:
+def _columns(hosts: list[str], joined: str, positions: list[int] | None = None) -> _Columns | None:
     """Push runs as columns, or None when a host lacks a numeric tail (or has more than
-    _COLUMN_DIGITS digits, or a number over 64 bits)."""
+    _COLUMN_DIGITS digits, or a number over 64 bits). ``positions``: where each host
+    stands in a longer list whose other hosts (names without a number) end every run."""
     found = _host_columns(hosts, joined)
     if found is None:
         return None
@@ -1329,6 +1335,12 @@ def _columns(hosts: list[str], joined: str) -> _Columns | None:
                 map(operator.eq, widths, widths[1:]),
                 map(operator.and_, unpadded, unpadded[1:])),
         )  # fmt: skip
+    if positions is not None:
+        joins = map(
+            operator.and_,
+            joins,
+            map(operator.eq, map(operator.add, positions, itertools.repeat(1)), positions[1:]),
+        )
     starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
     if len(starts) == count_hosts - 1:  # no host joined another: every run is one host
         return columns
@@ -1574,6 +1586,48 @@ def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) ->
     return _ranged_string(_runs([hosts[i] for i in order]))
 
 
+def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
+    """Sorted compress of hosts of which some have no numeric tail; None where the hosts
+    with one do not take the column path (or their runs overlap).
+
+    Why it is the same as the host-by-host path: a name without a number is a run of its
+    own that nothing joins, overlaps or brackets with (Slurm's singlehost ranges), and it
+    sorts before the numbered runs of the prefix it equals. So the numbered hosts are
+    sorted and collapsed apart, and each name is put in front of the first run whose
+    prefix ranks after it.
+    """
+    numbered_flags = list(map("0123456789".__contains__, map(operator.itemgetter(-1), hosts)))
+    numbered = list(itertools.compress(hosts, numbered_flags))
+    # pushed as Slurm pushes the whole list: a name between two hosts keeps them apart
+    columns = _columns(
+        numbered, "\n".join(numbered), list(itertools.compress(itertools.count(), numbered_flags))
+    )
+    if columns is None:
+        return None
+    if len(columns.lows) > 1:
+        merged = _columns_collapse(_columns_sort(columns))
+        if merged is None:
+            return None
+        columns = merged
+    runs = _columns_to_runs(columns)
+    groups = [list(group) for _, group in itertools.groupby(runs, key=_PREFIX_OF)]
+    names = list(itertools.compress(hosts, map(operator.not_, numbered_flags)))
+    # One natural sort of the names and the prefixes together; a stable sort keeps a
+    # name before the prefix it equals, as hostrange_cmp puts a single host first.
+    items = names + [group[0][_PREFIX] for group in groups]
+    order = _natural_order(items)
+    pieces: list[str] = []
+    taken = 0  # entries of order written so far
+    for at in itertools.compress(itertools.count(), map(operator.ge, order, itertools.repeat(len(names)))):
+        if at > taken:
+            pieces.append(",".join(map(items.__getitem__, order[taken:at])))
+        pieces.append(_ranged_string(groups[order[at] - len(names)]))
+        taken = at + 1
+    if taken < len(order):
+        pieces.append(",".join(map(items.__getitem__, order[taken:])))
+    return ",".join(pieces)
+
+
 def compress(hosts: Iterable[str], sort: bool = False) -> str:
     """The hostlist string ``scontrol show hostlist`` prints for these hosts.
 
@@ -1590,6 +1644,10 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
             # No host has a number: every host is a run of its own, and sorting them is
             # all that hostlist_sort does (nothing overlaps or joins).
             return ",".join(_natural_sorted(hosts) if sort else hosts)
+        if sort:
+            text = _sorted_names_beside_numbered(hosts)
+            if text is not None:
+                return text
         return _compress_by_host(hosts, sort, fast=True)
     if sort and len(columns.lows) > 1:
         columns = _columns_sort(columns)
