@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "spec.h"
+#include "text.h"
 
 /* The line starting at p (before end): its length without the newline. */
 static size_t line_len(const char *p, const char *end)
