@@ -1,5 +1,6 @@
 /*
- * node.c - the per-node hook output: find a task's block, check its environment; see node.h.
+ * node.c - read the per-node hook output: find a task's block, check its environment;
+ * see node.h (the run itself is node_run.c).
  */
 #include "node.h"
 
