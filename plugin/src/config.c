@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "text.h"
+
 #define DEFAULT_SPEC_KEY "default_spec="
 #define HOST_TEMPLATE_KEY "host_template="
 #define PROLOG_KEY "prolog="

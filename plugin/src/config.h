@@ -8,7 +8,7 @@
  *                         how a node name becomes the host name in TF_CONFIG
  * prolog=PATH             run tfslurm's hook (the wrapper `tfslurm prolog --write-wrapper`
  *                         writes) for --tf-dist tasks from the plugin itself (once per
- *                         node and step, see node.h), instead of a site-wide TaskProlog=
+ *                         node and step, see node_run.h), instead of a site-wide TaskProlog=
  *                         that runs for every task of every job
  * hook_timeout=SECONDS    most time one run of that hook may take (default 60, 1 to 3600);
  *                         a hook past it is killed and the task fails saying so

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "spec.h"
+#include "text.h"
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 

@@ -1,12 +1,13 @@
 /*
- * node.c - the per-node hook output: find a task's block, check its environment; see node.h.
+ * node.c - read the per-node hook output: find a task's block, check its environment;
+ * see node.h (the run itself is node_run.c).
  */
 #include "node.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "spec.h"
+#include "text.h"
 
 /* The line starting at p (before end): its length without the newline. */
 static size_t line_len(const char *p, const char *end)

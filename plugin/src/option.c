@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plugin.h"
+#include "text.h"
 
 static struct tfd_config state_config;
 

@@ -3,8 +3,11 @@
  *
  * Layout: plugin.c holds the only exported symbols and dispatches on spank_context():
  * srun, sbatch and salloc only register the option, slurmstepd goes to remote.c; option.c
- * owns the --tf-dist option; spec.c checks the jobs spec; config.c reads plugstack.conf;
- * hook.c runs the prolog= hook and applies its output; node.c reads its per-node output.
+ * owns the --tf-dist option; spec.c checks the jobs spec; text.c quotes input for
+ * messages; config.c reads plugstack.conf; hook.c runs the prolog= hook and applies its
+ * output; node.c reads its per-node output; node_run.c runs it once per node and step
+ * for remote.c.  spec.c, text.c, config.c, hook.c and node.c need no Slurm (the unit
+ * test links them alone); plugin.c, option.c, remote.c and node_run.c do.
  */
 #ifndef TFSLURM_PLUGIN_H
 #define TFSLURM_PLUGIN_H

@@ -18,31 +18,24 @@
  * exactly what Slurm does for a failing required plugin.  If it ever ran in slurmstepd
  * itself (pid recorded in init), it returns -1 instead of exiting.
  *
- * prolog= runs Python once per node and step, not once per task: user_init (in
- * slurmstepd, before the tasks fork) maps a shared buffer and a pipe; in task_init the
- * step's first local task runs the hook with --node, which prints every local task's
- * lines (node.h), and signals the pipe; the other tasks wait for it.  Each task takes its
- * lines only if its environment is exactly what the hook computed them from; otherwise,
- * or if anything about the node run fails, it runs the hook for itself.
+ * prolog= runs Python once per node and step, not once per task, where it can: user_init
+ * sets that up and task_init takes the task's lines from the node run (node_run.h);
+ * otherwise the task runs the hook for itself.  This file decides which steps and tasks
+ * are touched, how a task's environment is set, and how a task fails; node_run.c only
+ * shares one hook run among the tasks of a node.
  */
-#define _GNU_SOURCE /* pipe2 */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 
 #include "hook.h"
-#include "node.h"
+#include "node_run.h"
 #include "plugin.h"
 
 /* slurmstepd's pid, to tell its own process from the task processes it forks. */
@@ -205,176 +198,31 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
 }
 
-/* --- prolog=PATH, once per node: see the top of this file and node.h ---------------- */
-
-#define NODE_SHARED_SIZE (8u << 20)  /* address space only: pages are used as written */
-/* then a task gives up waiting and runs the hook itself: the first task's hook run is
- * bounded by hook_timeout, so this only fires when that task itself is stuck */
-#define NODE_WAIT_MS ((long) tfd_config()->hook_timeout * 1000 + 10000)
-
-/* NODE_TIMED_OUT: the node run hit hook_timeout; every task fails with that reason
- * rather than waiting as long again on its own run. */
-enum { NODE_PENDING, NODE_READY, NODE_FAILED, NODE_TIMED_OUT };
-
-struct node_shared {
-	volatile int state;
-	size_t env_len; /* data[0..env_len): the first task's environment, NUL-separated */
-	size_t out_len; /* data[env_len..+out_len]: the hook's --node output, NUL-terminated */
-	char data[];
-};
-
-/* Set up by user_init in slurmstepd, inherited by every task process it forks. */
-static struct node_shared *node;
-static int node_ready_fd[2] = { -1, -1 };
+/* --- prolog=PATH, once per node and step if it can (node_run.h) ------------------- */
 
 int tfd_remote_user_init(spank_t sp, int ac, char **av)
 {
 	char *optarg = NULL;
-	void *map;
 
 	(void) ac;
 	(void) av;
 	if (!tfd_config()->prolog[0] || !is_tf_step(sp) ||
 	    spank_option_getopt(sp, tfd_option(), &optarg) != ESPANK_SUCCESS)
 		return 0;
-	/* Any failure here only means every task runs the hook itself. */
-	if (pipe2(node_ready_fd, O_CLOEXEC) != 0)
-		return 0;
-	map = mmap(NULL, NODE_SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (map == MAP_FAILED) {
-		close(node_ready_fd[0]);
-		close(node_ready_fd[1]);
-		node_ready_fd[0] = node_ready_fd[1] = -1;
-		return 0;
-	}
-	node = map;
-	node->state = NODE_PENDING;
+	tfd_node_share();
 	return 0;
 }
 
-/* The first local task: run the hook for the whole node, publish, wake the others. */
-static void node_lead(const char *path, char **env)
-{
-	size_t room = NODE_SHARED_SIZE - sizeof(*node), used = 0, i;
-	char *out = NULL, err[512];
-	size_t out_len = 0;
-	int status = 0, state = NODE_FAILED, rc;
-
-	for (i = 0; env && env[i]; i++) {
-		size_t len = strlen(env[i]) + 1;
-
-		if (len > room - used)
-			goto publish;
-		memcpy(node->data + used, env[i], len);
-		used += len;
-	}
-	node->env_len = used;
-	if (!env)
-		goto publish;
-	rc = tfd_hook_run_arg(path, "--node", env, tfd_config()->hook_timeout, &out, &out_len,
-			      &status, err, sizeof(err));
-	if (rc == -2) {
-		state = NODE_TIMED_OUT;
-		goto publish;
-	}
-	if (rc != 0) {
-		slurm_debug("tfslurm: per-node hook run failed (%s); tasks run the hook each", err);
-		goto publish;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && out_len < room - used) {
-		memcpy(node->data + used, out, out_len + 1);
-		node->out_len = out_len;
-		state = NODE_READY;
-	} else {
-		slurm_debug("tfslurm: per-node hook run failed (%s %d, %zu bytes of output); tasks run "
-			    "the hook each", WIFEXITED(status) ? "exit status" : "signal",
-			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), out_len);
-	}
-	free(out);
-publish:
-	__sync_synchronize();
-	node->state = state;
-	__sync_synchronize();
-	(void) !write(node_ready_fd[1], "", 1); /* one byte, never read: readable for everyone */
-}
-
-/* The other tasks: wait until the first one has published (0), or give up (-1). */
-static int node_wait(void)
-{
-	struct pollfd pfd = { node_ready_fd[0], POLLIN, 0 };
-	struct timespec start, now;
-	long waited = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (waited < NODE_WAIT_MS) {
-		int rc = poll(&pfd, 1, (int) (NODE_WAIT_MS - waited));
-
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -1;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-	}
-	return -1;
-}
-
-/*
- * Apply this task's lines from the node run.  Returns 0 (done), -1 (the hook failed for
- * this task: err says why, as run_hook would), or 1 (not usable: run the hook here).
- */
-static int node_apply(spank_t sp, const char *path, char *err, size_t errlen)
+/* 0 (this task's lines applied), -1 (the hook failed for this task: err says why, as
+ * run_hook would), or 1 (no usable node run: run the hook here). */
+static int node_hook(spank_t sp, const char *path, char *err, size_t errlen)
 {
 	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp };
-	struct tfd_node_block block;
-	char **env = NULL, why[128], *copy;
-	int localid = -1, rc;
+	int status = 0, rc = tfd_node_apply(sp, path, &ops, &status, err, errlen);
 
-	if (!node || spank_get_item(sp, S_TASK_ID, &localid) != ESPANK_SUCCESS || localid < 0)
-		return 1;
-	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
-		env = NULL;
-	if (localid == 0)
-		node_lead(path, env); /* publishes even without an environment: the others wait */
-	else if (!env)
-		return 1;
-	else if (node_wait() != 0) {
-		slurm_debug("tfslurm: task %d: gave up waiting for the per-node hook run", localid);
-		return 1;
-	}
-	__sync_synchronize();
-	if (node->state == NODE_TIMED_OUT) {
-		snprintf(err, errlen, "the hook %.300s did not finish within %u s and was killed "
-			 "(a SLURM_HOSTFILE that is a pipe, or a hung file system?); the limit is "
-			 "hook_timeout= in plugstack.conf", path, tfd_config()->hook_timeout);
-		return -1;
-	}
-	if (node->state != NODE_READY)
-		return 1;
-	if (tfd_node_find(node->data + node->env_len, node->out_len, (unsigned long) localid, &block) != 0) {
-		slurm_debug("tfslurm: task %d: no block for it in the per-node hook output (a wrapper "
-			    "without --node?); running the hook for this task", localid);
-		return 1;
-	}
-	if (!tfd_node_env_matches(env, node->data, node->env_len, &block, why, sizeof(why))) {
-		slurm_debug("tfslurm: task %d: %s differs from what the per-node hook run assumed; "
-			    "running the hook for this task", localid, why);
-		return 1;
-	}
-	/* tfd_hook_apply writes into its buffer: work on a private copy */
-	copy = malloc(block.preamble_len + block.lines_len + 1);
-	if (!copy)
-		return 1;
-	memcpy(copy, block.preamble, block.preamble_len);
-	memcpy(copy + block.preamble_len, block.lines, block.lines_len);
-	copy[block.preamble_len + block.lines_len] = '\0';
-	rc = tfd_hook_apply(copy, block.preamble_len + block.lines_len, &ops, err, errlen);
-	free(copy);
-	if (rc != 0)
-		return -1;
-	if (block.status != 0)
-		return hook_failed(path, block.status, err, errlen);
-	return 0;
+	if (rc == 0 && status != 0)
+		return hook_failed(path, status, err, errlen);
+	return rc;
 }
 
 int tfd_remote_task_init(spank_t sp, int ac, char **av)
@@ -403,7 +251,7 @@ int tfd_remote_task_init(spank_t sp, int ac, char **av)
 		return task_fail(err);
 	/* prolog=PATH: the hook runs here, only for --tf-dist tasks (once per node if it can) */
 	if (tfd_config()->prolog[0]) {
-		int rc = node_apply(sp, tfd_config()->prolog, err, sizeof(err));
+		int rc = node_hook(sp, tfd_config()->prolog, err, sizeof(err));
 
 		if (rc == 1)
 			rc = run_hook(sp, tfd_config()->prolog, err, sizeof(err));

@@ -27,20 +27,4 @@
  */
 int tfd_spec_check(const char *spec, char *err, size_t errlen);
 
-/*
- * Write a printable, bounded rendering of `s` into out[0..outlen): bytes outside
- * printable ASCII become \xNN, and text beyond `maxshow` input bytes becomes "...".
- * Always NUL-terminates when outlen > 0.  Used to show user input in messages without
- * letting control characters (newlines, escapes) through to a terminal or a log.
- */
-void tfd_quote(const char *s, size_t maxshow, char *out, size_t outlen);
-
-/* Format a one-line message into err (errlen bytes, always terminated; err may be NULL). */
-void tfd_set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Same for exactly the n bytes at s (which must not contain a NUL), without "..."
- * unless out is too small. */
-void tfd_quote_n(const char *s, size_t n, char *out, size_t outlen);
-
 #endif

@@ -1,7 +1,7 @@
 /*
- * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), the plugstack.conf
- * arguments (src/config.c), the hook runner (src/hook.c) and the per-node output reader
- * (src/node.c); none needs Slurm.
+ * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), the message quoting
+ * (src/text.c), the plugstack.conf arguments (src/config.c), the hook runner (src/hook.c)
+ * and the per-node output reader (src/node.c); none needs Slurm.
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
  *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model (the
@@ -31,6 +31,7 @@
 #include "hook.h"
 #include "node.h"
 #include "spec.h"
+#include "text.h"
 
 static int failures;
 
