@@ -1351,24 +1351,25 @@ def _columns(hosts: list[str], joined: str, positions: list[int] | None = None) 
     return merged
 
 
-def _columns_order(columns: _Columns) -> list[int]:
-    """The rows in hostrange_cmp order (stable: equal rows keep their order)."""
+def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
+    """The rows in hostrange_cmp order (stable: equal rows keep their order); ``ranks``:
+    the prefixes' natural order, if known."""
     order = list(range(len(columns.lows)))
     order.sort(key=columns.lows.__getitem__)
     if columns.unpadded is not None and columns.widths is not None:
         order.sort(key=columns.unpadded.__getitem__)
         order.sort(key=columns.widths.__getitem__)
     if not columns.one_prefix:
-        ranks = list(map(_prefix_ranks(columns.prefixes).__getitem__, columns.prefixes))
-        order.sort(key=ranks.__getitem__)
+        ranks = ranks or _prefix_ranks(columns.prefixes)
+        order.sort(key=list(map(ranks.__getitem__, columns.prefixes)).__getitem__)
     return order
 
 
-def _columns_sort(columns: _Columns) -> _Columns:
+def _columns_sort(columns: _Columns, ranks: dict[str, int] | None = None) -> _Columns:
     if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
         lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
         return _Columns(columns.prefixes, lows, lows, None, None, True)
-    return columns.take(_columns_order(columns))
+    return columns.take(_columns_order(columns, ranks))
 
 
 def _columns_collapse(columns: _Columns) -> _Columns | None:
@@ -1416,6 +1417,11 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
 
 
 def _columns_string(columns: _Columns) -> str:
+    return ",".join(_columns_parts(columns)[1])
+
+
+def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
+    """The text of each stretch of rows with one prefix, and that prefix."""
     prefixes, lows, highs, widths = (
         columns.prefixes,
         columns.lows,
@@ -1449,7 +1455,7 @@ def _columns_string(columns: _Columns) -> str:
             parts.append(prefixes[start] + numbers[start])
         else:
             parts.append(f"{prefixes[start]}[{','.join(numbers[start:stop])}]")
-    return ",".join(parts)
+    return list(map(prefixes.__getitem__, bounds[:-1])), parts
 
 
 def _columns_to_runs(columns: _Columns) -> list[_Run]:
@@ -1593,8 +1599,8 @@ def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
     Why it is the same as the host-by-host path: a name without a number is a run of its
     own that nothing joins, overlaps or brackets with (Slurm's singlehost ranges), and it
     sorts before the numbered runs of the prefix it equals. So the numbered hosts are
-    sorted and collapsed apart, and each name is put in front of the first run whose
-    prefix ranks after it.
+    sorted and collapsed apart, written one text per prefix, and those texts sorted
+    among the names by their prefixes.
     """
     numbered_flags = list(map("0123456789".__contains__, map(operator.itemgetter(-1), hosts)))
     numbered = list(itertools.compress(hosts, numbered_flags))
@@ -1604,28 +1610,20 @@ def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
     )
     if columns is None:
         return None
+    names = list(itertools.compress(hosts, map(operator.not_, numbered_flags)))
+    # One natural sort of the names and the prefixes together; the stable sort keeps a
+    # name before the prefix it equals, as hostrange_cmp puts a single host first.
+    items = names + list(set(columns.prefixes))
+    order = _natural_order(items)
+    ranks = dict(zip(map(items.__getitem__, order), range(len(order)), strict=True))
     if len(columns.lows) > 1:
-        merged = _columns_collapse(_columns_sort(columns))
+        merged = _columns_collapse(_columns_sort(columns, ranks))
         if merged is None:
             return None
         columns = merged
-    runs = _columns_to_runs(columns)
-    groups = [list(group) for _, group in itertools.groupby(runs, key=_PREFIX_OF)]
-    names = list(itertools.compress(hosts, map(operator.not_, numbered_flags)))
-    # One natural sort of the names and the prefixes together; a stable sort keeps a
-    # name before the prefix it equals, as hostrange_cmp puts a single host first.
-    items = names + [group[0][_PREFIX] for group in groups]
-    order = _natural_order(items)
-    pieces: list[str] = []
-    taken = 0  # entries of order written so far
-    for at in itertools.compress(itertools.count(), map(operator.ge, order, itertools.repeat(len(names)))):
-        if at > taken:
-            pieces.append(",".join(map(items.__getitem__, order[taken:at])))
-        pieces.append(_ranged_string(groups[order[at] - len(names)]))
-        taken = at + 1
-    if taken < len(order):
-        pieces.append(",".join(map(items.__getitem__, order[taken:])))
-    return ",".join(pieces)
+    part_of = dict(zip(*_columns_parts(columns), strict=True))  # sorted: one part per prefix
+    texts = names + list(map(part_of.__getitem__, items[len(names) :]))
+    return ",".join(map(texts.__getitem__, order))
 
 
 def compress(hosts: Iterable[str], sort: bool = False) -> str:
@@ -1638,7 +1636,8 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
-    columns = _columns(hosts, joined)
+    # a host without a numeric tail: the column path cannot take the list
+    columns = None if re.search(r"(?m)(?<![0-9])$", joined) else _columns(hosts, joined)
     if columns is None:
         if not re.search("[0-9]$", joined, re.MULTILINE):
             # No host has a number: every host is a run of its own, and sorting them is
