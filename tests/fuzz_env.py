@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import observed
 from tfslurm.errors import TfslurmError
-from tfslurm.plan import Plan, plan_for
+from tfslurm.plan import Plan, PlanOptions, plan_for
 from tfslurm.step import Step
 
 MAX_MESSAGE = 400
@@ -114,7 +114,7 @@ def check(env: dict[str, str]) -> str:
     plan: Plan | None = None
     try:
         step = Step.from_environ(env)
-        plan = plan_for(step, assign=True)
+        plan = plan_for(step, options=PlanOptions(assign=True))
         plan.tf_config() if plan.rank is not None else plan.cluster_spec()
         outcome = "ok"
     except TfslurmError as exc:

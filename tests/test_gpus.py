@@ -565,7 +565,7 @@ def test_narrowed_list_is_kept_and_marked_per_task() -> None:
 
 
 def test_local_id_comes_from_the_layout_and_is_never_guessed() -> None:
-    from tfslurm.layout import Layout
+    from tfslurm.layout import Distribution, Layout
 
     env = {
         "SLURM_JOB_ID": "5",
@@ -576,7 +576,7 @@ def test_local_id_comes_from_the_layout_and_is_never_guessed() -> None:
         "SLURM_STEP_GPUS": "0,1,2,3",
         "SLURM_GPUS_ON_NODE": "4",
     }
-    layout = Layout(("a", "b"), (0, 1, 1), (0, 0, 1), "test")
+    layout = Layout(("a", "b"), (0, 1, 1), (0, 0, 1), Distribution.GIVEN, source="test")
     # no SLURM_LOCALID: the layout says rank 2 is local task 1 of 2 on node b
     assert assign_gpus(Step.from_environ(env), layout).devices == ("2", "3")
     # the layout decides even against SLURM_LOCALID (the caller's layout sets the split)

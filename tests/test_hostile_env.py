@@ -62,7 +62,7 @@ def test_t1_non_ascii_digits_in_a_gpu_count_are_refused() -> None:
     ],
 )
 def test_t1_non_ascii_digits_in_other_gpu_variables_never_reach_int(gpu_variables: dict[str, str]) -> None:
-    from tfslurm.plan import plan_for
+    from tfslurm.plan import PlanOptions, plan_for
     from tfslurm.step import Step
 
     env = {
@@ -77,7 +77,7 @@ def test_t1_non_ascii_digits_in_other_gpu_variables_never_reach_int(gpu_variable
         **gpu_variables,
     }
     try:
-        plan_for(Step.from_environ(env), assign=True)
+        plan_for(Step.from_environ(env), options=PlanOptions(assign=True))
     except TfslurmError as exc:  # a one-line refusal is fine; int()'s ValueError is not
         assert "\n" not in str(exc) and "invalid literal" not in str(exc)
 

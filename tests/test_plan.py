@@ -23,17 +23,19 @@ from tfslurm.errors import (
     TfslurmError,
 )
 from tfslurm.gpus import ASSIGNED_VARIABLE as ASSIGNED_GPUS_VARIABLE
-from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
+from tfslurm.layout import Distribution, Layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.plan import (
     DESCRIPTOR_VARIABLE,
     TF_CONFIG_MAX_BYTES,
     Plan,
+    PlanOptions,
     plan_for,
     plan_from_environ,
     tf_config_json,
 )
-from tfslurm.ports import PortRule
+from tfslurm.ports import PortKind, PortRule
 from tfslurm.step import Step
+from tfslurm.tfcompat import TF_JOB_ORDER
 
 
 def tf_config_fits(plan: Plan, rank: int | None = None) -> bool:
@@ -110,7 +112,7 @@ def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
             plan = plan_for(Step.from_environ(env))
             low = int(env["SLURM_STEP_RESV_PORTS"].split("-")[0])
             assert plan.own.port == low + int(env["SLURM_LOCALID"])
-            assert plan.ports.kind == "reserved"
+            assert plan.ports.kind is PortKind.RESERVED
 
 
 def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> None:
@@ -161,7 +163,7 @@ def test_jobs_are_assigned_in_written_order_or_tf_order() -> None:
         "ps": [written.addresses[2]],
     }
     assert written.job_of(1) == ("worker", 1)
-    tf = plan_for(step, "worker:2,ps:1", tf_order=True)
+    tf = plan_for(step, "worker:2,ps:1", PlanOptions(job_order=TF_JOB_ORDER))
     assert list(tf.cluster_spec()) == ["ps", "worker"]
     assert tf.job_of(0) == ("ps", 0) and tf.job_of(1) == ("worker", 0)
 
@@ -173,13 +175,13 @@ def test_default_jobs_come_from_tfslurm_tf_dist() -> None:
 
 
 def test_hosts_keep_slurm_node_order_and_ports_follow_local_ids() -> None:
-    plan = plan_for(Step.from_environ(task_env()), port_base=15000)
+    plan = plan_for(Step.from_environ(task_env()), options=PlanOptions(port_base=15000))
     # TF's resolver would sort n10 before n9; Slurm puts ranks 0,1 on n9.
     assert plan.addresses == ("n9:15000", "n9:15001", "n10:15000")
 
 
 def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
-    plan = plan_for(Step.from_environ(task_env()), "chief:1,worker:*", port_base=2222)
+    plan = plan_for(Step.from_environ(task_env()), "chief:1,worker:*", PlanOptions(port_base=2222))
     text = plan.tf_config()
     assert " " not in text
     assert json.loads(text) == {
@@ -187,7 +189,7 @@ def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
         "task": {"type": "worker", "index": 0},
     }
     assert json.loads(plan.tf_config(0))["task"] == {"type": "chief", "index": 0}
-    grpc = plan_for(Step.from_environ(task_env()), port_base=2222, rpc_layer="grpc")
+    grpc = plan_for(Step.from_environ(task_env()), options=PlanOptions(port_base=2222, rpc_layer="grpc"))
     assert json.loads(grpc.tf_config())["rpc_layer"] == "grpc"
 
 
@@ -197,7 +199,9 @@ def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> Non
     training tasks do not see it."""
     from tfslurm.runtime.roles import role_from_tf_config
 
-    plan = plan_for(Step.from_environ(task_env()), "chief:1,evaluator:1,worker:*", port_base=2222)
+    plan = plan_for(
+        Step.from_environ(task_env()), "chief:1,evaluator:1,worker:*", PlanOptions(port_base=2222)
+    )
     full = {"chief": ["n9:2222"], "evaluator": ["n9:2223"], "worker": ["n10:2222"]}
     assert plan.cluster_spec() == full
     assert json.loads(plan.tf_config(0))["cluster"] == {"chief": ["n9:2222"], "worker": ["n10:2222"]}
@@ -229,7 +233,7 @@ def test_plan_tf_config_fast_path_equals_the_one_writer(
     env = task_env(SLURM_STEP_NODELIST="n1", SLURM_STEP_TASKS_PER_NODE=str(tasks), SLURM_STEP_NUM_TASKS=str(tasks),
                    SLURM_STEP_NUM_NODES="1", SLURMD_NODENAME="n1", SLURM_GTIDS=",".join(map(str, range(tasks))), SLURM_PROCID="0", SLURM_LOCALID="0",
                    TFSLURM_HOST_TEMPLATE=template)  # fmt: skip
-    plan = plan_for(Step.from_environ(env), spec, port_base=3000, rpc_layer=rpc)
+    plan = plan_for(Step.from_environ(env), spec, PlanOptions(port_base=3000, rpc_layer=rpc))
     for rank in range(tasks):
         job, index = plan.job_of(rank)
         text = plan.tf_config(rank)
@@ -238,14 +242,19 @@ def test_plan_tf_config_fast_path_equals_the_one_writer(
 
 
 def test_host_template_maps_node_names_to_addresses() -> None:
-    plan = plan_for(Step.from_environ(task_env()), port_base=2222, host_template="{node}-ib.example.org")
+    plan = plan_for(
+        Step.from_environ(task_env()),
+        options=PlanOptions(port_base=2222, host_template="{node}-ib.example.org"),
+    )
     assert plan.addresses[2] == "n10-ib.example.org:2222"
     assert plan.own.node == "n9" and plan.own.host == "n9-ib.example.org"
-    from_env = plan_for(Step.from_environ(task_env(TFSLURM_HOST_TEMPLATE="{node}.x")), port_base=1)
+    from_env = plan_for(
+        Step.from_environ(task_env(TFSLURM_HOST_TEMPLATE="{node}.x")), options=PlanOptions(port_base=1)
+    )
     assert from_env.hosts == ("n9.x", "n10.x")
     for bad in ("node", "{node}:1", "{node};x", "{host}", "{node}{x}", "a b{node}"):
         with pytest.raises(PlanError, match="must contain"):
-            plan_for(Step.from_environ(task_env()), host_template=bad)
+            plan_for(Step.from_environ(task_env()), options=PlanOptions(host_template=bad))
 
 
 def test_plan_errors_are_one_line_tfslurm_errors() -> None:
@@ -273,7 +282,7 @@ def test_plan_errors_are_one_line_tfslurm_errors() -> None:
 
 def test_table_is_aligned_and_marks_this_task() -> None:
     env = task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
-    plan = plan_for(Step.from_environ(env), "chief:1,worker:*", port_base=9000)
+    plan = plan_for(Step.from_environ(env), "chief:1,worker:*", PlanOptions(port_base=9000))
     lines = plan.table().splitlines()
     assert lines[0].split() == ["RANK", "JOB", "TASK", "HOST:PORT", "GPUS"]
     assert lines[1].split() == ["0", "chief", "0", "n9:9000", "0"]
@@ -335,7 +344,7 @@ def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch)
     assert plan_from_environ(env).tf_config() == plan.tf_config()
     env["SLURMD_NODENAME"] = "n10"
     with pytest.raises(PlanError, match="from another step"):
-        plan_from_environ(env, assign=False)
+        plan_from_environ(env, options=PlanOptions(assign=False))
 
 
 @pytest.mark.parametrize(
@@ -408,7 +417,7 @@ def test_tf_config_size_limit_boundary() -> None:
             SLURM_LOCALID="0",
             SLURM_GTIDS="1",
         )
-        return plan_for(Step.from_environ(env), port_base=12345)
+        return plan_for(Step.from_environ(env), options=PlanOptions(port_base=12345))
 
     small, big = plan_of(6000), plan_of(9000)
     assert tf_config_fits(small) and "TF_CONFIG" in small.task_env()
@@ -440,11 +449,13 @@ def layouts(draw: st.DrawFn) -> Layout:
     for node in order:
         local.append(seen[node])
         seen[node] += 1
-    return Layout(tuple(names), tuple(order), tuple(local), "arbitrary")
+    return Layout(tuple(names), tuple(order), tuple(local), Distribution.ARBITRARY)
 
 
 @given(
-    layouts(), st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]), st.data()
+    layouts(),
+    st.sampled_from([PortRule(PortKind.EXPLICIT, base=20000), PortRule(PortKind.DERIVED, base=11000)]),
+    st.data(),
 )
 @settings(max_examples=150, deadline=None)
 def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, data: st.DataObject) -> None:
@@ -474,14 +485,20 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
 
 
 def test_tf_config_escapes_what_json_must_escape() -> None:
-    plan = Plan(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule("explicit", base=5000), rank=0)
+    plan = Plan(
+        ('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule(PortKind.EXPLICIT, base=5000), rank=0
+    )
     assert json.loads(plan.tf_config())["cluster"] == {"worker": ['n"1:5000', "nø:5000"]}
 
 
 def test_explicit_local_ids_round_trip() -> None:
-    layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), "odd")
+    layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), Distribution.GIVEN, source="odd")
     plan = Plan(
-        layout.nodes, layout.rank_node, layout.rank_local, (("worker", 3),), PortRule("explicit", base=5000)
+        layout.nodes,
+        layout.rank_node,
+        layout.rank_local,
+        (("worker", 3),),
+        PortRule(PortKind.EXPLICIT, base=5000),
     )
     text = plan.descriptor()
     assert ";local=" in text
@@ -500,7 +517,9 @@ def test_long_explicit_maps_are_compressed() -> None:
         local.append(seen[node])
         seen[node] += 1
     nodes = tuple(f"n{i}" for i in range(50))
-    plan = Plan(nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule("explicit", base=5000))
+    plan = Plan(
+        nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule(PortKind.EXPLICIT, base=5000)
+    )
     text = plan.descriptor()
     assert ";map=z:" in text
     assert Plan.from_descriptor(text).rank_node == tuple(order)
@@ -664,7 +683,7 @@ def test_the_taskprolog_path_imports_only_what_it_needs() -> None:
 def test_gpu_plan_for_names_a_missing_or_foreign_rank() -> None:
     from tfslurm.plan import gpu_plan_for
 
-    layout = Layout(("n9", "n10"), (0, 0, 1), (0, 1, 0), "test")
+    layout = Layout(("n9", "n10"), (0, 0, 1), (0, 1, 0), Distribution.GIVEN, source="test")
     without_rank = {k: v for k, v in task_env().items() if k != "SLURM_PROCID"}
     with pytest.raises(SlurmEnvError, match="SLURM_PROCID is not set"):
         gpu_plan_for(Step.from_environ(without_rank), layout)

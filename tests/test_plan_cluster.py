@@ -38,7 +38,7 @@ def report(out):  # one file per task: srun splits long stdout lines of concurre
         json.dump(out, handle)
     os.rename(path + ".tmp", path)
 from tfslurm.errors import TfslurmError
-from tfslurm.plan import plan_from_environ
+from tfslurm.plan import PlanOptions, plan_from_environ
 env = os.environ
 out = {"procid": int(env["SLURM_PROCID"]), "slurmd": env.get("SLURMD_NODENAME"),
        "hostname": socket.gethostname(), "job": env.get("SLURM_JOB_ID"), "step": env.get("SLURM_STEP_ID"),
@@ -46,7 +46,7 @@ out = {"procid": int(env["SLURM_PROCID"]), "slurmd": env.get("SLURMD_NODENAME"),
 if args.get("drop_resv"):  # plan as on a cluster without MpiParams=ports: derived ports
     env = {k: v for k, v in os.environ.items() if k != "SLURM_STEP_RESV_PORTS"}
 try:
-    plan = plan_from_environ(env, jobs=args.get("jobs"), **args.get("options", {}))
+    plan = plan_from_environ(env, jobs=args.get("jobs"), options=PlanOptions(**args.get("options", {})))
 except TfslurmError as exc:
     out["error"] = str(exc)
     report(out)

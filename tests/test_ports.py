@@ -21,6 +21,7 @@ from tfslurm.ports import (
     DEFAULT_EPHEMERAL_RANGE,
     SPAN_RESERVE,
     STEP_STRIDE,
+    PortKind,
     PortRule,
     derived_base,
     derived_window,
@@ -77,10 +78,10 @@ def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, 
     for task, step, rule in rules_of(fid, label):
         reserved = task.env.get("SLURM_STEP_RESV_PORTS")
         if reserved and not multi_het:
-            assert rule.kind == "reserved"
+            assert rule.kind is PortKind.RESERVED
             assert rule.port(step.localid) == parse_port_list(reserved)[step.localid]
         else:
-            assert rule.kind == "derived"
+            assert rule.kind is PortKind.DERIVED
             low, high = derived_window(LINUX)
             assert low <= rule.port(step.localid) <= high
 
@@ -92,11 +93,11 @@ def test_het_step_over_two_components_does_not_trust_the_union_of_reservations()
     assert ("10_het_srun", "s0") in multi and ("21_sbatch_hetjob", "s0_het01") in multi
     for fid, label in multi:
         for _task, step, rule in rules_of(fid, label):
-            assert rule.kind == "derived"
+            assert rule.kind is PortKind.DERIVED
             # ... also without the layout's help:
-            assert port_rule(step, 3, ephemeral_range=LINUX).kind == "derived"
+            assert port_rule(step, 3, ephemeral_range=LINUX).kind is PortKind.DERIVED
     for _task, _step, rule in rules_of("21_sbatch_hetjob", "s1_het1"):  # one component: fine
-        assert rule == PortRule("reserved", ports=(20079, 20080, 20081, 20082))
+        assert rule == PortRule(PortKind.RESERVED, ports=(20079, 20080, 20081, 20082))
 
 
 # Ranges sites give MpiParams=ports: Slurm's documented example, Cray's, this suite's.
@@ -117,7 +118,7 @@ def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> No
                     dataclasses.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
                 )
                 ports = [rule.port(i) for i in range(4)]
-                assert rule.kind == "derived"
+                assert rule.kind is PortKind.DERIVED
                 assert not any(lo <= p <= hi for p in ports for lo, hi in USUAL_MPI_RANGES), (job_id, ports)
                 assert not set(ports) & set(shown)
 
@@ -136,15 +137,15 @@ def test_mpi_clear_window_moves_on_when_the_shown_ports_are_inside_it() -> None:
 
 def test_bare_resv_ports_reserves_nothing_so_ports_are_derived() -> None:
     for _task, step, rule in rules_of("14_resv_ports", "s0"):
-        assert step.resv_ports is None and rule.kind == "derived"
+        assert step.resv_ports is None and rule.kind is PortKind.DERIVED
 
 
 def test_explicit_port_base_wins_over_reservation() -> None:
     step = Step.from_environ(FIXTURES["15_resv_ports_3"].steps["s0"][1].env)
     rule = port_rule(step, 2, port_base=8888)
-    assert rule == PortRule("explicit", base=8888) and rule.port(1) == 8889
+    assert rule == PortRule(PortKind.EXPLICIT, base=8888) and rule.port(1) == 8889
     env = dict(FIXTURES["15_resv_ports_3"].steps["s0"][1].env, TFSLURM_PORT_BASE="15000")
-    assert port_rule(Step.from_environ(env), 2) == PortRule("explicit", base=15000)
+    assert port_rule(Step.from_environ(env), 2) == PortRule(PortKind.EXPLICIT, base=15000)
     assert port_rule(Step.from_environ(env), 2, port_base=9000).base == 9000
 
 
@@ -176,7 +177,7 @@ def test_too_few_reserved_ports_is_a_clear_error() -> None:
 
 
 def test_reserved_rule_has_no_port_past_its_list() -> None:
-    rule = PortRule("reserved", ports=(20060, 20061))
+    rule = PortRule(PortKind.RESERVED, ports=(20060, 20061))
     with pytest.raises(
         PortError, match=r"local id 2 has no port: Slurm reserved 2 \(SLURM_STEP_RESV_PORTS=20060-20061\)"
     ):
@@ -244,7 +245,7 @@ def test_parse_port_list_rejects_garbage(text: str) -> None:
 @given(
     st.one_of(
         st.lists(st.integers(1, 65535), min_size=1, max_size=40, unique=True).map(
-            lambda ports: PortRule("reserved", ports=tuple(sorted(ports)))
+            lambda ports: PortRule(PortKind.RESERVED, ports=tuple(sorted(ports)))
         ),
         st.builds(PortRule, st.sampled_from(["derived", "explicit"]), base=st.integers(1, 65535)),
     )
@@ -252,8 +253,8 @@ def test_parse_port_list_rejects_garbage(text: str) -> None:
 def test_encode_decode_round_trip(rule: PortRule) -> None:
     text = rule.encode()
     assert PortRule.decode(text) == rule
-    assert "," not in text or rule.kind == "reserved"
-    assert len(text) < 16 or rule.kind == "reserved"
+    assert "," not in text or rule.kind is PortKind.RESERVED
+    assert len(text) < 16 or rule.kind is PortKind.RESERVED
 
 
 @pytest.mark.parametrize("text", ["", "r", "d", "x123", "d-1", "d65536", "e12a", "rfoo", "d123456", None, 5])
@@ -266,11 +267,19 @@ def test_rule_validation() -> None:
     with pytest.raises(PortError, match="port rule kind 'random' is not one of reserved, derived, explicit"):
         PortRule("random", base=1)
     with pytest.raises(PortError):
-        PortRule("reserved")
+        PortRule(PortKind.RESERVED)
     with pytest.raises(PortError):
-        PortRule("derived", base=None)
+        PortRule(PortKind.DERIVED, base=None)
     with pytest.raises(PortError, match="past 65535"):
-        PortRule("explicit", base=65535).port(1)
+        PortRule(PortKind.EXPLICIT, base=65535).port(1)
+
+
+def test_a_kinds_text_stands_for_it() -> None:
+    """PortKind is an Enum whose text still works where a kind was a string."""
+    assert PortRule("reserved", ports=(20000,)) == PortRule(PortKind.RESERVED, ports=(20000,))
+    assert PortRule("explicit", base=8888).kind is PortKind.EXPLICIT
+    assert PortKind.DERIVED == "derived" and f"{PortKind.DERIVED}" == str(PortKind.DERIVED) == "derived"
+    assert PortRule.decode("d23456") == PortRule(PortKind.DERIVED, base=23456)
 
 
 # --- the derived rule ------------------------------------------------------------------------

@@ -55,6 +55,7 @@ __all__ = [
     "assign_gpus",
     "assign_gpus_from_env",
     "assigned_earlier",
+    "check_gpu_count",
     "count_visible_gpus",
     "gpu_warnings",
     "node_device_list",
@@ -709,6 +710,11 @@ def _gpu_binding(tres_bind: str) -> str | None:
 
 def _tres_bind(env: Mapping[str, str]) -> str:
     return f"SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()}"
+
+
+def check_gpu_count(name: str, value: object) -> None:
+    """GpuError unless ``value`` (the argument ``name``) is a GPU count: 0..MAX_DEVICES."""
+    _check_count(name, value)
 
 
 def _check_count(name: str, value: object) -> None:

@@ -3,14 +3,15 @@
 A spec is written ``"ps:1,worker:3"`` (the ``--tf-dist`` / ``TFSLURM_TF_DIST`` form) or as a
 mapping ``{"ps": 1, "worker": 3}``. One job may take ``*``: all ranks the others leave.
 Ranks are given jobs **in the order written**: with ``"chief:1,worker:*"`` rank 0 is the
-chief, ranks 1.. are workers 0... (TF's own ``SlurmClusterResolver`` sorts job names
-alphabetically instead; :func:`tf_order` gives that order for the compat resolver.)
+chief, ranks 1.. are workers 0... :class:`JobOrder` names the other order a caller may want
+(alphabetical: TF's own ``SlurmClusterResolver``, see ``tfslurm.tfcompat``).
 
 Only the standard library is used: this runs in the TaskProlog of every task.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
@@ -19,12 +20,12 @@ from tfslurm.numbers import is_ascii_number
 __all__ = [
     "REST",
     "TF_JOB_NAMES",
+    "JobOrder",
     "JobsSpec",
     "format_jobs",
     "near_tf_name",
     "parse_jobs",
     "split_spec",
-    "tf_order",
 ]
 
 REST = "*"
@@ -114,9 +115,17 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
     return jobs
 
 
-def tf_order(jobs: Mapping[str, int]) -> dict[str, int]:
-    """The same jobs in TF's ``SlurmClusterResolver`` order: alphabetical by job name."""
-    return dict(sorted(jobs.items()))
+class JobOrder(enum.Enum):
+    """The order in which jobs take ranks."""
+
+    WRITTEN = "written"  # as the spec lists them: "chief:1,worker:*" makes rank 0 the chief
+    ALPHABETICAL = "alphabetical"  # by job name
+
+    def apply(self, jobs: Mapping[str, int]) -> dict[str, int]:
+        """``jobs`` (resolved by :func:`parse_jobs`) in this order."""
+        if self is JobOrder.ALPHABETICAL:
+            return dict(sorted(jobs.items()))
+        return dict(jobs)
 
 
 def format_jobs(jobs: Mapping[str, int | str]) -> str:

@@ -24,6 +24,7 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
+import enum
 import operator
 import os
 import stat
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_HOSTFILE_BYTES",
     "MAX_TASKS",
+    "Distribution",
     "Layout",
     "LayoutError",
     "arbitrary_layout",
@@ -63,19 +65,55 @@ MAX_HOSTFILE_BYTES = 1 << 26
 _FAST_PARSE_BYTES = 1 << 23  # split a plain hostfile whole only up to 8 MiB (memory bound)
 
 
+class Distribution(enum.Enum):
+    """How a layout's map was made: one of Slurm's node distributions, or given as is."""
+
+    BLOCK = "block"
+    CYCLIC = "cyclic"
+    PLANE = "plane"  # with Layout.plane_size
+    ARBITRARY = "arbitrary"  # a hostfile's order
+    DEFAULT = "default"  # no -m: Slurm's default, laid out as block
+    HET = "het"  # a heterogeneous step: each component block over its own nodes
+    GIVEN = "given"  # a map given rank by rank (a descriptor, a test), not from Slurm's rules
+
+
 @dataclass(frozen=True)
 class Layout:
     """The rank -> node map of a step. Node indices refer to ``nodes``.
 
-    ``component_sizes`` is the task count of each component of a heterogeneous step
-    (ranks of component 0 first), empty for an ordinary step.
+    ``distribution`` says how the map was made, with ``plane_size`` for
+    :attr:`Distribution.PLANE` and ``source`` naming where a map came from (a hostfile, the
+    caller's per-node counts; shown by :attr:`method`). ``component_sizes`` is the task count
+    of each component of a heterogeneous step (ranks of component 0 first), empty for an
+    ordinary step.
     """
 
     nodes: tuple[str, ...]
     rank_node: tuple[int, ...]
     rank_local: tuple[int, ...]
-    method: str
+    distribution: Distribution
     component_sizes: tuple[int, ...] = ()
+    plane_size: int | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.distribution, Distribution):
+            raise TypeError(f"Layout distribution {self.distribution!r} is not a layout.Distribution")
+
+    @property
+    def method(self) -> str:
+        """The layout for people: ``block``, ``plane=2``, ``default (block)``,
+        ``arbitrary (SLURM_HOSTFILE /path)``, ``het(block : block)``, ..."""
+        kind = self.distribution
+        if kind is Distribution.PLANE:
+            return f"plane={self.plane_size}"
+        if kind is Distribution.DEFAULT:
+            return "default (block)"
+        if kind is Distribution.HET:
+            return "het(" + " : ".join("block" for _ in self.component_sizes) + ")"
+        if kind is Distribution.GIVEN:
+            return self.source or kind.value
+        return kind.value if self.source is None else f"{kind.value} ({self.source})"
 
     @property
     def num_tasks(self) -> int:
@@ -172,7 +210,7 @@ def block_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
     for index, count in enumerate(counts):
         rank_node.extend(repeat(index, count))
         rank_local.extend(range(count))
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "block")
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.BLOCK)
 
 
 def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layout:
@@ -181,7 +219,7 @@ def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layo
         raise LayoutError(f"plane size {size} must be at least 1")
     _check_counts(nodes, counts)
     if size == 1:
-        return _cyclic(nodes, counts, "plane=1")
+        return _cyclic(nodes, counts, Distribution.PLANE, 1)
     rank_node: list[int] = []
     rank_local: list[int] = []
     active = [i for i, c in enumerate(counts) if c > 0]
@@ -193,16 +231,18 @@ def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layo
             rank_local.extend(range(start, start + take))
         start += size
         active = [i for i in active if counts[i] > start]
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), f"plane={size}")
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.PLANE, plane_size=size)
 
 
 def cyclic_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
     """Round ``j`` gives one rank to each node, in node order, that has more than ``j``."""
     _check_counts(nodes, counts)
-    return _cyclic(nodes, counts, "cyclic")
+    return _cyclic(nodes, counts, Distribution.CYCLIC)
 
 
-def _cyclic(nodes: Sequence[str], counts: Sequence[int], method: str) -> Layout:
+def _cyclic(
+    nodes: Sequence[str], counts: Sequence[int], kind: Distribution, plane_size: int | None = None
+) -> Layout:
     rank_node: list[int] = []
     rank_local: list[int] = []
     active = [i for i, c in enumerate(counts) if c > 0]
@@ -216,11 +256,13 @@ def _cyclic(nodes: Sequence[str], counts: Sequence[int], method: str) -> Layout:
             rank_local.extend(repeat(local, width))
         round_ = until
         active = [i for i in active if counts[i] > round_]
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method)
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), kind, plane_size=plane_size)
 
 
-def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], method: str = "arbitrary") -> Layout:
-    """Rank ``r`` runs on ``hosts[r]``; ``nodes`` is the step's node list (index order)."""
+def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], source: str | None = None) -> Layout:
+    """Rank ``r`` runs on ``hosts[r]``; ``nodes`` is the step's node list (index order);
+    ``source`` names where ``hosts`` came from (``Layout.source``)."""
+    method = "arbitrary" if source is None else f"arbitrary ({source})"
     if len(hosts) > MAX_TASKS:
         raise LayoutError(f"{len(hosts)} tasks is more than tfslurm handles ({MAX_TASKS})")
     index_of = {name: i for i, name in enumerate(nodes)}
@@ -237,7 +279,7 @@ def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], method: str = "
     for rank, index in enumerate(rank_node):
         rank_local[rank] = seen[index]
         seen[index] += 1
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method)
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.ARBITRARY, source=source)
 
 
 # --- hostfiles ----------------------------------------------------------------------------
@@ -357,25 +399,25 @@ def _read_hostfile(path: str, limit: int) -> list[str]:
 
 def layout_for(step: Step) -> Layout:
     """The verified rank -> node map of ``step`` (a task of a step); LayoutError otherwise."""
-    step.require("nodelist", "tasks_per_node")
-    assert step.nodelist is not None and step.tasks_per_node is not None
+    nodelist = step.require_nodelist()
+    tasks_per_node = step.require_tasks_per_node()
     try:
-        nodes = hostlist.expand(step.nodelist)
+        nodes = hostlist.expand(nodelist)
     except HostlistError as exc:
         raise SlurmEnvError(f"SLURM_STEP_NODELIST: {exc}") from None
     try:
-        counts = hostlist.expand_counts(step.tasks_per_node)
+        counts = hostlist.expand_counts(tasks_per_node)
     except HostlistError as exc:
         raise SlurmEnvError(f"SLURM_STEP_TASKS_PER_NODE: {exc}") from None
     _check_counts(nodes, counts)
     if 0 in counts:
         raise SlurmEnvError(
-            f"SLURM_STEP_TASKS_PER_NODE={_clip(step.tasks_per_node)!r} gives node "
+            f"SLURM_STEP_TASKS_PER_NODE={_clip(tasks_per_node)!r} gives node "
             f"{nodes[counts.index(0)]} no task; Slurm starts at least one task on every node "
             "of a step: these are not a step's variables"
         )
     if len(set(nodes)) != len(nodes):
-        raise LayoutError(f"SLURM_STEP_NODELIST={step.nodelist!r} names a node twice")
+        raise LayoutError(f"SLURM_STEP_NODELIST={nodelist!r} names a node twice")
 
     het = _het_participants(step, nodes)
     if het is None:  # checked again by _verify; here before a layout of millions is built
@@ -389,24 +431,24 @@ def layout_for(step: Step) -> Layout:
         return layout
 
     kind, plane = _node_distribution(step)
-    if kind == "arbitrary":
+    if kind is Distribution.ARBITRARY:
         return _arbitrary_for(step, nodes, counts)
-    if kind == "cyclic":
+    if kind is Distribution.CYCLIC:
         layout = cyclic_layout(nodes, counts)
-    elif kind == "plane":
+    elif kind is Distribution.PLANE:
         if plane is None:
             raise LayoutError(
                 f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} but SLURM_DIST_PLANESIZE is not set"
             )
         layout = plane_layout(nodes, counts, plane)
-    elif kind == "block":
+    elif kind is Distribution.BLOCK:
         layout = block_layout(nodes, counts)
-    elif kind == "default":
+    elif kind is Distribution.DEFAULT:
         # Slurm <= 25.11 lays out a step without -m as block (cyclic when every node has
         # one task, which is the same map). Slurm >= 26.05 with a topology plugin orders
         # by topology instead, which the environment does not show: _verify catches it.
         layout = block_layout(nodes, counts)
-        layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, "default (block)")
+        layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, Distribution.DEFAULT)
     else:
         raise LayoutError(
             f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} is a distribution tfslurm cannot "
@@ -416,11 +458,12 @@ def layout_for(step: Step) -> Layout:
     return layout
 
 
-def _node_distribution(step: Step) -> tuple[str, int | None]:
-    """The node-level part of SLURM_DISTRIBUTION: block, cyclic, plane, arbitrary, default."""
+def _node_distribution(step: Step) -> tuple[Distribution | None, int | None]:
+    """The node-level part of SLURM_DISTRIBUTION (block, cyclic, plane, arbitrary, default)
+    and the plane size; ``(None, None)`` for a distribution tfslurm does not know."""
     raw = step.distribution
     if raw is None:
-        return "default", None
+        return Distribution.DEFAULT, None
     first = raw.split(",", 1)[0].split(":", 1)[0].strip().lower()
     plane = step.plane_size
     if first.startswith("plane="):
@@ -429,10 +472,16 @@ def _node_distribution(step: Step) -> tuple[str, int | None]:
             raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
         first, plane = "plane", int(size)
     if first in ("", "*"):
-        return "default", None
-    if first in ("block", "cyclic", "plane", "arbitrary"):
-        return first, plane
-    return "unknown", None
+        return Distribution.DEFAULT, None
+    kind = _NODE_DISTRIBUTIONS.get(first)
+    return (kind, plane) if kind is not None else (None, None)
+
+
+# SLURM_DISTRIBUTION's node-level words tfslurm lays out.
+_NODE_DISTRIBUTIONS = {
+    kind.value: kind
+    for kind in (Distribution.BLOCK, Distribution.CYCLIC, Distribution.PLANE, Distribution.ARBITRARY)
+}
 
 
 def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
@@ -443,7 +492,7 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
     if step.hostfile:
         try:
             hosts = _read_hostfile(step.hostfile, total)
-            sources.append((f"arbitrary (SLURM_HOSTFILE {step.hostfile})", hosts))
+            sources.append((f"SLURM_HOSTFILE {step.hostfile}", hosts))
         except LayoutError as exc:
             errors.append(str(exc))
     if step.arbitrary_nodelist:
@@ -452,16 +501,16 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
         except HostlistError as exc:
             errors.append(f"SLURM_ARBITRARY_NODELIST: {exc}")
         else:
-            sources.append(("arbitrary (SLURM_ARBITRARY_NODELIST)", hosts))
+            sources.append(("SLURM_ARBITRARY_NODELIST", hosts))
     if not sources:
         why = "; ".join(errors) or ("neither SLURM_HOSTFILE nor SLURM_ARBITRARY_NODELIST is set in this task")
         raise LayoutError(f"-m arbitrary step: the task order cannot be known: {why}")
-    for method, hosts in sources:
+    for source, hosts in sources:
         if len(hosts) < total:
-            errors.append(f"{method} lists {len(hosts)} hosts for {total} tasks")
+            errors.append(f"arbitrary ({source}) lists {len(hosts)} hosts for {total} tasks")
             continue
         try:
-            layout = arbitrary_layout(nodes, hosts[:total], method)
+            layout = arbitrary_layout(nodes, hosts[:total], source)
             _verify(step, layout, counts)
         except LayoutError as exc:
             errors.append(str(exc))
@@ -523,8 +572,7 @@ def _het_layout(
             rank_node.extend(repeat(index, counts[index]))
             rank_local.extend(range(counts[index]))
         sizes.append(len(rank_node) - before)
-    method = "het(" + " : ".join("block" for _ in parts) + ")"
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), method, tuple(sizes))
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.HET, tuple(sizes))
 
 
 # --- verification -------------------------------------------------------------------------

@@ -7,8 +7,9 @@ Slurm variables, so no task has to talk to another to agree on the cluster.
 
 Choices, and why:
 
-* **Jobs in the order written.** ``"chief:1,worker:*"`` makes rank 0 the chief. (TF's
-  resolver sorts job names; ``SlurmClusterResolver`` keeps that order for compatibility.)
+* **Jobs in the order written.** ``"chief:1,worker:*"`` makes rank 0 the chief
+  (``PlanOptions.job_order`` may ask for another; TF's resolver sorts job names, which
+  ``SlurmClusterResolver`` keeps for compatibility: ``tfslurm.tfcompat``).
 * **Host = the node's NodeName**, the name in ``SLURM_STEP_NODELIST`` and
   ``SLURMD_NODENAME``. Every task knows it without asking slurmctld (``NodeAddr`` needs an
   RPC per task, or slurm.conf, which configless sites do not have), and Slurm's defaults make
@@ -29,17 +30,17 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tfslurm import jobspec
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
-from tfslurm.jobspec import JobsSpec, parse_jobs
+from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
@@ -54,7 +55,9 @@ __all__ = [
     "JOBS_VARIABLE",
     "TF_CONFIG_MAX_BYTES",
     "GpuPlan",
+    "GpuScope",
     "Plan",
+    "PlanOptions",
     "TaskPlan",
     "gpu_plan_for",
     "plan_for",
@@ -88,24 +91,40 @@ class TaskPlan:
         return f"{self.host}:{self.port}"
 
 
+class GpuScope(enum.Enum):
+    """The nodes whose device list :attr:`GpuPlan.node_devices` is."""
+
+    NONE = "no node"  # no node's: only this task's own devices are known
+    NODE = "one node"  # node GpuPlan.node's (this task's own node)
+    EVERY_NODE = "every node"  # every node's (TF's gpus_per_node: devices 0..N-1 everywhere)
+
+
 @dataclass(frozen=True)
 class GpuPlan:
     """What this task knows about the step's GPUs (see the module docstring).
 
-    ``node_devices`` is the device list of the node(s) in ``nodes`` (``None`` = every node),
-    shared out among each node's tasks with ``split_devices``; ``split=False`` means no
-    other rank's devices can be known (e.g. Slurm bound devices per task).
+    ``node_devices`` is the device list of the node(s) ``scope`` says (for
+    :attr:`GpuScope.NODE`, node index ``node``), shared out among each node's tasks with
+    ``split_devices``; ``split=False`` means no other rank's devices can be known (e.g.
+    Slurm bound devices per task).
     """
 
     own: tuple[str, ...]
     variable: str
     source: str
     node_devices: tuple[str, ...] = ()
-    nodes: frozenset[int] | None = frozenset()
+    scope: GpuScope = GpuScope.NONE
+    node: int | None = None
     gpus_per_task: int | None = None
     split: bool = False
     env: Mapping[str, str] = field(default_factory=dict, compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def knows(self, node: int) -> bool:
+        """Whether the GPUs of the ranks on node index ``node`` follow from ``node_devices``."""
+        if not self.split:
+            return False
+        return self.scope is GpuScope.EVERY_NODE or (self.scope is GpuScope.NODE and node == self.node)
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +206,7 @@ class Plan:
         if rank == self.rank:
             return gpus.own
         node = self.rank_node[rank]
-        if not gpus.split or (gpus.nodes is not None and node not in gpus.nodes):
+        if not gpus.knows(node):
             return None
         from tfslurm.gpus import split_devices
 
@@ -411,45 +430,78 @@ class Plan:
             )
 
 
-def plan_for(
-    step: Step,
-    jobs: JobsSpec = None,
-    *,
-    port_base: int | None = None,
-    gpus_per_task: int | None = None,
-    gpus_per_node: int | None = None,
-    host_template: str | None = None,
-    layout: Layout | None = None,
-    rpc_layer: str | None = None,
-    tf_order: bool = False,
-    assign: bool = True,
-    gpu_plan: GpuPlan | None = None,
-) -> Plan:
+@dataclass(frozen=True)
+class PlanOptions:
+    """How :func:`plan_for` makes a plan; each default is tfslurm's own choice. Checked when
+    made (the errors :func:`plan_for` would raise for them).
+
+    * ``port_base``: port of local id 0 on every node (default: ``TFSLURM_PORT_BASE``, else
+      Slurm's reserved ports, else derived from job and step id: ``tfslurm.ports``).
+    * ``gpus_per_task``, ``gpus_per_node``: as :func:`tfslurm.gpus.assign_gpus` takes them.
+    * ``host_template``: a node's host name, e.g. ``"{node}-ib"`` (default:
+      ``TFSLURM_HOST_TEMPLATE``, else the node name).
+    * ``layout``: a rank -> node map to use instead of the step's (``layout_for``).
+    * ``rpc_layer``: TF_CONFIG's ``rpc_layer`` (default: none written).
+    * ``job_order``: the order in which jobs take ranks (default: as written).
+    * ``assign``: ``False`` skips this task's GPU assignment (plans made away from the task).
+    * ``gpu_plan``: this task's GPUs as made by :func:`gpu_plan_for` with other settings.
+    """
+
+    port_base: int | None = None
+    gpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    host_template: str | None = None
+    layout: Layout | None = None
+    rpc_layer: str | None = None
+    job_order: JobOrder = JobOrder.WRITTEN
+    assign: bool = True
+    gpu_plan: GpuPlan | None = None
+
+    def __post_init__(self) -> None:
+        if self.port_base is not None:
+            from tfslurm.ports import check_port_base
+
+            check_port_base(self.port_base, "port_base")
+        if self.gpus_per_task is not None or self.gpus_per_node is not None:
+            from tfslurm.gpus import check_gpu_count
+
+            for name in ("gpus_per_task", "gpus_per_node"):
+                if getattr(self, name) is not None:
+                    check_gpu_count(name, getattr(self, name))
+        if self.host_template is not None:
+            _host_template(self.host_template, {})
+        if not isinstance(self.job_order, JobOrder):
+            raise PlanError(f"job_order {self.job_order!r} is not a tfslurm.jobspec.JobOrder")
+
+
+_DEFAULT_OPTIONS = PlanOptions()
+
+
+def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_OPTIONS) -> Plan:
     """The plan of ``step`` as seen by this task.
 
     ``jobs`` defaults to ``TFSLURM_TF_DIST`` (set by the SPANK plugin's ``--tf-dist``), else
-    every task is a worker. ``layout`` overrides the computed one (the compat resolver's
-    ``tasks_per_node``); ``tf_order`` assigns jobs alphabetically as TF's resolver does;
-    ``assign=False`` skips the GPU assignment (plans made away from the task);
-    ``gpu_plan`` supplies one made by :func:`gpu_plan_for` with other settings.
+    every task is a worker. ``options`` (:class:`PlanOptions`) changes ports, hosts, GPUs,
+    the layout or the job order from tfslurm's own choices.
     """
     from tfslurm.layout import layout_for
     from tfslurm.ports import port_rule
 
+    layout = options.layout
     from_step = layout is None  # then layout.nodes / counts are exactly Slurm's strings
     if layout is None:
         layout = layout_for(step)
     if jobs is None:
         jobs = step.env.get(JOBS_VARIABLE) or None
-    resolved = parse_jobs(jobs, layout.num_tasks)
-    if tf_order:
-        resolved = jobspec.tf_order(resolved)
-    template = _host_template(host_template, step.env)
+    resolved = options.job_order.apply(parse_jobs(jobs, layout.num_tasks))
+    template = _host_template(options.host_template, step.env)
     counts = _count_per_node(layout.rank_node, len(layout.nodes))
-    rule = port_rule(step, max(counts), port_base=port_base, layout=layout)
-    gpus = gpu_plan
-    if gpus is None and assign and step.procid is not None:
-        gpus = gpu_plan_for(step, layout, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node)
+    rule = port_rule(step, max(counts), port_base=options.port_base, layout=layout)
+    gpus = options.gpu_plan
+    if gpus is None and options.assign and step.procid is not None:
+        gpus = gpu_plan_for(
+            step, layout, gpus_per_task=options.gpus_per_task, gpus_per_node=options.gpus_per_node
+        )
     plan = Plan(
         nodes=tuple(layout.nodes),
         rank_node=tuple(layout.rank_node),
@@ -459,7 +511,7 @@ def plan_for(
         host_template=template,
         rank=step.procid,
         gpus=gpus,
-        rpc_layer=rpc_layer,
+        rpc_layer=options.rpc_layer,
         nodelist=step.nodelist if from_step else None,
         tasks_per_node=step.tasks_per_node if from_step else None,
     )
@@ -483,37 +535,39 @@ _STEP_WIDE_CACHES = (
 def plan_from_environ(
     env: Mapping[str, str] | None = None,
     jobs: JobsSpec = None,
-    *,
-    assign: bool = True,
-    **options: object,
+    options: PlanOptions = _DEFAULT_OPTIONS,
 ) -> Plan:
     """This task's plan, from ``os.environ`` (or ``env``).
 
-    When ``TFSLURM_DESCRIPTOR`` is set and nothing overrides it (no ``jobs`` or options), the
-    plan is rebuilt from it, so it is exactly the plan the task was started with; else from
-    Slurm's variables (:func:`plan_for`). ``assign`` adds this task's GPUs.
+    When ``TFSLURM_DESCRIPTOR`` is set and nothing overrides it (no ``jobs``, ``options``
+    the defaults but for ``assign``), the plan is rebuilt from it, so it is exactly the plan
+    the task was started with; else from Slurm's variables (:func:`plan_for`).
+    ``options.assign`` adds this task's GPUs.
     """
     from tfslurm.step import Step
 
     source = os.environ if env is None else env
     step = Step.from_environ(source)
     text = source.get(DESCRIPTOR_VARIABLE)
-    if not (text and jobs is None and not options):
-        return plan_for(step, jobs, assign=assign, **options)  # type: ignore[arg-type]
-    step.require("step_id", "procid")
-    assert step.procid is not None
-    plan = Plan.from_descriptor(text, rank=step.procid)
-    node = plan.nodes[plan.rank_node[step.procid]]
+    overridden = options is not _DEFAULT_OPTIONS and (
+        dataclasses.replace(options, assign=True) != _DEFAULT_OPTIONS
+    )
+    if not (text and jobs is None and not overridden):
+        return plan_for(step, jobs, options)
+    step.require_step_id()
+    procid = step.require_procid()
+    plan = Plan.from_descriptor(text, rank=procid)
+    node = plan.nodes[plan.rank_node[procid]]
     if step.node_name is not None and node != step.node_name:
         raise PlanError(
-            f"{DESCRIPTOR_VARIABLE} puts rank {step.procid} on {node}, "
+            f"{DESCRIPTOR_VARIABLE} puts rank {procid} on {node}, "
             f"but it runs on {step.node_name}: the descriptor is from another step"
         )
-    if not assign:
+    if not options.assign:
         return plan
-    from tfslurm.layout import Layout
+    from tfslurm.layout import Distribution, Layout
 
-    layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, "descriptor")
+    layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, Distribution.GIVEN, source="descriptor")
     return dataclasses.replace(plan, gpus=gpu_plan_for(step, layout))
 
 
@@ -605,9 +659,7 @@ def gpu_plan_for(
     """
     from tfslurm.gpus import assign_gpus, gpu_warnings
 
-    step.require("procid")
-    rank = step.procid
-    assert rank is not None  # required above
+    rank = step.require_procid()
     if not 0 <= rank < layout.num_tasks:
         raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")
     if assignment is None:
@@ -626,7 +678,8 @@ def gpu_plan_for(
         variable=assignment.variable,
         source=assignment.source,
         node_devices=node_devices,
-        nodes=None if uniform else frozenset([layout.rank_node[rank]]),
+        scope=GpuScope.EVERY_NODE if uniform else GpuScope.NODE,
+        node=None if uniform else layout.rank_node[rank],
         gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,
         env=assignment.env(),

@@ -45,6 +45,7 @@ ports) where that matters.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,7 +61,9 @@ if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
 __all__ = [
     "DEFAULT_EPHEMERAL_RANGE",
     "PortError",
+    "PortKind",
     "PortRule",
+    "check_port_base",
     "derived_base",
     "derived_window",
     "format_port_list",
@@ -85,36 +88,61 @@ _LOW_WINDOW = (10000, 32767)
 _MPI_CLEAR_WINDOW = (13000, 19999)
 _HIGH_FLOOR = 61000
 _MAX_PORT = 65535
-_KINDS = {"reserved": "r", "derived": "d", "explicit": "e"}
+
+
+class PortKind(str, enum.Enum):
+    """Where a step's ports come from. The value is the name shown in messages and by
+    :meth:`PortRule.describe`; being a ``str`` as well, ``kind == "reserved"`` still holds."""
+
+    RESERVED = "reserved"  # Slurm's reservation (MpiParams=ports, --resv-ports)
+    DERIVED = "derived"  # a base derived from job and step id
+    EXPLICIT = "explicit"  # port_base= or TFSLURM_PORT_BASE
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:  # f"{kind}": the value on every Python version
+        return self.value.__format__(spec)
+
+
+# One letter per kind in the plan descriptor (PortRule.encode).
+_CODES = {PortKind.RESERVED: "r", PortKind.DERIVED: "d", PortKind.EXPLICIT: "e"}
+_KINDS_BY_CODE = {code: kind for kind, code in _CODES.items()}
 
 
 @dataclass(frozen=True)
 class PortRule:
     """How a task's port follows from its local id; the same rule for every task of a step.
 
-    ``kind`` is ``"reserved"`` (``ports`` lists Slurm's reservation, indexed by local id),
-    ``"derived"`` or ``"explicit"`` (``base`` is the port of local id 0; local id ``i`` gets
-    ``base + i``).
+    ``kind`` is :attr:`PortKind.RESERVED` (``ports`` lists Slurm's reservation, indexed by
+    local id), :attr:`~PortKind.DERIVED` or :attr:`~PortKind.EXPLICIT` (``base`` is the port
+    of local id 0; local id ``i`` gets ``base + i``). A kind's text (``"reserved"``) is taken
+    for its member.
     """
 
-    kind: str
+    kind: PortKind
     ports: tuple[int, ...] = ()
     base: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise PortError(f"port rule kind {self.kind!r} is not one of {', '.join(_KINDS)}")
-        if self.kind == "reserved":
+        given: object = self.kind  # a kind's text is taken for it
+        if not isinstance(given, PortKind):
+            try:
+                object.__setattr__(self, "kind", PortKind(given))
+            except (ValueError, TypeError):
+                known = ", ".join(kind.value for kind in PortKind)
+                raise PortError(f"port rule kind {given!r} is not one of {known}") from None
+        if self.kind is PortKind.RESERVED:
             if not self.ports or any(not 1 <= p <= _MAX_PORT for p in self.ports):
                 raise PortError(f"reserved ports {self.ports!r} must be a non-empty list of ports")
         elif self.base is None or isinstance(self.base, bool) or not 1 <= self.base <= _MAX_PORT:
-            raise PortError(f"{self.kind} port base {self.base!r} is not a port (1..65535)")
+            raise PortError(f"{self.kind.value} port base {self.base!r} is not a port (1..65535)")
 
     def port(self, local_id: int) -> int:
         """The port of local task ``local_id``; PortError if the rule gives it none."""
         if isinstance(local_id, bool) or not isinstance(local_id, int) or local_id < 0:
             raise PortError(f"local id {local_id!r} must be a non-negative integer")
-        if self.kind == "reserved":
+        if self.kind is PortKind.RESERVED:
             if local_id >= len(self.ports):
                 raise PortError(
                     f"local id {local_id} has no port: Slurm reserved {len(self.ports)} "
@@ -124,21 +152,21 @@ class PortRule:
         assert self.base is not None
         port = self.base + local_id
         if port > _MAX_PORT:
-            raise PortError(f"{self.kind} port base {self.base} + local id {local_id} is past 65535")
+            raise PortError(f"{self.kind.value} port base {self.base} + local id {local_id} is past 65535")
         return port
 
     def capacity(self) -> int:
         """How many local ids (0..capacity-1) have a port."""
-        if self.kind == "reserved":
+        if self.kind is PortKind.RESERVED:
             return len(self.ports)
         assert self.base is not None
         return _MAX_PORT - self.base + 1
 
     def encode(self) -> str:
         """Short text for the plan descriptor: ``r20000-20003``, ``d23456``, ``e8888``."""
-        if self.kind == "reserved":
+        if self.kind is PortKind.RESERVED:
             return "r" + format_port_list(self.ports)
-        return _KINDS[self.kind] + str(self.base)
+        return _CODES[self.kind] + str(self.base)
 
     @classmethod
     def decode(cls, text: str) -> PortRule:
@@ -146,17 +174,17 @@ class PortRule:
         if not isinstance(text, str) or len(text) < 2 or len(text) > 400_000:
             raise PortError(f"port rule {_clip(str(text))!r} is not an encoded port rule")
         code, body = text[0], text[1:]
-        if code == "r":
-            return cls("reserved", ports=parse_port_list(body, f"port rule {_clip(text)!r}"))
-        kind = {"d": "derived", "e": "explicit"}.get(code)
+        kind = _KINDS_BY_CODE.get(code)
+        if kind is PortKind.RESERVED:
+            return cls(kind, ports=parse_port_list(body, f"port rule {_clip(text)!r}"))
         if kind is None or not is_ascii_number(body, 5):
             raise PortError(f"port rule {_clip(text)!r} is not an encoded port rule")
         return cls(kind, base=int(body))
 
     def describe(self) -> str:
-        if self.kind == "reserved":
+        if self.kind is PortKind.RESERVED:
             return f"reserved by Slurm: {format_port_list(self.ports)} by local id"
-        return f"{self.kind}: {self.base} + local id"
+        return f"{self.kind.value}: {self.base} + local id"
 
 
 def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int, ...]:
@@ -283,7 +311,7 @@ def port_rule(
         raise PortError(f"max tasks per node {max_tasks_per_node!r} must be a positive integer")
     base, source = _explicit_base(step, port_base)
     if base is not None:
-        rule = PortRule("explicit", base=base)
+        rule = PortRule(PortKind.EXPLICIT, base=base)
         if rule.capacity() < max_tasks_per_node:
             raise PortError(
                 f"{source}={base} leaves ports for {rule.capacity()} tasks per node, "
@@ -299,10 +327,8 @@ def port_rule(
                 f"but a node runs {max_tasks_per_node} tasks; use --resv-ports={max_tasks_per_node} "
                 "or more, or pass port_base"
             )
-        return PortRule("reserved", ports=ports)
-    if step.job_id is None:
-        step.require("job_id")  # raises SlurmEnvError saying why it is missing
-        raise AssertionError("unreachable")
+        return PortRule(PortKind.RESERVED, ports=ports)
+    job_id = step.require_job_id()  # SlurmEnvError saying why it is missing
     step_id = step.step_id if step.step_id is not None else 0
     rng = ephemeral_range if ephemeral_range is not None else read_ephemeral_range()
     _check_range(rng)
@@ -312,14 +338,19 @@ def port_rule(
             reserved = parse_port_list(step.resv_ports or "")
         except PortError:
             reserved = ()
-    return PortRule("derived", base=derived_base(step.job_id, step_id, max_tasks_per_node, rng, reserved))
+    return PortRule(PortKind.DERIVED, base=derived_base(job_id, step_id, max_tasks_per_node, rng, reserved))
+
+
+def check_port_base(port_base: object, name: str = "port_base") -> int:
+    """``port_base`` if it is a port (1..65535), else PortError naming the argument ``name``."""
+    if isinstance(port_base, bool) or not isinstance(port_base, int) or not 1 <= port_base <= _MAX_PORT:
+        raise PortError(f"{name}={port_base!r} is not a port (1..65535)")
+    return port_base
 
 
 def _explicit_base(step: Step, port_base: int | None) -> tuple[int | None, str]:
     if port_base is not None:
-        if isinstance(port_base, bool) or not isinstance(port_base, int) or not 1 <= port_base <= _MAX_PORT:
-            raise PortError(f"port_base={port_base!r} is not a port (1..65535)")
-        return port_base, "port_base"
+        return check_port_base(port_base), "port_base"
     raw = step.env.get("TFSLURM_PORT_BASE", "").strip()
     if not raw:
         return None, ""

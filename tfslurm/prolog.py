@@ -236,11 +236,11 @@ class _NodePlans:
         from dataclasses import replace
 
         from tfslurm.layout import layout_for
-        from tfslurm.plan import gpu_plan_for, plan_for
+        from tfslurm.plan import PlanOptions, gpu_plan_for, plan_for
 
         if self.first is None or self.first[2] != spec:
             layout = layout_for(step)
-            given = plan_for(step, spec, layout=layout)
+            given = plan_for(step, spec, PlanOptions(layout=layout))
             # The layout is the step's own, so Slurm's compact strings describe it (the
             # descriptor uses them), as in a plan that computed its layout itself.
             plan = replace(given, nodelist=step.nodelist, tasks_per_node=step.tasks_per_node)

@@ -7,7 +7,8 @@ assumes block), CPU-only steps and Slurm's per-task GPU binding (TF crashes), po
 not collide between concurrent steps (TF: 8888 + local index), ``task_type``/``task_id`` set
 at construction (TF: only inside ``cluster_spec()``), and ``CUDA_VISIBLE_DEVICES`` written
 once, at construction, idempotently (TF rewrites it on every ``cluster_spec()`` and drifts).
-docs/migrating.md lists every difference.
+docs/migrating.md lists every difference; ``tfslurm.tfcompat`` holds the rules of TF's that
+this class keeps and tfslurm's own plan does not (job order, ``tasks_per_node``, port 8888).
 
 TensorFlow is imported only when the class is first used: ``tfslurm.resolver`` builds it
 on first attribute access, as a subclass of TF's ``ClusterResolver`` (which MWMS requires)
@@ -23,15 +24,14 @@ import warnings
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from tfslurm.errors import GpuError, LayoutError, PlanError
+from tfslurm import tfcompat
+from tfslurm.errors import GpuError, PlanError
 from tfslurm.jobspec import JobsSpec
-from tfslurm.plan import JOBS_VARIABLE, Plan, plan_for
+from tfslurm.plan import JOBS_VARIABLE, Plan, PlanOptions, plan_for
+from tfslurm.tfcompat import TF_PORT_BASE
 
 # SlurmClusterResolver is built on first access (module __getattr__).
 __all__ = ["TF_PORT_BASE", "SlurmClusterResolver", "SlurmResolverMixin", "cuda_initialised"]  # noqa: F822
-
-#: TF's default ``port_base``, used only when there is no Slurm job id to derive ports from.
-TF_PORT_BASE = 8888
 
 
 def __getattr__(name: str) -> Any:
@@ -110,46 +110,29 @@ class SlurmResolverMixin:
 
         environ = os.environ if env is None else env
         step = Step.from_environ(environ)
-        step.require("procid")
+        rank = step.require_procid()
         if tasks_per_node is not None:
-            layout = _override_layout(step, tasks_per_node)
+            layout = tfcompat.tasks_per_node_layout(step, tasks_per_node)
         else:
             from tfslurm.layout import layout_for
 
             layout = layout_for(step)
-        if job_order not in (None, "alphabetical", "written"):
-            raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
-        spec: JobsSpec
-        if jobs is None:
-            spec = environ.get(JOBS_VARIABLE) or None
-            alphabetical = job_order == "alphabetical"
-        else:
-            spec = jobs
-            alphabetical = job_order != "written"
+        order = tfcompat.resolver_job_order(job_order, explicit_jobs=jobs is not None)
+        spec: JobsSpec = (environ.get(JOBS_VARIABLE) or None) if jobs is None else jobs
         _check_count("port_base", port_base, low=1, high=65535)
-        no_job = step.job_id is None and not step.resv_ports and not step.env.get("TFSLURM_PORT_BASE")
-        if port_base is None and no_job:
-            # Not a real job (TF's own unit tests set only SLURM_PROCID and the step
-            # variables): there is no job id to derive ports from, so TF's default holds.
-            port_base = TF_PORT_BASE
+        port_base = tfcompat.fallback_port_base(step, port_base)
         _check_count("gpus_per_node", gpus_per_node)
         _check_count("gpus_per_task", gpus_per_task)
         gpus = _tf_gpu_plan(environ, step, layout, gpus_per_node, gpus_per_task)
-        plan = plan_for(
-            step,
-            spec,
-            port_base=port_base,
-            host_template=host_template,
-            layout=layout,
-            tf_order=alphabetical,
-            gpu_plan=gpus,
+        options = PlanOptions(
+            port_base=port_base, host_template=host_template, layout=layout, job_order=order, gpu_plan=gpus
         )
-        assert plan.rank is not None  # step.require("procid") above
+        plan = plan_for(step, spec, options)
         self._plan = plan
-        self._rank: int = plan.rank
+        self._rank: int = rank
         self._task_type: str | None
         self._task_id: int | None
-        self._task_type, self._task_id = plan.job_of(plan.rank)
+        self._task_type, self._task_id = plan.job_of(rank)
         self._rpc_layer = rpc_layer
         self._auto_set_gpu = auto_set_gpu
         for line in plan.gpus.warnings if plan.gpus is not None else ():
@@ -408,45 +391,6 @@ def _check_count(name: str, value: Any, low: int = 0, high: int | None = None) -
         error = GpuError if name.startswith("gpus") else PlanError
         upper = f"..{high}" if high is not None else " or more"
         raise error(f"{name}={value!r} must be an integer {low}{upper}")
-
-
-def _override_layout(step: Any, tasks_per_node: int | Mapping[str, int]) -> Any:
-    """Block layout from TF's ``tasks_per_node`` argument, checked against this task's node."""
-    from tfslurm import hostlist
-    from tfslurm.layout import Layout, block_layout
-
-    if isinstance(tasks_per_node, Mapping):
-        counts_by_node = dict(tasks_per_node)
-        if step.nodelist is not None:
-            nodes = hostlist.expand(step.nodelist)
-            if sorted(nodes) != sorted(counts_by_node):
-                raise LayoutError(
-                    f"tasks_per_node names {sorted(counts_by_node)} but the step's nodes are {nodes}"
-                )
-        else:
-            nodes = list(counts_by_node)
-        counts = [counts_by_node[node] for node in nodes]
-    else:
-        step.require("nodelist")
-        nodes = hostlist.expand(step.nodelist)
-        counts = [tasks_per_node] * len(nodes)
-    for node, count in zip(nodes, counts, strict=True):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise LayoutError(f"tasks_per_node gives {node} {count!r} tasks; need a positive integer")
-    block = block_layout(nodes, counts)
-    rank_node = block.rank_node
-    if step.num_tasks is not None and step.num_tasks != len(rank_node):
-        raise LayoutError(
-            f"tasks_per_node adds up to {len(rank_node)} tasks but SLURM_STEP_NUM_TASKS={step.num_tasks}"
-        )
-    if step.procid is not None and step.procid >= len(rank_node):
-        raise LayoutError(f"tasks_per_node adds up to {len(rank_node)} tasks, but this is rank {step.procid}")
-    if step.node_name is not None and nodes[rank_node[step.procid]] != step.node_name:
-        raise LayoutError(
-            f"tasks_per_node puts rank {step.procid} on {nodes[rank_node[step.procid]]}, "
-            f"but it runs on {step.node_name}; leave tasks_per_node unset"
-        )
-    return Layout(block.nodes, block.rank_node, block.rank_local, "block (tasks_per_node)")
 
 
 def __dir__() -> list[str]:

@@ -181,6 +181,40 @@ class Step:
             return str(self.context.value)
         return f"task {self.procid} of step {self.job_id}.{self.step_id} on {self.node_name}"
 
+    # Typed forms of require(): the field's value, or the same SlurmEnvError.
+    def require_job_id(self) -> int:
+        """``job_id`` (SLURM_JOB_ID), or SlurmEnvError saying why it is not set."""
+        if self.job_id is None:
+            raise self._missing("job_id")
+        return self.job_id
+
+    def require_step_id(self) -> int:
+        """``step_id`` (SLURM_STEP_ID), or SlurmEnvError saying why it is not set."""
+        if self.step_id is None:
+            raise self._missing("step_id")
+        return self.step_id
+
+    def require_procid(self) -> int:
+        """``procid`` (SLURM_PROCID), or SlurmEnvError saying why it is not set."""
+        if self.procid is None:
+            raise self._missing("procid")
+        return self.procid
+
+    def require_nodelist(self) -> str:
+        """``nodelist`` (SLURM_STEP_NODELIST), or SlurmEnvError saying why it is not set."""
+        if self.nodelist is None:
+            raise self._missing("nodelist")
+        return self.nodelist
+
+    def require_tasks_per_node(self) -> str:
+        """``tasks_per_node`` (SLURM_STEP_TASKS_PER_NODE), or SlurmEnvError saying why not."""
+        if self.tasks_per_node is None:
+            raise self._missing("tasks_per_node")
+        return self.tasks_per_node
+
+    def _missing(self, name: str) -> SlurmEnvError:
+        return SlurmEnvError(f"{FIELD_VARIABLES[name]} is not set: {self._why_missing()}")
+
 
 # Slurm's special step ids as a task sees them. Since 26.05 a batch script's SLURM_STEP_ID is
 # its batch step's id as a signed number (SLURM_BATCH_SCRIPT, 0xfffffffb); before, it had none.

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     chosen = ",".join(args.runtimes) if args.runtimes else os.environ.get(FOR_VARIABLE)
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
-    plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args))
     print_gpu_warnings(plan)
     variables = runtime_env(plan_with_iface(plan, os.environ, args.iface), runtimes)
     if args.format == "json":

@@ -12,7 +12,10 @@ task's own view (its own GPUs filled in).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tfslurm.plan import PlanOptions
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -38,18 +41,16 @@ def add_gpu_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def plan_options(args: argparse.Namespace, gpus: bool = True) -> dict[str, Any]:
-    """The keyword arguments of ``plan_from_environ`` given on the command line."""
-    options: dict[str, Any] = {}
-    if args.port_base is not None:
-        options["port_base"] = args.port_base
-    if args.host_template is not None:
-        options["host_template"] = args.host_template
-    if gpus and getattr(args, "gpus_per_task", None) is not None:
-        options["gpus_per_task"] = args.gpus_per_task
-    if not gpus:
-        options["assign"] = False
-    return options
+def plan_options(args: argparse.Namespace, gpus: bool = True) -> PlanOptions:
+    """The plan options given on the command line (``gpus=False``: no GPU assignment)."""
+    from tfslurm.plan import PlanOptions
+
+    return PlanOptions(
+        port_base=args.port_base,
+        host_template=args.host_template,
+        gpus_per_task=getattr(args, "gpus_per_task", None) if gpus else None,
+        assign=gpus,
+    )
 
 
 def print_gpu_warnings(plan: Any) -> None:
@@ -72,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfslurm.plan import plan_from_environ
 
-    plan = plan_from_environ(jobs=args.jobs, **plan_options(args))
+    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args))
     print_gpu_warnings(plan)  # every task: each warning is said by the task it concerns
     if plan.rank not in (None, 0) and not args.all_tasks:
         return 0  # checked here too; rank 0 prints the step's one table

@@ -18,6 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfslurm.plan import plan_from_environ
 
-    plan = plan_from_environ(jobs=args.jobs, **plan_options(args, gpus=False))
+    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args, gpus=False))
     print(plan.tf_config())
     return 0

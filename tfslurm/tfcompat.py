@@ -1,0 +1,118 @@
+"""What TensorFlow's ``SlurmClusterResolver`` does that tfslurm's own plan does not.
+
+``tfslurm.SlurmClusterResolver`` (``tfslurm.resolver``) is a drop-in for TF's resolver, so
+it keeps these of TF's rules; the core (``plan_for``, ``jobspec``, ``ports``) does not know
+them, and each is given to it through a general option (``tfslurm.plan.PlanOptions``):
+
+* **Job order**: TF gives ranks to jobs in alphabetical order of job name (``"worker:2,ps:1"``
+  makes rank 0 the ps); tfslurm in the order written. ``job_order=`` of the resolver picks,
+  :func:`resolver_job_order` says what it means (``PlanOptions.job_order``).
+* **tasks_per_node**: TF's argument replaces Slurm's per-node counts, laid out block-wise
+  over the step's nodes; :func:`tasks_per_node_layout` makes that layout, checked against
+  what this task can see of the step (``PlanOptions.layout``).
+* **Port 8888**: TF's default ``port_base``. tfslurm uses Slurm's reserved ports or a base
+  derived from job and step id instead, and 8888 only where there is no job to derive one
+  from (TF's own unit tests set only the step's variables): :func:`fallback_port_base`
+  (``PlanOptions.port_base``).
+
+TF's GPU rules (``gpus_per_node``, ``visible // tasks per node``) are kept by
+``tfslurm.resolver`` itself, next to the ``CUDA_VISIBLE_DEVICES`` it writes.
+
+Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tfslurm.errors import LayoutError, PlanError
+from tfslurm.jobspec import JobOrder
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from tfslurm.layout import Layout
+    from tfslurm.step import Step
+
+__all__ = [
+    "TF_JOB_ORDER",
+    "TF_PORT_BASE",
+    "fallback_port_base",
+    "resolver_job_order",
+    "tasks_per_node_layout",
+    "tf_order",
+]
+
+#: TF's default ``port_base``, used only when there is no Slurm job id to derive ports from.
+TF_PORT_BASE = 8888
+#: The order in which TF's resolver gives ranks to jobs.
+TF_JOB_ORDER = JobOrder.ALPHABETICAL
+
+
+def tf_order(jobs: Mapping[str, int]) -> dict[str, int]:
+    """The same jobs in TF's ``SlurmClusterResolver`` order: alphabetical by job name."""
+    return TF_JOB_ORDER.apply(jobs)
+
+
+def resolver_job_order(job_order: str | JobOrder | None, *, explicit_jobs: bool) -> JobOrder:
+    """The job order of the resolver's ``job_order=`` (``"alphabetical"``, ``"written"`` or
+    None): None keeps TF's alphabetical order for jobs the caller gave (``explicit_jobs``)
+    and the order written for ``TFSLURM_TF_DIST`` (as TF_CONFIG from tfslurm has it)."""
+    if isinstance(job_order, JobOrder):
+        return job_order
+    if job_order not in (None, "alphabetical", "written"):
+        raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
+    if job_order is None:
+        return TF_JOB_ORDER if explicit_jobs else JobOrder.WRITTEN
+    return JobOrder(job_order)
+
+
+def fallback_port_base(step: Step, port_base: int | None) -> int | None:
+    """``port_base``, or TF's 8888 where tfslurm has no port of its own to give: no
+    ``port_base``, no job id, no reserved ports and no ``TFSLURM_PORT_BASE``."""
+    if port_base is not None:
+        return port_base
+    if step.job_id is None and not step.resv_ports and not step.env.get("TFSLURM_PORT_BASE"):
+        # Not a real job (TF's own unit tests set only SLURM_PROCID and the step
+        # variables): there is no job id to derive ports from, so TF's default holds.
+        return TF_PORT_BASE
+    return None
+
+
+def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -> Layout:
+    """Block layout from TF's ``tasks_per_node`` argument (an int for every node, or
+    ``{node: n}``), checked against the step's nodes, task count and this task's node."""
+    from tfslurm import hostlist
+    from tfslurm.layout import Distribution, Layout, block_layout
+
+    if isinstance(tasks_per_node, Mapping):
+        counts_by_node = dict(tasks_per_node)
+        if step.nodelist is not None:
+            nodes = hostlist.expand(step.nodelist)
+            if sorted(nodes) != sorted(counts_by_node):
+                raise LayoutError(
+                    f"tasks_per_node names {sorted(counts_by_node)} but the step's nodes are {nodes}"
+                )
+        else:
+            nodes = list(counts_by_node)
+        counts = [counts_by_node[node] for node in nodes]
+    else:
+        nodes = hostlist.expand(step.require_nodelist())
+        counts = [tasks_per_node] * len(nodes)
+    for node, count in zip(nodes, counts, strict=True):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise LayoutError(f"tasks_per_node gives {node} {count!r} tasks; need a positive integer")
+    block = block_layout(nodes, counts)
+    rank_node = block.rank_node
+    procid = step.procid
+    if step.num_tasks is not None and step.num_tasks != len(rank_node):
+        raise LayoutError(
+            f"tasks_per_node adds up to {len(rank_node)} tasks but SLURM_STEP_NUM_TASKS={step.num_tasks}"
+        )
+    if procid is not None and procid >= len(rank_node):
+        raise LayoutError(f"tasks_per_node adds up to {len(rank_node)} tasks, but this is rank {procid}")
+    if procid is not None and step.node_name is not None and nodes[rank_node[procid]] != step.node_name:
+        raise LayoutError(
+            f"tasks_per_node puts rank {procid} on {nodes[rank_node[procid]]}, "
+            f"but it runs on {step.node_name}; leave tasks_per_node unset"
+        )
+    return Layout(block.nodes, block.rank_node, block.rank_local, Distribution.BLOCK, source="tasks_per_node")
