@@ -29,7 +29,6 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobsSpec, parse_jobs
+from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE, JOBS_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
@@ -59,15 +59,13 @@ __all__ = [
     "gpu_plan_for",
     "plan_for",
     "plan_from_environ",
+    "plan_from_step",
     "tf_config_json",
 ]
 
 #: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
 #: ``TF_CONFIG=`` + value + NUL must fit in 131,072 bytes (slurm-facts §4.4).
 TF_CONFIG_MAX_BYTES = 131_060
-DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
-JOBS_VARIABLE = "TFSLURM_TF_DIST"
-HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
 _NODE = "{node}"
 
 
@@ -440,11 +438,11 @@ def plan_for(
     if layout is None:
         layout = layout_for(step)
     if jobs is None:
-        jobs = step.env.get(JOBS_VARIABLE) or None
+        jobs = step.settings.jobs
     resolved = parse_jobs(jobs, layout.num_tasks)
     if tf_order:
         resolved = jobspec.tf_order(resolved)
-    template = _host_template(host_template, step.env)
+    template = _host_template(host_template, step.settings.host_template)
     counts = _count_per_node(layout.rank_node, len(layout.nodes))
     rule = port_rule(step, max(counts), port_base=port_base, layout=layout)
     gpus = gpu_plan
@@ -495,9 +493,12 @@ def plan_from_environ(
     """
     from tfslurm.step import Step
 
-    source = os.environ if env is None else env
-    step = Step.from_environ(source)
-    text = source.get(DESCRIPTOR_VARIABLE)
+    return plan_from_step(Step.from_environ(env), jobs, assign=assign, **options)
+
+
+def plan_from_step(step: Step, jobs: JobsSpec = None, *, assign: bool = True, **options: object) -> Plan:
+    """:func:`plan_from_environ` for a step an entry point has read already."""
+    text = step.settings.descriptor
     if not (text and jobs is None and not options):
         return plan_for(step, jobs, assign=assign, **options)  # type: ignore[arg-type]
     step.require("step_id", "procid")
@@ -570,10 +571,10 @@ def _count_per_node(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ..
     return tuple(tally.get(node, 0) for node in range(num_nodes))
 
 
-def _host_template(template: str | None, env: Mapping[str, str]) -> str:
+def _host_template(template: str | None, from_settings: str | None) -> str:
     source = "host template"
     if template is None:
-        template = env.get(HOST_TEMPLATE_VARIABLE) or _NODE
+        template = from_settings or _NODE
         source = HOST_TEMPLATE_VARIABLE
     bad = set(template) & set(";:,/ \t\n")
     if _NODE not in template or template.replace(_NODE, "").count("{") or bad:
