@@ -38,7 +38,8 @@ from enum import Enum
 
 from tfslurm.errors import GpuError
 from tfslurm.numbers import is_ascii_number
-from tfslurm.step import BATCH_STEP_IDS
+from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE, UnevenGpus
+from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
@@ -65,23 +66,16 @@ __all__ = [
     "split_devices",
 ]
 
-#: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
-#: primary one (CUDA first; Slurm's default gres.conf flags set CUDA, ROCR and GPU_DEVICE_ORDINAL).
-VISIBLE_DEVICE_VARIABLES = (
-    "CUDA_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ZE_AFFINITY_MASK",
-    "GPU_DEVICE_ORDINAL",
-)
+# VISIBLE_DEVICE_VARIABLES (tfslurm.step): the variables that restrict which devices a GPU
+# runtime sees, in the order tfslurm picks the primary one.
 
 #: Slurm's own GPU variables: one of them set means Slurm manages GPUs for this job.
 SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
 
-#: Set with the devices: ``<job>.<step>.<procid>:<variable>=<value>``. Assigning again in the
-#: same task (TaskProlog, then the resolver in Python) keeps the devices instead of splitting
-#: an already split list again; a copy inherited by a nested step does not match and is ignored.
-ASSIGNED_VARIABLE = "TFSLURM_ASSIGNED_GPUS"
+# ASSIGNED_VARIABLE (tfslurm.settings) is set with the devices:
+# ``<job>.<step>.<procid>:<variable>=<value>``. Assigning again in the same task (TaskProlog,
+# then the resolver in Python) keeps the devices instead of splitting an already split list
+# again; a copy inherited by a nested step does not match and is ignored.
 
 #: Devices one list may name (a node with more is not plausible; bounds memory on garbage).
 MAX_DEVICES = 4096
@@ -286,7 +280,7 @@ def assign_gpus(
     nvidia_smi: str = "nvidia-smi",
     assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
-    """This task's GPUs, from ``step.env`` (see the module docstring for the rules).
+    """This task's GPUs, from ``step.gpus`` (see the module docstring for the rules).
 
     ``assumed_devices``: the node's list where Slurm manages no GPUs and the caller vouches
     for one (TF's ``gpus_per_node=N``: devices ``0..N-1`` on every node).
@@ -314,7 +308,7 @@ def assign_gpus(
             )
         local_id = 0
     return assign_gpus_from_env(
-        step.env,
+        step.gpus,
         local_id=local_id,
         local_tasks=local_tasks,
         gpus_per_task=gpus_per_task,
@@ -324,24 +318,33 @@ def assign_gpus(
     )
 
 
-def node_device_list(env: Mapping[str, str], local_tasks: int | None = None) -> tuple[tuple[str, ...], bool]:
+def _gpu_variables(env: Mapping[str, str] | GpuVariables) -> GpuVariables:
+    """The GPU variables of a task: a ``Step``'s, or read from a plain mapping."""
+    return env if isinstance(env, GpuVariables) else GpuVariables.from_environ(env)
+
+
+def node_device_list(
+    env: Mapping[str, str] | GpuVariables, local_tasks: int | None = None
+) -> tuple[tuple[str, ...], bool]:
     """The device list Slurm made visible to this task, and whether it is this task's own
     (Slurm's per-task binding, or narrowed earlier) rather than the node's, to be split.
 
-    ``()`` where no variable names devices (no GPU, or ``--gpu-bind=none`` on 22.05).
+    ``env`` is ``Step.gpus`` or a mapping of variables. ``()`` where no variable names
+    devices (no GPU, or ``--gpu-bind=none`` on 22.05).
     """
-    present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
-    if not present:
+    gv = _gpu_variables(env)
+    if not gv.visible:
         return (), False
-    devices = parse_devices(present[0], env[present[0]])
-    binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
-    narrowed = _assigned_before(env, present[0]) or _narrowed_after_slurm(env, present[0], devices)
-    shared = narrowed is None and _shared_node_list(env, binding, devices, local_tasks)
+    variable, value = gv.visible[0]
+    devices = parse_devices(variable, value)
+    binding = _gpu_binding(gv.tres_bind)
+    narrowed = _assigned_before(gv, variable) or _narrowed_after_slurm(gv, variable, devices)
+    shared = narrowed is None and _shared_node_list(gv, binding, devices, local_tasks)
     return devices, (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
 
 
 def assign_gpus_from_env(
-    env: Mapping[str, str],
+    env: Mapping[str, str] | GpuVariables,
     *,
     local_id: int = 0,
     local_tasks: int | None = None,
@@ -350,7 +353,9 @@ def assign_gpus_from_env(
     nvidia_smi: str = "nvidia-smi",
     assumed_devices: tuple[str, ...] | None = None,
 ) -> GpuAssignment:
-    """:func:`assign_gpus` over a plain mapping of variables (what the unit tests use)."""
+    """:func:`assign_gpus` over ``Step.gpus`` or a plain mapping of variables (what the unit
+    tests use)."""
+    gv = _gpu_variables(env)
     if gpus_per_task is not None:
         _check_count("gpus_per_task", gpus_per_task)
     if gpus_per_node is not None:
@@ -360,10 +365,10 @@ def assign_gpus_from_env(
     if local_tasks is not None and not 0 <= local_id < local_tasks:
         raise GpuError(f"SLURM_LOCALID={local_id} is not below the node's task count {local_tasks}")
 
-    present = [name for name in VISIBLE_DEVICE_VARIABLES if name in env]
-    binding = _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    present = [name for name, _ in gv.visible]
+    binding = _gpu_binding(gv.tres_bind)
     chosen: tuple[str, ...]
-    if assumed_devices is not None and not any(name in env for name in SLURM_GPU_VARIABLES):
+    if assumed_devices is not None and not gv.slurm_manages:
         n = len(assumed_devices)
         origin = f"gpus_per_node={n}: devices {','.join(assumed_devices) or 'none'} assumed on every node, as TF does"
         chosen, why = (
@@ -379,7 +384,7 @@ def assign_gpus_from_env(
             if gpus_per_task != 0
             else ((), f"gpus_per_task=0; {origin}")
         )
-        exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
+        exports = _with_marker(gv, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
         return GpuAssignment(
             chosen,
             assumed_devices,
@@ -392,26 +397,26 @@ def assign_gpus_from_env(
             GpuBinding.NO_GRES,
         )
     if present:
-        variable = present[0]
-        node_devices = parse_devices(variable, env[variable])
-        origin = _origin(env, variable)
-        narrowed = _assigned_before(env, variable) or _narrowed_after_slurm(env, variable, node_devices)
-        shared = narrowed is None and _shared_node_list(env, binding, node_devices, local_tasks)
+        variable, value = gv.visible[0]
+        node_devices = parse_devices(variable, value)
+        origin = _origin(gv, variable)
+        narrowed = _assigned_before(gv, variable) or _narrowed_after_slurm(gv, variable, node_devices)
+        shared = narrowed is None and _shared_node_list(gv, binding, node_devices, local_tasks)
         per_task = (binding in _PER_TASK_BINDINGS and not shared) or narrowed is not None
         if shared and gpus_per_task is None:
-            gpus_per_task = _slurm_per_task_count(env, len(node_devices), local_tasks)
+            gpus_per_task = _slurm_per_task_count(gv, len(node_devices), local_tasks)
         if shared:
-            origin = f"{origin}; {_tres_bind(env)} gave every local task the node's list"
+            origin = f"{origin}; {_tres_bind(gv)} gave every local task the node's list"
         if gpus_per_task == 0:
             chosen, why = (), f"gpus_per_task=0; {origin}"
         elif per_task:
-            how = narrowed or f"per-task binding ({_tres_bind(env)})"
+            how = narrowed or f"per-task binding ({_tres_bind(gv)})"
             chosen, why = _per_task(node_devices, variable, how, gpus_per_task)
         else:
             chosen, why = _per_node(
                 node_devices, variable, origin, local_id, local_tasks, gpus_per_task, gpus_per_node
             )
-        exports = _with_marker(env, _exports(env, present, node_devices, chosen))
+        exports = _with_marker(gv, _exports(gv, present, node_devices, chosen))
         if narrowed is not None:
             kind = GpuBinding.NARROWED
         elif shared:
@@ -422,10 +427,7 @@ def assign_gpus_from_env(
             kind = GpuBinding.PER_TASK
         elif binding == "none":
             kind = GpuBinding.NONE_LISTED
-        elif (
-            not any(name in env for name in SLURM_GPU_VARIABLES)
-            and env.get(variable, "").strip() != "NoDevFiles"
-        ):
+        elif not gv.slurm_manages and value.strip() != "NoDevFiles":
             kind = GpuBinding.NO_GRES
         else:
             kind = GpuBinding.PER_NODE if node_devices else GpuBinding.NO_GPUS
@@ -433,10 +435,10 @@ def assign_gpus_from_env(
             chosen, node_devices, variable, why, 0, exports, per_task, gpus_per_task or None, kind
         )
 
-    on_node = _slurm_count(env)
+    on_node = _slurm_count(gv)
     if on_node:
         return _unidentified(
-            env, on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi
+            gv, on_node, binding, local_id, local_tasks, gpus_per_task, gpus_per_node, nvidia_smi
         )
     wanted = [
         f"{k}={v}" for k, v in (("gpus_per_task", gpus_per_task), ("gpus_per_node", gpus_per_node)) if v
@@ -454,7 +456,7 @@ def assign_gpus_from_env(
 
 
 def _shared_node_list(
-    env: Mapping[str, str], binding: str | None, devices: tuple[str, ...], local_tasks: int | None
+    gv: GpuVariables, binding: str | None, devices: tuple[str, ...], local_tasks: int | None
 ) -> bool:
     """Whether a "per-task" list is in fact the node's whole list, handed to several tasks.
 
@@ -466,28 +468,28 @@ def _shared_node_list(
     """
     if binding not in _SPLITTABLE_BINDINGS or local_tasks is None or local_tasks < 2 or not devices:
         return False
-    raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    raw = (gv.gpus_on_node or "").strip()
     return is_ascii_number(raw, 9) and int(raw) == len(devices)
 
 
-def _slurm_per_task_count(env: Mapping[str, str], devices: int, local_tasks: int | None) -> int | None:
+def _slurm_per_task_count(gv: GpuVariables, devices: int, local_tasks: int | None) -> int | None:
     """GPUs per task the user asked Slurm for, if it fits the node's list; else None.
 
     Slurm says it as ``SLURMD_TRES_BIND=…per_task:N``, ``SLURM_TRES_PER_TASK=gres/gpu=N``
     (23.02+) or ``SLURM_GPUS_PER_TASK=N`` (older sbatch jobs).
     """
     count: int | None = None
-    bind = env.get("SLURMD_TRES_BIND", "")
+    bind = gv.tres_bind
     if "per_task:" in bind:
         digits = bind.split("per_task:", 1)[1].split(",")[0].split(";")[0].strip()
         count = int(digits) if is_ascii_number(digits, 9) else None
     if count is None:
-        for part in env.get("SLURM_TRES_PER_TASK", "").split(","):
+        for part in gv.tres_per_task.split(","):
             name, _, value = part.strip().partition("=")
             if name in ("gres/gpu", "gres:gpu", "gpu") and is_ascii_number(value.strip(), 9):
                 count = int(value)
     if count is None:
-        raw = env.get("SLURM_GPUS_PER_TASK", "").strip()
+        raw = gv.gpus_per_task.strip()
         count = int(raw) if is_ascii_number(raw, 9) else None
     if count is None or count < 1 or local_tasks is None or count * local_tasks > devices:
         return None
@@ -540,7 +542,7 @@ def _per_node(
 
 
 def _unidentified(
-    env: Mapping[str, str],
+    gv: GpuVariables,
     on_node: int,
     binding: str | None,
     local_id: int,
@@ -569,7 +571,7 @@ def _unidentified(
         chosen, source = _per_node(
             node_devices, "CUDA_VISIBLE_DEVICES", base, local_id, local_tasks, gpus_per_task, gpus_per_node
         )
-        exports = _with_marker(env, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
+        exports = _with_marker(gv, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
         return GpuAssignment(
             chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports, kind=GpuBinding.NONE_UNNAMED
         )
@@ -592,14 +594,14 @@ def _unidentified(
 
 
 def _exports(
-    env: Mapping[str, str], present: list[str], node_devices: tuple[str, ...], chosen: tuple[str, ...]
+    gv: GpuVariables, present: list[str], node_devices: tuple[str, ...], chosen: tuple[str, ...]
 ) -> tuple[tuple[str, str], ...]:
     """The same selection, by position, for every visible-device variable that was set."""
     positions = [node_devices.index(d) for d in chosen]
     out: list[tuple[str, str]] = []
-    for name in present:
+    for name, value in gv.visible:
         try:
-            listed = parse_devices(name, env[name])
+            listed = parse_devices(name, value)
         except GpuError:
             continue  # a secondary variable tfslurm cannot read is left as it is
         if name == present[0] or len(listed) == len(node_devices):
@@ -607,48 +609,34 @@ def _exports(
     return tuple(out)
 
 
-def _task_key(env: Mapping[str, str]) -> str | None:
-    """``job.step.procid`` of this task, or None outside a step."""
-    parts = [
-        (env.get(a) or env.get(b) or "").strip()
-        for a, b in (
-            ("SLURM_JOB_ID", "SLURM_JOBID"),
-            ("SLURM_STEP_ID", "SLURM_STEPID"),
-            ("SLURM_PROCID", "SLURM_PROCID"),
-        )
-    ]
-    if not all(parts) or parts[1] in BATCH_STEP_IDS:
-        return None  # outside a step, or 26.05's batch script (SLURM_STEP_ID=-5)
-    return ".".join(parts)
-
-
-def _with_marker(env: Mapping[str, str], exports: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+def _with_marker(gv: GpuVariables, exports: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """Add ASSIGNED_VARIABLE naming this task and its primary variable's new value."""
-    key = _task_key(env)
+    key = gv.task_key
     if key is None or not exports:
         return exports
     variable, value = exports[0]
     return (*exports, (ASSIGNED_VARIABLE, f"{key}:{variable}={value}"))
 
 
-def _assigned_before(env: Mapping[str, str], variable: str) -> str | None:
+def _assigned_before(gv: GpuVariables, variable: str) -> str | None:
     """Why the list is this task's own, if tfslurm assigned it earlier in this very task."""
-    marker = env.get(ASSIGNED_VARIABLE, "")
+    marker = gv.assigned
     where, _, setting = marker.partition(":")
     name, _, value = setting.partition("=")
-    if not marker or where != _task_key(env) or name != variable or env.get(variable) != value:
+    if not marker or where != gv.task_key or name != variable or gv.value(variable) != value:
         return None  # none, from another step (nested srun), or changed since: assign afresh
     return f"assigned to this task earlier by tfslurm ({ASSIGNED_VARIABLE})"
 
 
-def assigned_earlier(env: Mapping[str, str]) -> bool:
+def assigned_earlier(env: Mapping[str, str] | GpuVariables) -> bool:
     """Whether tfslurm already chose this task's devices (``ASSIGNED_VARIABLE`` names this
-    task and the primary visible-device variable still holds what it chose)."""
-    variable = next((name for name in VISIBLE_DEVICE_VARIABLES if name in env), None)
-    return variable is not None and _assigned_before(env, variable) is not None
+    task and the primary visible-device variable still holds what it chose). ``env`` is
+    ``Step.gpus`` or a mapping of variables."""
+    gv = _gpu_variables(env)
+    return bool(gv.visible) and _assigned_before(gv, gv.visible[0][0]) is not None
 
 
-def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[str, ...]) -> str | None:
+def _narrowed_after_slurm(gv: GpuVariables, variable: str, visible: tuple[str, ...]) -> str | None:
     """Why ``visible`` is already this task's own list, if it is shorter than Slurm's.
 
     Slurm sets the visible-device variables and SLURM_STEP_GPUS (SLURM_JOB_GPUS in a batch
@@ -656,8 +644,10 @@ def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[
     devices means someone narrowed the list after Slurm (tfslurm's TaskProlog, or the user):
     splitting it again would drift, so it is kept as this task's own.
     """
-    name = "SLURM_STEP_GPUS" if "SLURM_STEP_GPUS" in env else "SLURM_JOB_GPUS"
-    raw = env.get(name, "").strip()
+    name, listed = (
+        ("SLURM_STEP_GPUS", gv.step_gpus) if gv.step_gpus is not None else ("SLURM_JOB_GPUS", gv.job_gpus)
+    )
+    raw = (listed or "").strip()
     if not raw:
         return None
     try:
@@ -672,29 +662,29 @@ def _narrowed_after_slurm(env: Mapping[str, str], variable: str, visible: tuple[
     )
 
 
-def _origin(env: Mapping[str, str], variable: str) -> str:
-    if any(name in env for name in SLURM_GPU_VARIABLES):
-        step_gpus = env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS")
+def _origin(gv: GpuVariables, variable: str) -> str:
+    if gv.slurm_manages:
+        step_gpus = gv.step_gpus or gv.job_gpus
         return f"from Slurm, global ids {step_gpus.strip()}" if step_gpus else "from Slurm"
-    if env.get(variable, "").strip() == "NoDevFiles":
+    if (gv.value(variable) or "").strip() == "NoDevFiles":
         return "Slurm < 19.05 marker: no GPU allocated"
     return f"{variable} set before the step: Slurm manages no GPUs here"
 
 
-def _slurm_count(env: Mapping[str, str]) -> int:
-    raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+def _slurm_count(gv: GpuVariables) -> int:
+    raw = (gv.gpus_on_node or "").strip()
     if raw:
         if not is_ascii_number(raw, 6):
             raise GpuError(f"SLURM_GPUS_ON_NODE={_clip(raw)!r} is not a GPU count")
         return int(raw)
-    ids = env.get("SLURM_STEP_GPUS", "").strip()
+    ids = (gv.step_gpus or "").strip()
     return len(parse_devices("SLURM_STEP_GPUS", ids)) if ids else 0
 
 
-def slurm_gpu_binding(env: Mapping[str, str]) -> str | None:
+def slurm_gpu_binding(env: Mapping[str, str] | GpuVariables) -> str | None:
     """How Slurm bound GPUs to tasks (``SLURMD_TRES_BIND``): 'none', 'per_task', 'map_gpu',
     'mask_gpu', 'single', 'closest', or None for the default (a per-node list)."""
-    return _gpu_binding(env.get("SLURMD_TRES_BIND", ""))
+    return _gpu_binding(_gpu_variables(env).tres_bind)
 
 
 def _gpu_binding(tres_bind: str) -> str | None:
@@ -708,8 +698,8 @@ def _gpu_binding(tres_bind: str) -> str | None:
     return None
 
 
-def _tres_bind(env: Mapping[str, str]) -> str:
-    return f"SLURMD_TRES_BIND={env.get('SLURMD_TRES_BIND', '').strip()}"
+def _tres_bind(gv: GpuVariables) -> str:
+    return f"SLURMD_TRES_BIND={gv.tres_bind.strip()}"
 
 
 def check_gpu_count(name: str, value: object) -> None:
@@ -730,9 +720,8 @@ def _clip(text: str, limit: int = 60) -> str:
 
 # --- warnings: a task's GPUs that are probably not what the user asked for ---------------
 
-#: ``warn`` (default) or ``error``: whether unequal GPU counts among the step's tasks only
-#: warn or are a GpuError (MultiWorkerMirroredStrategy needs equal counts).
-UNEVEN_VARIABLE = "TFSLURM_UNEVEN_GPUS"
+# UNEVEN_VARIABLE (tfslurm.settings), ``warn`` (default) or ``error``: whether unequal GPU
+# counts among the step's tasks only warn or are a GpuError (MWMS needs equal counts).
 
 #: Every warning line starts with this.
 WARNING_PREFIX = "tfslurm: warning: "
@@ -775,10 +764,8 @@ def gpu_warnings(
     Other nodes are assumed to hold as many GPUs as this one (true for ``--gres=gpu:N`` and
     ``--gpus-per-node``), unless ``SLURM_GPUS`` (a total, 24.11+) says otherwise.
     """
-    env = step.env
-    mode = env.get(UNEVEN_VARIABLE, "warn").strip().lower() or "warn"
-    if mode not in ("warn", "error"):
-        raise GpuError(f"{UNEVEN_VARIABLE}={_clip(env.get(UNEVEN_VARIABLE, ''))!r} must be 'warn' or 'error'")
+    gv = step.gpus
+    mode = step.settings.uneven_gpus()  # a GpuError for a value that is not warn/error
     rank = step.procid
     if rank is None or not 0 <= rank < layout.num_tasks:
         return ()
@@ -788,8 +775,8 @@ def gpu_warnings(
     nodes = len(layout.nodes)
     out: list[str] = []
 
-    if not assignment.node_devices and not assignment.unbound and not _slurm_count(env):
-        if any(name in env for name in SLURM_GPU_VARIABLES) or gpus_per_node is not None:
+    if not assignment.node_devices and not assignment.unbound and not _slurm_count(gv):
+        if gv.slurm_manages or gpus_per_node is not None:
             return ()
         files = node_gpu_files(dev_dir) if local_id == 0 else ()
         if files:
@@ -802,8 +789,8 @@ def gpu_warnings(
     if assignment.unbound:
         return ()  # --gpu-bind=none on 22.05: the task sees them all, nothing is split
 
-    bound = assignment.per_task and slurm_gpu_binding(env) in _PER_TASK_BINDINGS
-    node_gpus = _node_gpu_count(env, assignment, gpus_per_node)
+    bound = assignment.per_task and slurm_gpu_binding(gv) in _PER_TASK_BINDINGS
+    node_gpus = _node_gpu_count(gv, assignment, gpus_per_node)
     per_task = gpus_per_task if gpus_per_task is not None else assignment.split_per_task
     if bound or node_gpus is None:
         # Slurm chose each task's devices itself (equal by construction), or the node's
@@ -824,7 +811,7 @@ def gpu_warnings(
     others: set[int] = set()  # the shares tasks of other nodes get (one call per count)
     for tasks in set(counts[:node] + counts[node + 1 :]):
         others.update(shares(node_gpus, tasks))
-    total = env.get("SLURM_GPUS", "").strip()
+    total = gv.gpus_total
     all_tasks = layout.num_tasks
     by_total = is_ascii_number(total, 9) and nodes > 1 and gpus_per_node is None and per_task is None
     if by_total:
@@ -863,7 +850,7 @@ def gpu_warnings(
             f"tasks get unequal GPU counts ({where}); MultiWorkerMirroredStrategy needs the same count "
             "on every worker: request --gpus-per-task=N or --gres=gpu:N with N a multiple of the tasks per node"
         )
-        if mode == "error":
+        if mode is UnevenGpus.ERROR:
             raise GpuError(f"{what} ({UNEVEN_VARIABLE}=error)")
         if local_id == 0 if (local_uneven or by_total) else rank == 0:
             out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
@@ -878,14 +865,12 @@ def _zero_line(rank: int, node: str, node_gpus: int, local_tasks: int) -> str:
     )
 
 
-def _node_gpu_count(
-    env: Mapping[str, str], assignment: GpuAssignment, gpus_per_node: int | None
-) -> int | None:
+def _node_gpu_count(gv: GpuVariables, assignment: GpuAssignment, gpus_per_node: int | None) -> int | None:
     """GPUs Slurm gave this node for the step (before tfslurm split them), or None."""
     if not assignment.per_task:
         count = len(assignment.node_devices)
     else:
-        raw = env.get("SLURM_GPUS_ON_NODE", "").strip()
+        raw = (gv.gpus_on_node or "").strip()
         if not is_ascii_number(raw, 9):
             return None
         count = int(raw)

@@ -66,8 +66,14 @@ def _gloo_on(iface: str) -> None:
 
 
 def _task_plan(plan: Plan | None, iface: str | None) -> Plan:
-    if plan is None:
-        from tfslurm.plan import plan_from_environ
+    from tfslurm.step import Settings
 
-        plan = plan_from_environ()
-    return plan_with_iface(plan, os.environ, iface) if plan.iface is None else plan
+    if plan is None:
+        from tfslurm.plan import plan_from_step
+        from tfslurm.step import Step
+
+        step = Step.from_environ()  # the one read of the environment
+        plan, settings = plan_from_step(step), step.settings
+    else:
+        settings = Settings.from_environ()
+    return plan_with_iface(plan, settings, iface) if plan.iface is None else plan

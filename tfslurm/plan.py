@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
+from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE, JOBS_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
@@ -62,15 +62,13 @@ __all__ = [
     "gpu_plan_for",
     "plan_for",
     "plan_from_environ",
+    "plan_from_step",
     "tf_config_json",
 ]
 
 #: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
 #: ``TF_CONFIG=`` + value + NUL must fit in 131,072 bytes (slurm-facts §4.4).
 TF_CONFIG_MAX_BYTES = 131_060
-DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
-JOBS_VARIABLE = "TFSLURM_TF_DIST"
-HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
 _NODE = "{node}"
 
 
@@ -469,7 +467,7 @@ class PlanOptions:
                 if getattr(self, name) is not None:
                     check_gpu_count(name, getattr(self, name))
         if self.host_template is not None:
-            _host_template(self.host_template, {})
+            _host_template(self.host_template, None)
         if not isinstance(self.job_order, JobOrder):
             raise PlanError(f"job_order {self.job_order!r} is not a tfslurm.jobspec.JobOrder")
 
@@ -492,9 +490,9 @@ def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_
     if layout is None:
         layout = layout_for(step)
     if jobs is None:
-        jobs = step.env.get(JOBS_VARIABLE) or None
+        jobs = step.settings.jobs
     resolved = options.job_order.apply(parse_jobs(jobs, layout.num_tasks))
-    template = _host_template(options.host_template, step.env)
+    template = _host_template(options.host_template, step.settings.host_template)
     counts = _count_per_node(layout.rank_node, len(layout.nodes))
     rule = port_rule(step, max(counts), port_base=options.port_base, layout=layout)
     gpus = options.gpu_plan
@@ -546,9 +544,12 @@ def plan_from_environ(
     """
     from tfslurm.step import Step
 
-    source = os.environ if env is None else env
-    step = Step.from_environ(source)
-    text = source.get(DESCRIPTOR_VARIABLE)
+    return plan_from_step(Step.from_environ(env), jobs, options)
+
+
+def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_OPTIONS) -> Plan:
+    """:func:`plan_from_environ` for a step an entry point has read already."""
+    text = step.settings.descriptor
     overridden = options is not _DEFAULT_OPTIONS and (
         dataclasses.replace(options, assign=True) != _DEFAULT_OPTIONS
     )
@@ -624,10 +625,10 @@ def _count_per_node(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ..
     return tuple(tally.get(node, 0) for node in range(num_nodes))
 
 
-def _host_template(template: str | None, env: Mapping[str, str]) -> str:
+def _host_template(template: str | None, from_settings: str | None) -> str:
     source = "host template"
     if template is None:
-        template = env.get(HOST_TEMPLATE_VARIABLE) or _NODE
+        template = from_settings or _NODE
         source = HOST_TEMPLATE_VARIABLE
     bad = set(template) & set(";:,/ \t\n")
     if _NODE not in template or template.replace(_NODE, "").count("{") or bad:

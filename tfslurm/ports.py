@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
+from tfslurm.settings import PORT_BASE_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
@@ -351,12 +352,8 @@ def check_port_base(port_base: object, name: str = "port_base") -> int:
 def _explicit_base(step: Step, port_base: int | None) -> tuple[int | None, str]:
     if port_base is not None:
         return check_port_base(port_base), "port_base"
-    raw = step.env.get("TFSLURM_PORT_BASE", "").strip()
-    if not raw:
-        return None, ""
-    if not is_ascii_number(raw, 5) or not 1 <= int(raw) <= _MAX_PORT:
-        raise PortError(f"TFSLURM_PORT_BASE={_clip(raw)!r} is not a port (1..65535)")
-    return int(raw), "TFSLURM_PORT_BASE"
+    base = step.settings.port_base()  # PortError for a TFSLURM_PORT_BASE that is not a port
+    return (None, "") if base is None else (base, PORT_BASE_VARIABLE)
 
 
 def _spans_het_components(step: Step, layout: Layout | None) -> bool:

@@ -24,6 +24,7 @@ import os
 import sys
 
 from tfslurm.errors import PrologError, TfslurmError
+from tfslurm.settings import JOBS_VARIABLE, Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 #: Set (to the jobs spec) in the tasks of a ``--tf-dist`` step; absent = the hook does nothing.
-MARKER = "TFSLURM_TF_DIST"  # plan.JOBS_VARIABLE, spelled out: the hook imports no plan code
+MARKER = JOBS_VARIABLE  # the jobs spec of --tf-dist marks a task that wants a TF cluster
 #: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
 #: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
 SLURM_ENV_STRLEN_MAX = 131_072
@@ -74,7 +75,7 @@ def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) 
 
 
 def _task_output(
-    env: Mapping[str, str], plan_source: PlanSource | None = None
+    env: Mapping[str, str], plan_source: PlanSource | None = None, settings: Settings | None = None
 ) -> tuple[dict[str, str | None], tuple[str, ...]]:
     """:func:`task_changes` and this task's GPU warnings (``tfslurm.gpus.gpu_warnings``).
 
@@ -83,27 +84,30 @@ def _task_output(
     The plan always comes from Slurm's variables, never from an inherited TF_CONFIG or
     descriptor: those are replaced or unset, so a stale one cannot survive. ``plan_source``
     makes the plan instead of :func:`plan_for` (the per-node mode shares one per node).
+    ``settings`` are ``env``'s, when the caller read them already.
     """
-    spec = env.get(MARKER, "")
-    if not spec.strip():
+    settings = Settings.from_environ(env) if settings is None else settings
+    if not settings.asked_for_cluster:
         return {}, ()
+    spec = settings.tf_dist or ""
     from tfslurm.step import Context, Step
 
-    step = Step.from_environ(env)
+    step = Step.from_environ(env, settings=settings)
     if step.context is not Context.STEP:
         return {}, ()
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 
     plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
-    if env.get("TFSLURM_FOR", "").strip() or env.get("TFSLURM_IFACE", "").strip():
+    if (settings.runtimes or "").strip() or settings.iface:
         from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
 
-        variables = runtime_env(plan_with_iface(plan, env), parse_runtimes(env.get("TFSLURM_FOR")))
+        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.runtimes))
     else:
         variables = plan.task_env()
     changes: dict[str, str | None] = {}
-    for stale in ("TF_CONFIG", DESCRIPTOR_VARIABLE):
-        if stale not in variables and stale in env:
+    inherited = {"TF_CONFIG": "TF_CONFIG" in env, DESCRIPTOR_VARIABLE: settings.descriptor is not None}
+    for stale, present in inherited.items():
+        if stale not in variables and present:
             changes[stale] = None
     changes.update(variables)
     return changes, plan.gpus.warnings if plan.gpus is not None else ()
@@ -147,7 +151,13 @@ def prolog_lines(env: Mapping[str, str] | None = None, plan_source: PlanSource |
     GPU warnings come first as ``print`` lines: Slurm writes them to the task's output (a
     TaskProlog has no way to the task's stderr).
     """
-    changes, warnings = _task_output(os.environ if env is None else env, plan_source)
+    return _lines(os.environ if env is None else env, plan_source)
+
+
+def _lines(
+    env: Mapping[str, str], plan_source: PlanSource | None = None, settings: Settings | None = None
+) -> list[str]:
+    changes, warnings = _task_output(env, plan_source, settings)
     return [f"print {line}" for line in warnings] + format_lines(changes)
 
 
@@ -176,13 +186,13 @@ def main(
             return 3
         _write(out, text)
         return 0
-    asked = bool(env.get(MARKER, "").strip())
+    settings = Settings.from_environ(env)  # read once: the marker, then the plan's settings
     try:
-        lines = prolog_lines(env, plan_source)
+        lines = _lines(env, plan_source, settings)
     except TfslurmError as exc:
-        return _fail(out, env, asked, f"error: {exc}", 2)
+        return _fail(out, settings, f"error: {exc}", 2)
     except Exception as exc:  # a bug must still reach the user as one readable line
-        return _fail(out, env, asked, f"internal error: {type(exc).__name__}: {exc}", 1)
+        return _fail(out, settings, f"internal error: {type(exc).__name__}: {exc}", 1)
     _write(out, "".join(line + "\n" for line in lines))
     return 0
 
@@ -203,11 +213,12 @@ def node_output(env: Mapping[str, str]) -> str:
 
     gtids = Step.from_environ(env).gtids  # SlurmEnvError for malformed Slurm variables
     if not gtids or len(gtids) > NODE_TASKS_MAX:
-        raw = env.get("SLURM_GTIDS", "")
+        raw = ",".join(map(str, gtids or ()))  # as Slurm writes it
         raise PrologError(f"SLURM_GTIDS={_clip(raw)!r} is not a list of at most {NODE_TASKS_MAX} task ids")
     parts = [NODE_HEADER + "\n"]
     shared = _NodePlans()
     for local, gtid in enumerate(gtids):
+        # Each task's environment, as Slurm gives it to that task: main reads it as its own.
         task_env = dict(env)
         task_env["SLURM_PROCID"] = str(gtid)
         task_env["SLURM_LOCALID"] = str(local)
@@ -252,11 +263,11 @@ class _NodePlans:
         return plan.for_task(step.procid, gpu_plan_for(step, layout))
 
 
-def _fail(out: TextIO, env: Mapping[str, str], asked: bool, message: str, code: int) -> int:
-    if not asked:
+def _fail(out: TextIO, settings: Settings, message: str, code: int) -> int:
+    if not settings.asked_for_cluster:
         return 0
     text = " ".join(message.split())  # one line whatever the message holds
-    _write(out, f"print tfslurm prolog ({MARKER}={_clip(env.get(MARKER, ''))}): {text}\n")
+    _write(out, f"print tfslurm prolog ({MARKER}={_clip(settings.tf_dist or '')}): {text}\n")
     return code
 
 

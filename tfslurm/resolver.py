@@ -27,7 +27,7 @@ from typing import Any
 from tfslurm import tfcompat
 from tfslurm.errors import GpuError, PlanError
 from tfslurm.jobspec import JobsSpec
-from tfslurm.plan import JOBS_VARIABLE, Plan, PlanOptions, plan_for
+from tfslurm.plan import Plan, PlanOptions, plan_for
 from tfslurm.tfcompat import TF_PORT_BASE
 
 # SlurmClusterResolver is built on first access (module __getattr__).
@@ -108,8 +108,7 @@ class SlurmResolverMixin:
     ) -> None:
         from tfslurm.step import Step
 
-        environ = os.environ if env is None else env
-        step = Step.from_environ(environ)
+        step = Step.from_environ(env)  # the one read of the environment
         rank = step.require_procid()
         if tasks_per_node is not None:
             layout = tfcompat.tasks_per_node_layout(step, tasks_per_node)
@@ -118,12 +117,12 @@ class SlurmResolverMixin:
 
             layout = layout_for(step)
         order = tfcompat.resolver_job_order(job_order, explicit_jobs=jobs is not None)
-        spec: JobsSpec = (environ.get(JOBS_VARIABLE) or None) if jobs is None else jobs
+        spec: JobsSpec = step.settings.jobs if jobs is None else jobs
         _check_count("port_base", port_base, low=1, high=65535)
         port_base = tfcompat.fallback_port_base(step, port_base)
         _check_count("gpus_per_node", gpus_per_node)
         _check_count("gpus_per_task", gpus_per_task)
-        gpus = _tf_gpu_plan(environ, step, layout, gpus_per_node, gpus_per_task)
+        gpus = _tf_gpu_plan(step, layout, gpus_per_node, gpus_per_task)
         options = PlanOptions(
             port_base=port_base, host_template=host_template, layout=layout, job_order=order, gpu_plan=gpus
         )
@@ -239,7 +238,6 @@ class SlurmResolverMixin:
 
 
 def _tf_gpu_plan(
-    environ: Mapping[str, str],
     step: Any,
     layout: Any,
     gpus_per_node: int | None,
@@ -256,10 +254,10 @@ def _tf_gpu_plan(
     """
     import dataclasses
 
-    from tfslurm.gpus import SLURM_GPU_VARIABLES, WARNING_PREFIX, assigned_earlier, node_device_list
+    from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
 
-    if assigned_earlier(step.env):  # a TaskProlog or an earlier resolver chose them
+    if assigned_earlier(step.gpus):  # a TaskProlog or an earlier resolver chose them
         return gpu_plan_for(step, layout)
     max_tasks = max(layout.task_counts)
     if gpus_per_node is not None and gpus_per_task is not None and max_tasks * gpus_per_task > gpus_per_node:
@@ -267,7 +265,7 @@ def _tf_gpu_plan(
             f"gpus_per_task={gpus_per_task} for {max_tasks} tasks on a node needs "
             f"{max_tasks * gpus_per_task} GPUs, more than gpus_per_node={gpus_per_node}"
         )
-    uniform = gpus_per_node is not None and not any(name in environ for name in SLURM_GPU_VARIABLES)
+    uniform = gpus_per_node is not None and not step.gpus.slurm_manages
     # TF's gpus_per_node where Slurm manages no GPUs: every node has devices 0..N-1
     assumed = tuple(str(i) for i in range(gpus_per_node or 0)) if uniform else None
     if gpus_per_task is None:
@@ -276,7 +274,7 @@ def _tf_gpu_plan(
         else:
             rank = step.procid
             local_tasks = layout.tasks_on(layout.rank_node[rank]) if rank is not None else None
-            visible, own = node_device_list(step.env, local_tasks)
+            visible, own = node_device_list(step.gpus, local_tasks)
         visible = visible[:gpus_per_node] if gpus_per_node is not None else visible
         if visible and not own:  # a per-task list is this task's own: kept whole
             gpus_per_task = len(visible) // max_tasks

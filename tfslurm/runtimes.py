@@ -28,6 +28,7 @@ import dataclasses
 
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
+from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ __all__ = [
 ]
 
 RUNTIMES = ("tf", "keras", "jax", "torch")
-FOR_VARIABLE = "TFSLURM_FOR"
-IFACE_VARIABLE = "TFSLURM_IFACE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,13 +191,17 @@ def runtime_env(plan: Plan, runtimes: tuple[str, ...] = ("tf",)) -> dict[str, st
     return out
 
 
-def plan_with_iface(plan: Plan, env: Mapping[str, str], iface: str | None = None) -> Plan:
-    """``plan`` with the interface ``iface`` (default: ``TFSLURM_IFACE`` in ``env``) applied.
+def plan_with_iface(plan: Plan, env: Mapping[str, str] | Settings, iface: str | None = None) -> Plan:
+    """``plan`` with the interface ``iface`` (default: ``TFSLURM_IFACE`` of ``env``, the
+    task's :class:`~tfslurm.settings.Settings` or a mapping of variables) applied.
 
     The plan's own host template, when it has one, is the per-interface name to resolve;
     the task's own node (from the plan) is checked. No interface: the plan as it is.
     """
-    name = iface if iface is not None else env.get(IFACE_VARIABLE, "").strip()
+    if iface is not None:
+        name = iface
+    else:
+        name = (env if isinstance(env, Settings) else Settings.from_environ(env)).iface or ""
     if not name:
         return plan
     template = None if plan.host_template == "{node}" else plan.host_template

@@ -19,12 +19,13 @@ from types import MappingProxyType
 from tfslurm.errors import SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
+from tfslurm.settings import ASSIGNED_VARIABLE, Settings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["Context", "HetComponent", "Step"]
+__all__ = ["Context", "GpuVariables", "HetComponent", "Settings", "Step"]
 
 # GPU variables Slurm (gres/gpu) may set for a task; kept in Step.env for the GPU code.
 GPU_VARIABLES = (
@@ -34,6 +35,16 @@ GPU_VARIABLES = (
     "HIP_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL",
     "ZE_AFFINITY_MASK",
+)
+
+#: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
+#: primary one (CUDA first; Slurm's default gres.conf flags set CUDA, ROCR and GPU_DEVICE_ORDINAL).
+VISIBLE_DEVICE_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "GPU_DEVICE_ORDINAL",
 )
 
 
@@ -87,6 +98,53 @@ class HetComponent:
 
 
 @dataclass(frozen=True)
+class GpuVariables:
+    """What Slurm (or the user) set about this task's GPUs, as set; ``tfslurm.gpus`` reads it.
+
+    Texts are kept as they were (None: unset), since which of them is set, and how, decides
+    the binding, and a malformed one is an error only where ``tfslurm.gpus`` needs it.
+    """
+
+    visible: tuple[tuple[str, str], ...] = ()  # (name, value) of each VISIBLE_DEVICE_VARIABLES set
+    gpus_on_node: str | None = None  # SLURM_GPUS_ON_NODE
+    step_gpus: str | None = None  # SLURM_STEP_GPUS (global ids)
+    job_gpus: str | None = None  # SLURM_JOB_GPUS (global ids; the batch script's)
+    tres_bind: str = ""  # SLURMD_TRES_BIND
+    tres_per_task: str = ""  # SLURM_TRES_PER_TASK
+    gpus_per_task: str = ""  # SLURM_GPUS_PER_TASK
+    gpus_total: str = ""  # SLURM_GPUS, stripped
+    assigned: str = ""  # TFSLURM_ASSIGNED_GPUS (tfslurm.gpus.ASSIGNED_VARIABLE)
+    task_key: str | None = None  # ``job.step.procid`` of this task; None outside a step
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> GpuVariables:
+        """Read the GPU variables from ``env`` (default: ``os.environ``); never raises."""
+        source = os.environ if env is None else env
+        return cls(
+            visible=tuple((name, source[name]) for name in VISIBLE_DEVICE_VARIABLES if name in source),
+            gpus_on_node=source.get("SLURM_GPUS_ON_NODE"),
+            step_gpus=source.get("SLURM_STEP_GPUS"),
+            job_gpus=source.get("SLURM_JOB_GPUS"),
+            tres_bind=source.get("SLURMD_TRES_BIND", ""),
+            tres_per_task=source.get("SLURM_TRES_PER_TASK", ""),
+            gpus_per_task=source.get("SLURM_GPUS_PER_TASK", ""),
+            gpus_total=source.get("SLURM_GPUS", "").strip(),
+            assigned=source.get(ASSIGNED_VARIABLE, ""),
+            task_key=_task_key(source),
+        )
+
+    @property
+    def slurm_manages(self) -> bool:
+        """One of SLURM_STEP_GPUS, SLURM_JOB_GPUS, SLURM_GPUS_ON_NODE is set: Slurm manages
+        GPUs for this job."""
+        return self.step_gpus is not None or self.job_gpus is not None or self.gpus_on_node is not None
+
+    def value(self, name: str) -> str | None:
+        """The value of the visible-device variable ``name``; None when it is not set."""
+        return next((value for variable, value in self.visible if variable == name), None)
+
+
+@dataclass(frozen=True)
 class Step:
     """Immutable snapshot of what Slurm told this process; None where it told nothing.
 
@@ -113,13 +171,17 @@ class Step:
     arbitrary_nodelist: str | None = None
     gtids: tuple[int, ...] | None = None
     resv_ports: str | None = None
+    gpus: GpuVariables = field(default_factory=GpuVariables, compare=False, repr=False)
+    settings: Settings = field(default_factory=Settings, compare=False, repr=False)
     env: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, hash=False, repr=False
     )
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> Step:
-        """Read the Slurm variables from ``env`` (default: ``os.environ``).
+    def from_environ(cls, env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> Step:
+        """Read the Slurm variables from ``env`` (default: ``os.environ``), with this task's
+        GPU variables (``gpus``) and tfslurm's settings (``settings``: read from ``env``
+        unless an entry point that read them already passes them).
 
         Raises SlurmEnvError naming the variable when a number is malformed.
         """
@@ -149,6 +211,8 @@ class Step:
             arbitrary_nodelist=_str(kept, "SLURM_ARBITRARY_NODELIST"),
             gtids=_int_list(kept, "SLURM_GTIDS"),
             resv_ports=_str(kept, "SLURM_STEP_RESV_PORTS"),
+            gpus=GpuVariables.from_environ(kept),
+            settings=Settings.from_environ(kept) if settings is None else settings,
             env=MappingProxyType(kept),
         )
 
@@ -214,6 +278,48 @@ class Step:
 
     def _missing(self, name: str) -> SlurmEnvError:
         return SlurmEnvError(f"{FIELD_VARIABLES[name]} is not set: {self._why_missing()}")
+
+
+def restart_count_from_environ(env: Mapping[str, str] | None = None) -> int:
+    """``SLURM_RESTART_COUNT`` of ``env`` (default: ``os.environ``) alone, as
+    :attr:`Step.restart_count`: the restart cap is checked before anything else, and a task
+    whose role comes from TF_CONFIG must not fail on some other SLURM_* variable there."""
+    source = os.environ if env is None else env
+    return _int(source, "SLURM_RESTART_COUNT") or 0
+
+
+def requeue_job_name(env: Mapping[str, str] | None = None) -> str:
+    """The job ``scontrol requeue`` takes for this task (``<array>_<task>`` in an array
+    job), from ``env`` (default: ``os.environ``); ``""`` outside a job. Never raises: it is
+    asked after a failure, whatever else the environment holds."""
+    source = os.environ if env is None else env
+    array = source.get("SLURM_ARRAY_JOB_ID")
+    if array:
+        return f"{array}_{source.get('SLURM_ARRAY_TASK_ID', '')}"
+    return source.get("SLURM_JOB_ID", "")
+
+
+def is_rank_zero(env: Mapping[str, str] | None = None) -> bool:
+    """``SLURM_PROCID`` of ``env`` (default: ``os.environ``) is 0 or unset: the one task
+    that prints what is printed once. Never raises (a role may come from TF_CONFIG)."""
+    source = os.environ if env is None else env
+    return source.get("SLURM_PROCID", "0") == "0"
+
+
+def _task_key(env: Mapping[str, str]) -> str | None:
+    """``job.step.procid`` of this task as set, or None outside a step (lenient: the GPU
+    marker compares texts, it does not parse them)."""
+    parts = [
+        (env.get(a) or env.get(b) or "").strip()
+        for a, b in (
+            ("SLURM_JOB_ID", "SLURM_JOBID"),
+            ("SLURM_STEP_ID", "SLURM_STEPID"),
+            ("SLURM_PROCID", "SLURM_PROCID"),
+        )
+    ]
+    if not all(parts) or parts[1] in BATCH_STEP_IDS:
+        return None  # outside a step, or 26.05's batch script (SLURM_STEP_ID=-5)
+    return ".".join(parts)
 
 
 # Slurm's special step ids as a task sees them. Since 26.05 a batch script's SLURM_STEP_ID is

@@ -71,7 +71,7 @@ def fallback_port_base(step: Step, port_base: int | None) -> int | None:
     ``port_base``, no job id, no reserved ports and no ``TFSLURM_PORT_BASE``."""
     if port_base is not None:
         return port_base
-    if step.job_id is None and not step.resv_ports and not step.env.get("TFSLURM_PORT_BASE"):
+    if step.job_id is None and not step.resv_ports and not step.settings.port_base_text:
         # Not a real job (TF's own unit tests set only SLURM_PROCID and the step
         # variables): there is no job id to derive ports from, so TF's default holds.
         return TF_PORT_BASE

@@ -37,16 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
+    from tfslurm.plan import plan_from_step
+    from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
+    from tfslurm.step import Settings, Step
 
-    from tfslurm.plan import plan_from_environ
-    from tfslurm.runtimes import FOR_VARIABLE, parse_runtimes, plan_with_iface, runtime_env
-
-    chosen = ",".join(args.runtimes) if args.runtimes else os.environ.get(FOR_VARIABLE)
+    settings = Settings.from_environ()  # read once: the runtimes, then the plan's settings
+    chosen = ",".join(args.runtimes) if args.runtimes else settings.runtimes
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
-    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args))
+    plan = plan_from_step(Step.from_environ(settings=settings), args.jobs, plan_options(args))
     print_gpu_warnings(plan)
-    variables = runtime_env(plan_with_iface(plan, os.environ, args.iface), runtimes)
+    variables = runtime_env(plan_with_iface(plan, settings, args.iface), runtimes)
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))
     else:

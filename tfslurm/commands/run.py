@@ -231,9 +231,12 @@ def run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     from tfslurm.runtime import stops
+    from tfslurm.settings import Settings
+    from tfslurm.step import is_rank_zero
 
-    cap = stops.max_restarts(args.max_restarts)
-    grace = stops.stop_grace(args.stop_grace)
+    settings = Settings.from_environ()  # tfslurm's settings, read once for this process
+    cap = stops.max_restarts(args.max_restarts, given=settings)
+    grace = stops.stop_grace(args.stop_grace, given=settings)
     refused = stops.restart_cap_message(stops.restart_count(), cap)
     if refused:
         _ignore((signal.SIGTERM,))  # the other tasks' 86 ends the step: keep this status
@@ -241,20 +244,20 @@ def run(args: argparse.Namespace) -> int:
         return stops.EXIT_RESTART_CAP
     if args.cap_check:
         return 0
-    role = resolve_role(jobs=args.jobs)
+    role = resolve_role(jobs=args.jobs, settings=settings)
     for line in role.gpu_warnings:
         print(line, file=sys.stderr, flush=True)
-    timeout = peer_timeout_from_env(args.peer_timeout)
-    flag = preemption.install(args.preempt_signal)
-    stop = stops.stop_signals(
-        args.stop_signals
+    timeout = peer_timeout_from_env(args.peer_timeout, settings)
+    flag = preemption.install(args.preempt_signal, settings=settings)
+    stop = (
+        stops.stop_signals(args.stop_signals, flag.signum)
         if args.stop_signals is not None
-        else os.environ.get("TFSLURM_STOP_SIGNALS") or None,
-        flag.signum,
+        else settings.stop_signals(flag.signum)
     )
-    if args.requeue_on_ps_failure:  # read by ps_failure_exit, here and in tfslurm.run
+    requeue = args.requeue_on_ps_failure or settings.requeue_on_ps_failure
+    if args.requeue_on_ps_failure:  # for tfslurm.run in the program (it reads its settings)
         os.environ["TFSLURM_REQUEUE_ON_PS_FAILURE"] = "1"
-    if args.show_plan and os.environ.get("SLURM_PROCID", "0") == "0":
+    if args.show_plan and is_rank_zero():
         print(_plan_table(role, args.jobs), flush=True)
     prepare(role)
     me = role.address()
@@ -285,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         os.setpgid(0, 0)  # a group of its own: the supervisor ends what is left of it
         os.environ["TFSLURM_WATCHED"] = "1"
         preemption.install(flag.signum, also=stop)  # SIGTERM too, where TF leaves it to us
-        with ps_failure_exit(role):
+        with ps_failure_exit(role, requeue):
             if program is None:
                 return _run_child(argv, forward)  # unblocks once it can pass signals on
             signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfslurm.errors import ParameterServerFailure
-from tfslurm.plan import JOBS_VARIABLE
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
 from tfslurm.runtime.roles import Address, Role, resolve_role
+from tfslurm.settings import Settings
 
 T = TypeVar("T")
 
@@ -195,32 +195,33 @@ def run(
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
     job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
     """
-    timeout = peer_timeout_from_env(peer_timeout)
-    if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run checked the cap already
-        refused = stops.restart_cap_message(stops.restart_count(), stops.max_restarts(None))
+    settings = Settings.from_environ()  # tfslurm's settings, read once for this process
+    timeout = peer_timeout_from_env(peer_timeout, settings)
+    restarts = stops.restart_count()
+    if not settings.watched:  # tfslurm run checked the cap already
+        refused = stops.restart_cap_message(restarts, settings.max_restarts())
         if refused:
             print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
             raise SystemExit(stops.EXIT_RESTART_CAP)
-    role = resolve_role(jobs=os.environ.get(JOBS_VARIABLE) or jobs)
-    signum = _preemption.signal_number(preemption_signal)
-    stop = stops.stop_signals(os.environ.get("TFSLURM_STOP_SIGNALS") or None, signum)
+    role = resolve_role(jobs=settings.jobs or jobs, settings=settings)
+    signum = _preemption.signal_number(preemption_signal, settings)
+    stop = settings.stop_signals(signum)
     # Under tfslurm run the child already handles them (and its parent translates SIGTERM).
-    flag = _preemption.install(signum, also=() if os.environ.get("TFSLURM_WATCHED") else stop)
+    flag = _preemption.install(signum, also=() if settings.watched else stop)
     prepare(role)
     if role.is_server:
         from tfslurm.runtime.servers import serve
 
         serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
-    if not os.environ.get("TFSLURM_WATCHED"):  # tfslurm run's parent already watches
+    if not settings.watched:  # tfslurm run's parent already watches
         from tfslurm.runtime.supervise import start_watcher
 
         start_watcher(role, timeout)
     strategy = make_strategy(role)
-    restarts = stops.restart_count()
     ctx = RunContext(role, strategy, flag, restarts, timeout)
     if role.job == "evaluator":  # watch from the start: the chief may finish early
         ctx._chief_watch = watch_chief(role, timeout)
-    with ps_failure_exit(role, requeue_on_ps_failure):
+    with ps_failure_exit(role, requeue_on_ps_failure, settings=settings):
         result = main(ctx)
     if flag.requested:  # stopped by a signal: training is not finished, never exit 0
         print(
@@ -259,11 +260,17 @@ def exit_now(result: Any) -> None:
 
 
 @contextlib.contextmanager
-def ps_failure_exit(role: Role, requeue: bool | None = None) -> Iterator[None]:
+def ps_failure_exit(
+    role: Role, requeue: bool | None = None, *, settings: Settings | None = None
+) -> Iterator[None]:
     """A parameter-server failure inside becomes one line on stderr, an optional
-    ``scontrol requeue`` of this job, and exit status 75."""
+    ``scontrol requeue`` of this job, and exit status 75. ``requeue`` defaults to
+    TFSLURM_REQUEUE_ON_PS_FAILURE of ``settings`` (default: read from ``os.environ``)."""
+    from tfslurm.step import requeue_job_name
+
     if requeue is None:
-        requeue = os.environ.get("TFSLURM_REQUEUE_ON_PS_FAILURE", "") in ("1", "yes", "true")
+        requeue = (Settings.from_environ() if settings is None else settings).requeue_on_ps_failure
+    job = requeue_job_name() if requeue else ""  # read now: never fails, whatever else is set
     try:
         yield
     except Exception as exc:
@@ -278,20 +285,20 @@ def ps_failure_exit(role: Role, requeue: bool | None = None) -> Iterator[None]:
             flush=True,
         )
         if requeue:
-            requeue_job("parameter server failure")
+            requeue_job("parameter server failure", job)
         sys.stdout.flush()
         os._exit(EXIT_PS_FAILED)
 
 
-def requeue_job(reason: str) -> bool:
-    """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1)."""
+def requeue_job(reason: str, job: str | None = None) -> bool:
+    """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1): ``job``,
+    else this task's (``tfslurm.step.requeue_job_name``)."""
     import subprocess
 
-    array = os.environ.get("SLURM_ARRAY_JOB_ID")
-    if array:
-        job = f"{array}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}"
-    else:
-        job = os.environ.get("SLURM_JOB_ID", "")
+    if job is None:
+        from tfslurm.step import requeue_job_name
+
+        job = requeue_job_name()
     if not job:
         print("tfslurm run: not in a Slurm job, nothing to requeue", file=sys.stderr)
         return False

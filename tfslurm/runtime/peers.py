@@ -11,7 +11,6 @@ Only the standard library; no TensorFlow.
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import sys
@@ -21,31 +20,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tfslurm.runtime.roles import Address
+from tfslurm.settings import DEFAULT_PEER_TIMEOUT as DEFAULT_PEER_TIMEOUT
+from tfslurm.settings import Settings, parse_peer_timeout
 
-DEFAULT_PEER_TIMEOUT = 300.0
 PROBE_INTERVAL = 0.25
 # Exit status of a task that gave up waiting for a peer.
 EXIT_PEER_TIMEOUT = 3
 
 
-def peer_timeout_from_env(value: float | None = None) -> float:
-    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT``, else 300 s. A timeout that is not
-    a positive number is a RoleError (0 would give up at once, NaN never)."""
+def peer_timeout_from_env(value: float | None = None, settings: Settings | None = None) -> float:
+    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT`` of ``settings`` (default: read from
+    ``os.environ``), else 300 s. A timeout that is not a positive number is a RoleError (0
+    would give up at once, NaN never)."""
     if value is not None:
-        name, raw = "peer timeout ", str(value)
-    else:
-        name, raw = "TFSLURM_PEER_TIMEOUT=", os.environ.get("TFSLURM_PEER_TIMEOUT", "")
-        if not raw:
-            return DEFAULT_PEER_TIMEOUT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not seconds > 0:
-        from tfslurm.errors import RoleError
-
-        raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
-    return seconds
+        return parse_peer_timeout(str(value))
+    return (Settings.from_environ() if settings is None else settings).peer_timeout()
 
 
 def _probe(host: str, port: int, timeout: float) -> bool | None:

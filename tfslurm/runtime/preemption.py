@@ -12,7 +12,6 @@ collectives), so ``agreed_stop`` all-reduces the flag: if any worker saw the sig
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from dataclasses import dataclass
@@ -20,14 +19,16 @@ from typing import Any
 
 from tfslurm.errors import PreemptionError, StopError
 from tfslurm.runtime import stops
+from tfslurm.settings import DEFAULT_PREEMPT_SIGNAL, Settings
 
-DEFAULT_SIGNAL = "USR1"
+DEFAULT_SIGNAL = DEFAULT_PREEMPT_SIGNAL
 
 
-def signal_number(name: str | int | None) -> int:
-    """``USR1``, ``SIGUSR1``, ``10`` -> 10; None reads TFSLURM_PREEMPT_SIGNAL (default USR1)."""
+def signal_number(name: str | int | None, settings: Settings | None = None) -> int:
+    """``USR1``, ``SIGUSR1``, ``10`` -> 10; None: TFSLURM_PREEMPT_SIGNAL of ``settings``
+    (default: read from ``os.environ``), else USR1."""
     if name is None:
-        name = os.environ.get("TFSLURM_PREEMPT_SIGNAL") or DEFAULT_SIGNAL
+        return (Settings.from_environ() if settings is None else settings).preempt_signal()
     try:
         return stops.signal_number(name)
     except StopError as exc:
@@ -70,14 +71,17 @@ class Preemption:
 _current: Preemption | None = None
 
 
-def install(name: str | int | None = None, also: tuple[int, ...] = ()) -> Preemption:
-    """Install (once per process) the handler for the preemption signal (and ``also``
-    these stop signals) and return the flag.
+def install(
+    name: str | int | None = None, also: tuple[int, ...] = (), settings: Settings | None = None
+) -> Preemption:
+    """Install (once per process) the handler for the preemption signal (``name``, else
+    that of ``settings``; see :func:`signal_number`) and ``also`` these stop signals, and
+    return the flag.
 
     A signal's handler is process state, so there is one flag per process.
     """
     global _current
-    signum = signal_number(name)
+    signum = signal_number(name, settings)
     if _current is None or _current.signum != signum or also:
         previous = _current
         _current = Preemption(signum).install(also)

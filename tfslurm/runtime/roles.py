@@ -24,6 +24,7 @@ from tfslurm.errors import RoleError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from tfslurm.plan import Plan
+    from tfslurm.settings import Settings
 
 
 TRAINING_JOBS = ("chief", "worker", "ps")
@@ -201,32 +202,35 @@ def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
     )
 
 
-def resolve_role(env: Mapping[str, str] | None = None, jobs: str | None = None) -> Role:
+def resolve_role(
+    env: Mapping[str, str] | None = None, jobs: str | None = None, *, settings: Settings | None = None
+) -> Role:
     """This task's role: TF_CONFIG, else TFSLURM_DESCRIPTOR, else the step's plan (which
-    also narrows this task's GPU variables: ``Role.env``)."""
+    also narrows this task's GPU variables: ``Role.env``). ``settings`` are ``env``'s, when
+    the caller read them already."""
     env = os.environ if env is None else env
     text = env.get("TF_CONFIG", "")
     if text.strip():
         return role_from_tf_config(text)
-    from tfslurm.plan import DESCRIPTOR_VARIABLE, JOBS_VARIABLE, plan_from_environ
+    from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_from_step
     from tfslurm.step import Step
 
-    step = Step.from_environ(env)
+    step = Step.from_environ(env, settings=settings)
     step.require("procid", "nodelist", "tasks_per_node")
     procid = int(step.procid)  # type: ignore[arg-type]
-    if env.get(DESCRIPTOR_VARIABLE, "").strip():
-        return _role_from_plan(_on_iface(plan_from_environ(env), env), procid, DESCRIPTOR_VARIABLE)
-    spec = jobs or env.get(JOBS_VARIABLE) or None
+    if (step.settings.descriptor or "").strip():
+        return _role_from_plan(_on_iface(plan_from_step(step), step.settings), procid, DESCRIPTOR_VARIABLE)
+    spec = jobs or step.settings.jobs
     source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
-    return _role_from_plan(_on_iface(plan_from_environ(env, spec), env), procid, source)
+    return _role_from_plan(_on_iface(plan_from_step(step, spec), step.settings), procid, source)
 
 
-def _on_iface(plan: Plan, env: Mapping[str, str]) -> Plan:
+def _on_iface(plan: Plan, settings: Settings) -> Plan:
     """``plan`` on the interface ``TFSLURM_IFACE`` names, if any (tfslurm.runtimes)."""
-    if not env.get("TFSLURM_IFACE", "").strip():
+    if not settings.iface:
         return plan
     from tfslurm.runtimes import plan_with_iface
 
-    return plan_with_iface(plan, env)
+    return plan_with_iface(plan, settings)

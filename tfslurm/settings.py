@@ -1,0 +1,260 @@
+"""tfslurm's own settings (the ``TFSLURM_*`` variables), as one immutable snapshot.
+
+:meth:`Settings.from_environ` is the one place that reads them; everything else is handed
+the snapshot (``Step.settings``, or a ``Settings`` an entry point built) and asks it. A
+setting that can be malformed is kept as the text that was set and parsed by its accessor
+(:meth:`Settings.port_base`, :meth:`Settings.max_restarts` ...), which raises the one-line
+error naming the variable. Parsing on use, not when the snapshot is built, keeps a bad
+setting an error only where it matters (a malformed ``TFSLURM_STOP_GRACE`` does not stop
+``tfslurm layout``), exactly as when each module read its own variable.
+
+Only the standard library is used: this runs in the TaskProlog of every task.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+from dataclasses import dataclass
+
+from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import is_ascii_number
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "ASSIGNED_VARIABLE",
+    "DESCRIPTOR_VARIABLE",
+    "FOR_VARIABLE",
+    "HOST_TEMPLATE_VARIABLE",
+    "IFACE_VARIABLE",
+    "JOBS_VARIABLE",
+    "UNEVEN_VARIABLE",
+    "Settings",
+    "UnevenGpus",
+    "parse_max_restarts",
+    "parse_peer_timeout",
+    "parse_stop_grace",
+    "signal_number",
+    "stop_signals",
+]
+
+#: The jobs spec (``ps:1,worker:*``), set by the SPANK plugin's ``--tf-dist``; the
+#: TaskProlog's marker.
+JOBS_VARIABLE = "TFSLURM_TF_DIST"
+#: The plan, compressed, where TF_CONFIG would be too large (``tfslurm.descriptor``).
+DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
+#: A host name template such as ``{node}-ib``.
+HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
+#: The runtimes to give variables for (``tf,keras,jax,torch``).
+FOR_VARIABLE = "TFSLURM_FOR"
+#: The network interface to advertise every node on.
+IFACE_VARIABLE = "TFSLURM_IFACE"
+#: ``warn`` (default) or ``error``: whether unequal GPU counts among the step's tasks only
+#: warn or are a GpuError (MultiWorkerMirroredStrategy needs equal counts).
+UNEVEN_VARIABLE = "TFSLURM_UNEVEN_GPUS"
+#: Set with a task's devices: ``<job>.<step>.<procid>:<variable>=<value>`` (``tfslurm.gpus``;
+#: read with the GPU variables, ``tfslurm.step.GpuVariables``).
+ASSIGNED_VARIABLE = "TFSLURM_ASSIGNED_GPUS"
+PORT_BASE_VARIABLE = "TFSLURM_PORT_BASE"
+PEER_TIMEOUT_VARIABLE = "TFSLURM_PEER_TIMEOUT"
+PREEMPT_SIGNAL_VARIABLE = "TFSLURM_PREEMPT_SIGNAL"
+STOP_SIGNALS_VARIABLE = "TFSLURM_STOP_SIGNALS"
+MAX_RESTARTS_VARIABLE = "TFSLURM_MAX_RESTARTS"
+STOP_GRACE_VARIABLE = "TFSLURM_STOP_GRACE"
+REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
+#: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
+#: signals and the restart cap.
+WATCHED_VARIABLE = "TFSLURM_WATCHED"
+
+DEFAULT_PEER_TIMEOUT = 300.0
+DEFAULT_PREEMPT_SIGNAL = "USR1"
+DEFAULT_STOP_SIGNALS = ("TERM",)  # plus the preemption signal itself
+
+
+class UnevenGpus(enum.Enum):
+    """``TFSLURM_UNEVEN_GPUS``: what unequal GPU counts among a step's tasks are."""
+
+    WARN = "warn"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the ``TFSLURM_*`` variables said; None where a variable was not set.
+
+    Texts are kept as they were set (a message quotes them); the accessors parse them.
+    """
+
+    tf_dist: str | None = None  # TFSLURM_TF_DIST, as set (``jobs`` is the spec, or None)
+    descriptor: str | None = None  # TFSLURM_DESCRIPTOR
+    host_template: str | None = None  # TFSLURM_HOST_TEMPLATE; an empty one is None
+    port_base_text: str | None = None  # TFSLURM_PORT_BASE, as set
+    runtimes: str | None = None  # TFSLURM_FOR, as set (tfslurm.runtimes.parse_runtimes)
+    iface: str | None = None  # TFSLURM_IFACE, stripped; a blank one is None
+    uneven_gpus_text: str | None = None  # TFSLURM_UNEVEN_GPUS, as set
+    peer_timeout_text: str = ""  # TFSLURM_PEER_TIMEOUT, as set
+    preempt_signal_text: str | None = None  # TFSLURM_PREEMPT_SIGNAL; an empty one is None
+    stop_signals_text: str | None = None  # TFSLURM_STOP_SIGNALS; an empty one is None
+    max_restarts_text: str | None = None  # TFSLURM_MAX_RESTARTS; an empty one is None
+    stop_grace_text: str | None = None  # TFSLURM_STOP_GRACE; an empty one is None
+    requeue_on_ps_failure: bool = False  # TFSLURM_REQUEUE_ON_PS_FAILURE is 1, yes or true
+    watched: bool = False  # TFSLURM_WATCHED is set and not empty
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read the ``TFSLURM_*`` variables from ``env`` (default: ``os.environ``).
+
+        Never raises: a malformed setting is an error only when its accessor is asked.
+        """
+        source = os.environ if env is None else env
+        return cls(
+            tf_dist=source.get(JOBS_VARIABLE),
+            descriptor=source.get(DESCRIPTOR_VARIABLE),
+            host_template=source.get(HOST_TEMPLATE_VARIABLE) or None,
+            port_base_text=source.get(PORT_BASE_VARIABLE),
+            runtimes=source.get(FOR_VARIABLE),
+            iface=source.get(IFACE_VARIABLE, "").strip() or None,
+            uneven_gpus_text=source.get(UNEVEN_VARIABLE),
+            peer_timeout_text=source.get(PEER_TIMEOUT_VARIABLE, ""),
+            preempt_signal_text=source.get(PREEMPT_SIGNAL_VARIABLE) or None,
+            stop_signals_text=source.get(STOP_SIGNALS_VARIABLE) or None,
+            max_restarts_text=source.get(MAX_RESTARTS_VARIABLE) or None,
+            stop_grace_text=source.get(STOP_GRACE_VARIABLE) or None,
+            requeue_on_ps_failure=source.get(REQUEUE_VARIABLE, "") in ("1", "yes", "true"),
+            watched=bool(source.get(WATCHED_VARIABLE)),
+        )
+
+    @property
+    def jobs(self) -> str | None:
+        """The jobs spec of ``TFSLURM_TF_DIST``; None when unset or empty."""
+        return self.tf_dist or None
+
+    @property
+    def asked_for_cluster(self) -> bool:
+        """``TFSLURM_TF_DIST`` is set and not blank: the task asked for a TF cluster."""
+        return bool((self.tf_dist or "").strip())
+
+    def port_base(self) -> int | None:
+        """``TFSLURM_PORT_BASE`` as a port, None when unset or blank; else a PortError."""
+        raw = (self.port_base_text or "").strip()
+        if not raw:
+            return None
+        if not is_ascii_number(raw, 5) or not 1 <= int(raw) <= 65535:
+            raise PortError(f"{PORT_BASE_VARIABLE}={_clip(raw)!r} is not a port (1..65535)")
+        return int(raw)
+
+    def uneven_gpus(self) -> UnevenGpus:
+        """``TFSLURM_UNEVEN_GPUS`` (default warn); a GpuError for anything but warn/error."""
+        mode = (self.uneven_gpus_text or "warn").strip().lower() or "warn"
+        try:
+            return UnevenGpus(mode)
+        except ValueError:
+            raise GpuError(
+                f"{UNEVEN_VARIABLE}={_clip(self.uneven_gpus_text or '')!r} must be 'warn' or 'error'"
+            ) from None
+
+    def peer_timeout(self) -> float:
+        """``TFSLURM_PEER_TIMEOUT`` seconds (default 300); a RoleError unless positive."""
+        if not self.peer_timeout_text:
+            return DEFAULT_PEER_TIMEOUT
+        return parse_peer_timeout(self.peer_timeout_text, f"{PEER_TIMEOUT_VARIABLE}=")
+
+    def preempt_signal(self) -> int:
+        """``TFSLURM_PREEMPT_SIGNAL``'s number (default USR1); a PreemptionError if it is
+        not a signal that can be caught."""
+        try:
+            return signal_number(self.preempt_signal_text or DEFAULT_PREEMPT_SIGNAL)
+        except StopError as exc:
+            raise PreemptionError(str(exc)) from None
+
+    def stop_signals(self, preempt: int) -> tuple[int, ...]:
+        """``TFSLURM_STOP_SIGNALS`` (default TERM) with the preemption signal ``preempt``."""
+        return stop_signals(self.stop_signals_text, preempt)
+
+    def max_restarts(self) -> int | None:
+        """``TFSLURM_MAX_RESTARTS``, or None (no cap); a StopError unless an integer >= 0."""
+        return None if self.max_restarts_text is None else parse_max_restarts(self.max_restarts_text)
+
+    def stop_grace(self) -> float | None:
+        """``TFSLURM_STOP_GRACE`` seconds, or None (Slurm's SIGKILL); a StopError unless >= 0."""
+        return None if self.stop_grace_text is None else parse_stop_grace(self.stop_grace_text)
+
+
+def parse_peer_timeout(raw: str, name: str = "peer timeout ") -> float:
+    """``raw`` as a positive number of seconds; a RoleError otherwise (0 would give up at
+    once, NaN never). ``name`` starts the message."""
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
+    return seconds
+
+
+def parse_max_restarts(value: int | str) -> int:
+    """``--max-restarts`` or TFSLURM_MAX_RESTARTS: an integer >= 0."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise StopError(
+            f"max restarts {value!r} is not an integer >= 0 "
+            f"(--max-restarts / {MAX_RESTARTS_VARIABLE}; unset for no cap)"
+        )
+    return int(text)
+
+
+def parse_stop_grace(value: float | str) -> float:
+    """``--stop-grace`` or TFSLURM_STOP_GRACE: seconds >= 0."""
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):  # also refuses nan
+        raise StopError(
+            f"stop grace {value!r} is not a number of seconds >= 0 "
+            f"(--stop-grace / {STOP_GRACE_VARIABLE}; unset: Slurm's SIGKILL)"
+        )
+    return seconds
+
+
+def signal_number(name: str | int, what: str = "preemption signal") -> int:
+    """``USR1``, ``SIGUSR1``, ``10`` -> 10; a one-line StopError otherwise."""
+    import signal  # only the runtime asks
+
+    text = str(name).strip()
+    if isinstance(name, int) or (text.isascii() and text.isdigit()):
+        number = int(text)
+        try:
+            signal.Signals(number)
+        except ValueError:
+            raise StopError(f"{what} {name!r} is not a signal number") from None
+    else:
+        upper = text.upper()
+        upper = upper if upper.startswith("SIG") else "SIG" + upper
+        try:
+            number = int(signal.Signals[upper])
+        except KeyError:
+            raise StopError(f"{what} {name!r} is not a signal name (try USR1, USR2, TERM)") from None
+    if number in (signal.SIGKILL, signal.SIGSTOP):
+        raise StopError(f"{what} {name!r} cannot be caught")
+    return number
+
+
+def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
+    """The signals that ask for checkpoint-and-stop: ``TERM,USR2`` (TFSLURM_STOP_SIGNALS or
+    ``--stop-signals``; default SIGTERM), always with the preemption signal itself."""
+    import signal
+
+    names = DEFAULT_STOP_SIGNALS if text is None else [t for t in text.split(",") if t.strip()]
+    numbers = [signal_number(n, "stop signal") for n in names]
+    if signal.SIGINT in numbers:
+        raise StopError(
+            "stop signal INT: SIGINT stays Ctrl-C (forwarded, then the program "
+            "is ended); choose TERM, USR1, USR2, ..."
+        )
+    return tuple(dict.fromkeys([preempt, *numbers]))
