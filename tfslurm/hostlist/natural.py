@@ -42,14 +42,27 @@ def _natural_key(name: str) -> tuple[Any, ...]:
     return tuple(key)
 
 
-# '0' and a character ranking a digit run without a leading zero by its length (above
-# U+0001, which marks runs with one); one byte per character while runs are short.
-_RUN_MARKS = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(4096)]
-# For names with other than ASCII, whose UTF-8 bytes sort as signed chars (before the end
-# of a name): those bytes stay U+0080-U+00FF, the end of a name becomes U+0100, and ASCII
-# characters (and the '0' a digit run starts with) move up to U+0101-U+017F.
-_WIDE_MARKS = [chr(0x130) + mark[1:] for mark in _RUN_MARKS]
+_MARKED_DIGITS = 4096  # digit runs up to this long get a mark; longer: _natural_key
 _WIDE_TEXT = {c: 0x100 + c for c in range(0x80) if c != 10}  # NUL ranks as the end
+# The two tables of marks (8,192 strings), built on the first sorted compress of names
+# rather than at import: they were most of this package's import time, paid by every
+# task's hook.
+_MARKS: dict[bool, list[str]] = {}
+
+
+def _marks(wide: bool) -> list[str]:
+    """The mark of each digit-run length below _MARKED_DIGITS; ``wide``: for names with
+    other than ASCII. Both tables are built on first use."""
+    if len(_MARKS) < 2:
+        # '0' and a character ranking a digit run without a leading zero by its length (above
+        # U+0001, which marks runs with one); one byte per character while runs are short.
+        run_marks = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(_MARKED_DIGITS)]
+        # For names with other than ASCII, whose UTF-8 bytes sort as signed chars (before the end
+        # of a name): those bytes stay U+0080-U+00FF, the end of a name becomes U+0100, and ASCII
+        # characters (and the '0' a digit run starts with) move up to U+0101-U+017F.
+        wide_marks = [chr(0x130) + mark[1:] for mark in run_marks]
+        _MARKS.update({False: run_marks, True: wide_marks})
+    return _MARKS[wide]
 
 
 def _natural_keys(names: list[str]) -> list[str] | None:
@@ -61,7 +74,7 @@ def _natural_keys(names: list[str]) -> list[str] | None:
     U+0080 + its length, then the digits; for one with a leading zero, U+0001, the digits
     and U+0001 again (below any digit, so a shorter run ends first). Other characters
     stay as they are; the end of a name sorts first, as its NUL does in strnatcmp. Names
-    with other than ASCII are keyed by their UTF-8 bytes (see _WIDE_MARKS).
+    with other than ASCII are keyed by their UTF-8 bytes (see _marks).
     """
     keys: list[str] = []
     for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
@@ -73,9 +86,9 @@ def _natural_keys(names: list[str]) -> list[str] | None:
         runs = pieces[1::2]
         if runs:
             lengths = list(map(len, runs))
-            if max(lengths) >= len(_RUN_MARKS):
+            if max(lengths) >= _MARKED_DIGITS:
                 return None
-            marks = _WIDE_MARKS if wide else _RUN_MARKS
+            marks = _marks(wide)
             encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
             # runs with a leading zero are the digit strings below "1"
             for index in itertools.compress(range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))):
