@@ -8,17 +8,19 @@ Slurm's ``hostlist_push_host``, ``hostlist_sort``, ``hostlist_coalesce`` and
 ``hostlist_collapse`` step by step: it is the reference that the tests and the fuzz
 target check every result against, and the one path that takes every valid input. The
 column path (:class:`_Columns`, ``_columns*``) computes the same text with whole-list
-C-level passes instead of Python code per host; the benchmark targets in
-``bench/hostlist.py`` (compress of 100k hosts 3x faster than python-hostlist) rest on it.
+C-level passes instead of Python code per host, but only for some lists; the sorted
+rows of ``bench/hostlist.py`` rest on it (``sort=True`` of 100k shuffled hosts: 3-5x
+faster than the host-by-host path on the 2-core development VM; 1.1-2x unsorted).
 Each input's route through :func:`compress`: every host ends in a number of at most 64
 digits (and at most 2**64 - 1) -> the column path, which with ``sort=True`` hands
 overlapping runs to :func:`_coalesced_string` (merged as numbers where their widths
 agree, else Slurm's split, checked to keep the hosts); no host ends in a number -> the
 names joined, naturally sorted with ``sort=True``; some do, with ``sort=True`` ->
-:func:`_sorted_names_beside_numbered` (the numbered hosts down the column path); the
-rest (unsorted mixed lists, tails of more than 64 digits, numbers past 64 bits, which
-are refused there by name) -> the host-by-host path with ``fast=True``. Merging the two
-would give up either the literal transcription or the measured speed.
+:func:`_sorted_names_beside_numbered` (the numbered hosts down the column path, unless
+they have tails it cannot take or overlapping runs); the rest (unsorted mixed lists,
+tails of more than 64 digits, numbers past 64 bits, which are refused there by name) ->
+the host-by-host path with ``fast=True``. Merging the two would give up either the
+literal transcription or the measured speed.
 """
 
 from __future__ import annotations
