@@ -24,10 +24,13 @@ from tfslurm.hostlist import (
     HostlistError,
     compress,
     compress_counts,
+    compression,
     count,
     expand,
     expand_counts,
+    groups,
     index_of,
+    natural,
     nth,
 )
 
@@ -479,7 +482,7 @@ def test_import_is_light() -> None:
 def test_column_path_equals_host_by_host_path(hosts: list[str], sort: bool) -> None:
     """compress() takes a C-level column path for most lists; it must equal the
     host-by-host transcription of Slurm's algorithm on every input."""
-    assert compress(hosts, sort=sort) == hostlist._compress_by_host(hosts, sort)
+    assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
 
 
 @st.composite
@@ -506,8 +509,8 @@ def overlapping_runs(draw) -> list[str]:
 def test_sorted_compress_of_overlaps_merges_numbers_as_slurm_splits_runs(hosts: list[str]) -> None:
     """The by-prefix merge of overlapping runs (linear after a sort) writes exactly what the
     literal transcription of hostlist_coalesce + collapse writes (quadratic in overlaps)."""
-    literal = hostlist._compress_by_host(hosts, True)
-    assert hostlist._compress_by_host(hosts, True, fast=True) == literal
+    literal = compression._compress_by_host(hosts, True)
+    assert compression._compress_by_host(hosts, True, fast=True) == literal
     assert compress(hosts, sort=True) == literal
 
 
@@ -531,7 +534,7 @@ def names_among_numbered(draw) -> list[str]:
 def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(hosts: list[str]) -> None:
     """Names without a number are sorted apart from the numbered hosts, which take the
     column path; the text is the literal transcription's on every input."""
-    assert compress(hosts, sort=True) == hostlist._compress_by_host(hosts, True)
+    assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
 
 
 def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_text() -> None:
@@ -539,9 +542,9 @@ def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_t
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
     hosts = expand("r2n[347-359,000000000000000001123]6[1147-1157,234-244][495-497]4")
-    assert hostlist._columns(hosts, "\n".join(hosts)) is not None
+    assert compression._columns(hosts, "\n".join(hosts)) is not None
     for sort in (False, True):
-        assert compress(hosts, sort=sort) == hostlist._compress_by_host(hosts, sort)
+        assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
         assert Counter(expand(compress(hosts, sort=sort))) == Counter(hosts)
 
 
@@ -576,7 +579,7 @@ def test_numbers_past_64_bits_are_refused() -> None:
             with pytest.raises(HostlistError, match="64-bit limit"):
                 compress(hosts, sort=sort)
             with pytest.raises(HostlistError, match="64-bit limit"):
-                hostlist._compress_by_host(hosts, sort)
+                compression._compress_by_host(hosts, sort)
     # the largest number and long zero-padded numbers are still hosts
     top = ["n18446744073709551615", "n18446744073709551614"]
     assert compress(top, sort=True) == "n[18446744073709551614-18446744073709551615]"
@@ -652,8 +655,8 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
     assert took < 20, took
     small = expand("h[1-70]x[1-100]J,a[1-5]-b,h[01-3]x0J")
     text = compress(small, sort=True)
-    assert text == ",".join(sorted(small, key=hostlist._natural_key))
-    assert text == hostlist._compress_by_host(small, True)
+    assert text == ",".join(sorted(small, key=natural._natural_key))
+    assert text == compression._compress_by_host(small, True)
 
 
 @settings(max_examples=500, deadline=None)
@@ -664,7 +667,7 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
 )
 def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
     names = [n for n in names if "\n" not in n]
-    assert hostlist._natural_sorted(names) == sorted(names, key=hostlist._natural_key)
+    assert natural._natural_sorted(names) == sorted(names, key=natural._natural_key)
 
 
 def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
@@ -714,7 +717,7 @@ def test_compress_writes_ranges_that_read_back() -> None:
     hosts = [f"n{i}" for i in range(70_000)]
     for sort in (False, True):
         assert compress(hosts, sort=sort) == "n[0-65535,65536-69999]"
-        assert hostlist._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
+        assert compression._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
     assert compress([f"x{i:06d}" for i in range(65_537)]) == "x[000000-065535,065536]"
     assert expand(compress(hosts)) == hosts
 
@@ -730,8 +733,8 @@ def test_compress_writes_ranges_that_read_back() -> None:
 def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, int]]) -> None:
     """The group's character count (what MAX_CHARS bounds) made C-level for many spans."""
     spans = [(index, low, low + length + 1, width) for index, (low, length, width) in enumerate(drawn)]
-    expected = sum(hostlist._span_digits(low, high, width) for _, low, high, width in spans)
-    assert hostlist._spans_digits(spans) == expected
+    expected = sum(groups._span_digits(low, high, width) for _, low, high, width in spans)
+    assert groups._spans_digits(spans) == expected
     assert expected == sum(
         len(f"{n:0{width}d}") for _, low, high, width in spans[:3] for n in range(low, high + 1)
-    ) + sum(hostlist._span_digits(low, high, width) for _, low, high, width in spans[3:])
+    ) + sum(groups._span_digits(low, high, width) for _, low, high, width in spans[3:])

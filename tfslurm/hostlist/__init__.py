@@ -1,0 +1,67 @@
+"""Slurm hostlists and task-count lists, parsed and written exactly as Slurm does.
+
+Every Slurm variable tfslurm reads (``SLURM_STEP_NODELIST``, ``SLURM_JOB_NODELIST``,
+``SLURM_STEP_TASKS_PER_NODE``, ...) is written by Slurm's own ``hostlist.c``, so this
+package reproduces that code's results rather than a "nicer" set-like reading: order and
+duplicates are kept, widths come from the text of the low bound, and several bracket
+groups expand in Slurm's own (odd) order.
+
+Grammar accepted by :func:`expand` (``docs/hostlist.md`` has the full description)::
+
+    expr   := item ( SEP+ item )*         SEP is ',', ' ' or '\\t'; empty items skipped
+    item   := text ( '[' ranges ']' text )*
+    ranges := range ( ',' range )*
+    range  := DIGITS | DIGITS '-' DIGITS  low <= high, at most 65,536 hosts
+    text   := any characters except SEP, '[' and ']'
+
+Where Slurm 22.05 (Debian 12) and newer Slurm differ, newer Slurm is followed:
+
+* text after the last ``]`` (``node[1-2]-ib``) is a shared suffix (Slurm >= 23.11;
+  22.05 rejects it);
+* an unclosed ``[`` (``n[1-3``) is an error (Slurm >= 23.02; 22.05 tacks on a ``]``).
+
+A newline is an error (Slurm keeps it in a host name), and so is a host name ending in a
+number past 2**64 - 1 (Slurm saturates it), in expand, count and compress alike.
+
+tfslurm is also stricter than Slurm in a few places where Slurm's C parser accepts
+garbage by accident (``strtoul`` skipping blanks and ``+``, ``n[1-]`` meaning ``n1``,
+stray or nested brackets becoming part of host names): those are errors here.
+
+Everything this package raises for bad input is :class:`HostlistError`, with a one-line
+message naming the input and the offending part. Sizes are checked before anything is
+allocated: see :data:`MAX_RANGE_HOSTS`, :data:`MAX_HOSTS` and :data:`MAX_CHARS`.
+
+The public API is what this module exports; the modules behind it, each importing only
+those above it in this list:
+
+* ``groups``: a parsed bracket group, and writing the hosts of a parsed item;
+* ``grammar``: parsing and size-checking an expression (the bounds, the error wording);
+* ``expansion``: expand, count, nth, index_of, expand_counts;
+* ``natural``: Slurm's natural (strnatcmp) order, for sorted compress;
+* ``compression``: compress (Slurm's code transcribed host by host, and the same
+  algorithm column-wise) and compress_counts.
+
+The modules are not named after the functions (``expand``, ``compress``) so that
+``tfslurm.hostlist.expand`` is always the function.
+"""
+
+from __future__ import annotations
+
+from tfslurm.errors import HostlistError
+from tfslurm.hostlist.compression import compress, compress_counts
+from tfslurm.hostlist.expansion import count, expand, expand_counts, index_of, nth
+from tfslurm.hostlist.grammar import MAX_CHARS, MAX_HOSTS, MAX_RANGE_HOSTS
+
+__all__ = [
+    "MAX_CHARS",
+    "MAX_HOSTS",
+    "MAX_RANGE_HOSTS",
+    "HostlistError",
+    "compress",
+    "compress_counts",
+    "count",
+    "expand",
+    "expand_counts",
+    "index_of",
+    "nth",
+]

@@ -1,0 +1,776 @@
+"""Writing hostlists: :func:`compress` (what ``scontrol show hostlist[sorted]`` prints) and
+:func:`compress_counts` (Slurm's ``N(xK)`` task-count lists).
+
+``compress`` has two implementations, and both are kept on purpose. The host-by-host
+path (:func:`_runs`, :func:`_sort_key`, :func:`_coalesce`, :func:`_collapse`,
+:func:`_ranged_string`; :func:`_compress_by_host` with ``fast=False``) transcribes
+Slurm's ``hostlist_push_host``, ``hostlist_sort``, ``hostlist_coalesce`` and
+``hostlist_collapse`` step by step: it is the reference that the tests and the fuzz
+target check every result against, and the one path that takes every valid input. The
+column path (:class:`_Columns`, ``_columns*``) computes the same text with whole-list
+C-level passes instead of Python code per host, but only for some lists; the sorted
+rows of ``bench/hostlist.py`` rest on it (``sort=True`` of 100k shuffled hosts: 3-5x
+faster than the host-by-host path on the 2-core development VM; 1.1-2x unsorted).
+Each input's route through :func:`compress`: every host ends in a number of at most 64
+digits (and at most 2**64 - 1) -> the column path, which with ``sort=True`` hands
+overlapping runs to :func:`_coalesced_string` (merged as numbers where their widths
+agree, else Slurm's split, checked to keep the hosts); no host ends in a number -> the
+names joined, naturally sorted with ``sort=True``; some do, with ``sort=True`` ->
+:func:`_sorted_names_beside_numbered` (the numbered hosts down the column path, unless
+they have tails it cannot take or overlapping runs); the rest (unsorted mixed lists,
+tails of more than 64 digits, numbers past 64 bits, which are refused there by name) ->
+the host-by-host path with ``fast=True``. Merging the two would give up either the
+literal transcription or the measured speed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from tfslurm.errors import HostlistError, clip
+from tfslurm.hostlist.grammar import _OVER_64_BITS, _ULONG_MAX, MAX_RANGE_HOSTS, _show
+from tfslurm.hostlist.natural import _natural_order, _natural_sorted, _prefix_ranks
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+    # A run of hosts as the compressors keep it: [prefix, low, high, width], changed in place.
+    _Run: TypeAlias = list[Any]
+
+
+# Longest numeric tail (zero padding included) the column-wise compress reads with int();
+# longer ones take the host-by-host path (Python refuses int() of 4,300+ digits).
+_COLUMN_DIGITS = 64
+
+
+# ---- compress: Slurm's hostlist_push_host + hostlist_ranged_string (+ hostlist_sort) ----
+#
+# A compressed list is a sequence of runs. A run is either a single host without a
+# numeric tail, or prefix + the numbers lo..hi written with `width` digits (zero-padded).
+# Runs are mutable lists [prefix, lo, hi, width], lo = -1 marking a single host, because
+# Slurm's width reconciliation (``_width_equiv``) changes widths as it compares.
+
+_PREFIX, _LO, _HI, _WIDTH = 0, 1, 2, 3
+_PREFIX_OF = operator.itemgetter(_PREFIX)
+_LOW = operator.itemgetter(_LO)
+_HIGH = operator.itemgetter(_HI)
+# Separators, brackets, and the other blanks Slurm's prefix comparison would skip.
+_BAD_HOST_CHARS = ",[] \t\n\v\f\r\x00"
+
+
+def _digits_of(number: int) -> int:
+    return len(str(number))
+
+
+def _width_equiv(a: _Run, b: _Run) -> bool:
+    """Slurm's ``_width_equiv``: may a's and b's numbers share a width? Adopts it if so.
+
+    Two widths are compatible when writing one run's low number with the other's width
+    does not change its zero padding; that run then takes the other's width.
+    """
+    wa, wb = a[_WIDTH], b[_WIDTH]
+    if wa == wb:
+        return True
+    da, db = _digits_of(a[_LO]), _digits_of(b[_LO])
+    a_same = max(wa - da, 0) == max(wb - da, 0)
+    b_same = max(wb - db, 0) == max(wa - db, 0)
+    if not a_same:
+        if b_same:
+            b[_WIDTH] = wa
+            return True
+        return False
+    a[_WIDTH] = wb
+    return True
+
+
+def _compatible(a: _Run, b: _Run) -> bool:
+    """What _width_equiv(a, b) answers, without adopting a width (it is asked of copies)."""
+    return _width_equiv(list(a), list(b))
+
+
+def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
+    """The hosts as a list, plus their newline-joined text; rejects unusable names."""
+    if isinstance(hosts, str):
+        raise HostlistError(
+            f"compress() takes a list of host names, not the string {_show(hosts, 60)}: "
+            "use compress(expand(text))"
+        )
+    try:
+        hosts = list(hosts)
+    except TypeError:
+        raise HostlistError(f"compress() takes a list of host names, not {type(hosts).__name__}") from None
+    try:
+        joined = "\n".join(hosts)
+    except TypeError:
+        bad = next((h for h in hosts if not isinstance(h, str)), None)
+        raise HostlistError(f"bad host {clip(repr(bad))}: host names must be strings") from None
+    if hosts and (
+        any(c in joined for c in _BAD_HOST_CHARS if c != "\n")  # newlines: counted
+        or joined.count("\n") != len(hosts) - 1
+        or "" in hosts
+    ):
+        bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
+        raise HostlistError(
+            f"bad host name {_show(bad)}: names must be non-empty, without blanks, ',', '[' or ']'"
+        )
+    return hosts, joined
+
+
+def _runs(hosts: list[str]) -> list[_Run]:
+    """Slurm's hostlist_push_host for each host: join onto the last run when consecutive."""
+    runs: list[_Run] = []
+    append = runs.append
+    last: _Run = ["", -2, -2, 0]  # sentinel: hi + 1 never equals a number
+    last_unpadded = False  # last's width is at most its low number's digit count
+    for host in hosts:
+        prefix = host.rstrip("0123456789")
+        cut = len(prefix)
+        digits = host[cut:]
+        significant = digits.lstrip("0") if len(digits) > 19 else digits
+        if digits and (len(significant) > 20 or int(significant or "0") > _ULONG_MAX):
+            raise HostlistError(f"bad host name {_show(host)}: {_OVER_64_BITS}")
+        if not digits:  # no numeric tail
+            last = [host, -1, -1, 0]
+            last_unpadded = False
+            append(last)
+            continue
+        number = int(significant or "0")
+        if (
+            last[_HI] + 1 == number
+            and last[_PREFIX] == prefix
+            and last[_LO] >= 0
+            and (
+                last[_WIDTH] == len(digits)
+                # two unpadded numbers are always compatible and change no width
+                or (last_unpadded and digits[0] != "0")
+                or _width_equiv(last, [prefix, number, number, len(digits)])
+            )
+        ):
+            last[_HI] = number
+            continue
+        last = [prefix, number, number, len(digits)]
+        last_unpadded = digits[0] != "0" or len(digits) == 1
+        append(last)
+    return runs
+
+
+def _sort_key(run: _Run, ranks: dict[str, int]) -> tuple[Any, ...]:
+    """hostrange_cmp as a key: prefix, single hosts first, then by width class and number.
+
+    Slurm compares runs of one prefix by low number when their widths are compatible and
+    by width otherwise. For runs whose low numbers differ by less than 2**31 that is the
+    total order below: a run whose low number is shorter than its width (zero-padded)
+    ranks by (width, padded first, number); an unpadded one by (its digit count, number).
+    """
+    rank = ranks[run[_PREFIX]]
+    if run[_LO] < 0:
+        return (rank, 0)
+    digits = _digits_of(run[_LO])
+    if digits < run[_WIDTH]:
+        return (rank, 1, run[_WIDTH], 0, run[_LO])
+    return (rank, 1, digits, 1, run[_LO])
+
+
+def _coalesce(runs: list[_Run]) -> list[_Run]:
+    """Slurm's hostlist_coalesce over sorted runs: split overlapping runs at the overlap.
+
+    Slurm walks pairs right to left and restarts from the end after each split. Only the
+    two split runs change, so every pair right of (right half, its right neighbour) was
+    already checked and fails again: resuming at that pair (a stack instead of a
+    restart) visits the same pairs in the same order, without Slurm's quadratic rescans.
+    """
+    highs = list(map(_HIGH, runs))
+    if not any(map(operator.gt, highs, map(_LOW, runs[1:]))):
+        return runs  # no run reaches past the start of the next: nothing overlaps
+    left = runs
+    right: list[_Run] = []  # processed runs, reversed: right[-1] is the leftmost
+    if left:
+        right.append(left.pop())
+    while left:
+        prev, nxt = left[-1], right[-1]
+        if (
+            prev[_HI] > nxt[_LO]
+            and nxt[_LO] >= 0
+            and prev[_LO] >= 0
+            and prev[_PREFIX] == nxt[_PREFIX]
+            and _width_equiv(prev, nxt)
+        ):
+            low, high = nxt[_LO], min(nxt[_HI], prev[_HI])
+            if high < prev[_HI]:
+                nxt[_HI] = prev[_HI]
+            prev[_HI] = low
+            nxt[_LO] = high
+            width = prev[_WIDTH]
+            for number in range(low, high + 1):
+                if number > low:
+                    left.append([prev[_PREFIX], number, number, width])
+                if number < high:
+                    left.append([prev[_PREFIX], number, number, width])
+            if len(right) > 1:  # recheck the grown right half against its neighbour
+                left.append(right.pop())
+        else:
+            right.append(left.pop())
+    right.reverse()
+    return right
+
+
+def _collapse(runs: list[_Run]) -> list[_Run]:
+    """Slurm's hostlist_collapse: join neighbouring consecutive runs, right to left."""
+    if not runs:
+        return runs
+    out: list[_Run] = []
+    current = runs[-1]
+    for run in reversed(runs[:-1]):
+        if (
+            run[_HI] + 1 == current[_LO]
+            and run[_LO] >= 0
+            and run[_PREFIX] == current[_PREFIX]
+            and (run[_WIDTH] == current[_WIDTH] or _width_equiv(run, current))
+        ):
+            run[_HI] = current[_HI]
+        else:
+            out.append(current)
+        current = run
+    out.append(current)
+    out.reverse()
+    return out
+
+
+def _span_text(low: int, high: int, width: int) -> str:
+    """``low-high`` for low < high, in ranges of at most MAX_RANGE_HOSTS hosts: Slurm 22.05
+    writes n[0-69999], which its own parser (and expand) refuses."""
+    if high - low < MAX_RANGE_HOSTS:
+        return f"{low:0{width}d}-{high:0{width}d}"
+    pieces = []
+    for start in range(low, high + 1, MAX_RANGE_HOSTS):
+        stop = min(start + MAX_RANGE_HOSTS - 1, high)
+        pieces.append(f"{start:0{width}d}-{stop:0{width}d}" if stop > start else f"{start:0{width}d}")
+    return ",".join(pieces)
+
+
+def _ranged_string(runs: list[_Run]) -> str:
+    """Slurm's hostlist_ranged_string: one bracket per stretch of same-prefix numeric runs."""
+    parts: list[str] = []
+    i = 0
+    total = len(runs)
+    while i < total:
+        run = runs[i]
+        prefix, low, high, width = run
+        if low < 0:
+            parts.append(prefix)
+            i += 1
+            continue
+        nxt = runs[i + 1] if i + 1 < total else None
+        if high == low and (nxt is None or nxt[_LO] < 0 or nxt[_PREFIX] != prefix):
+            parts.append(f"{prefix}{low:0{width}d}")
+            i += 1
+            continue
+        numbers = []
+        while True:
+            if high > low:
+                numbers.append(_span_text(low, high, width))
+            else:
+                numbers.append(f"{low:0{width}d}")
+            i += 1
+            if i >= total:
+                break
+            run = runs[i]
+            if run[_LO] < 0 or run[_PREFIX] != prefix:
+                break
+            _, low, high, width = run
+        parts.append(f"{prefix}[{','.join(numbers)}]")
+    return ",".join(parts)
+
+
+# ---- compress, column-wise --------------------------------------------------------------
+#
+# The same algorithm over columns (prefixes, lows, highs, widths, unpadded flags) built
+# with C-level map()/sort passes, used whenever every host has a numeric tail of at most
+# 20 digits. It relies on two facts about Slurm's width reconciliation that the
+# host-by-host code above does step by step:
+#
+# * a run's width never changes while hosts are pushed, and whether two runs' widths are
+#   compatible depends only on the texts of their low numbers: both written without
+#   leading zeros ("unpadded"), or equally wide, or a padded left run followed by an
+#   unpadded run at least as wide;
+# * hostrange_cmp orders runs of one prefix by (width of the low number's text, padded
+#   first, low number), so four stable sorts reproduce it.
+#
+# tests/test_hostlist.py checks both paths against each other, and the differential
+# tests check them against scontrol.
+
+
+class _Columns:
+    """Runs as columns. ``widths`` and ``unpadded`` are None when no number is zero-padded:
+    widths then never change how a number is written or what joins."""
+
+    __slots__ = ("highs", "lows", "one_prefix", "prefixes", "texts", "unpadded", "widths")
+
+    def __init__(
+        self,
+        prefixes: list[str],
+        lows: list[int],
+        highs: list[int],  # the very same list as lows while every run is a single host
+        widths: list[int] | None,
+        unpadded: list[bool] | None,
+        one_prefix: bool,  # every run has prefixes[0]
+        texts: list[str] | None = None,  # each low number as its host wrote it, if known
+    ) -> None:
+        self.prefixes = prefixes
+        self.lows = lows
+        self.highs = highs
+        self.widths = widths
+        self.unpadded = unpadded
+        self.one_prefix = one_prefix
+        self.texts = texts
+
+    def take(self, rows: Iterable[int]) -> _Columns:
+        """The columns of these rows (in this order)."""
+        rows = list(rows)
+        lows = list(map(self.lows.__getitem__, rows))
+        return _Columns(
+            [self.prefixes[0]] * len(rows) if self.one_prefix else list(map(self.prefixes.__getitem__, rows)),
+            lows,
+            lows if self.highs is self.lows else list(map(self.highs.__getitem__, rows)),
+            None if self.widths is None else list(map(self.widths.__getitem__, rows)),
+            None if self.unpadded is None else list(map(self.unpadded.__getitem__, rows)),
+            self.one_prefix,
+            None if self.texts is None else list(map(self.texts.__getitem__, rows)),
+        )
+
+
+def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]] | None:
+    """(P, numeric tails) when every host is P followed by digits, found with a few
+    whole-text passes instead of one call per host."""
+    prefix = hosts[0].rstrip("0123456789")
+    if not joined.startswith(prefix) or joined.count("\n" + prefix) != len(hosts) - 1:
+        return None
+    body = joined[len(prefix) :].replace("\n" + prefix, "\n") if prefix else joined
+    if not (body.isascii() and body.replace("\n", "").isdigit()):
+        return None
+    tails = body.split("\n")
+    return None if "" in tails else (prefix, tails)
+
+
+# A numeric tail with a leading zero: a '0' after a non-digit (or at the start of a
+# name) followed by more digits up to the end of the name.
+_PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
+
+
+def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] | None:
+    """One row per host (every run a single host), plus each host's digit count; None
+    when a host lacks a numeric tail (or has more than _COLUMN_DIGITS digits, or a number
+    over 64 bits)."""
+    count_hosts = len(hosts)
+    if not count_hosts:
+        return None
+    common = _common_prefix_tails(hosts, joined)
+    if common is not None:
+        prefixes = [common[0]] * count_hosts
+        tails = common[1]
+        widths = list(map(len, tails))
+        if max(widths) > _COLUMN_DIGITS:
+            return None
+    else:
+        prefixes = list(map(str.rstrip, hosts, itertools.repeat("0123456789")))
+        cuts = list(map(len, prefixes))
+        widths = list(map(operator.sub, map(len, hosts), cuts))
+        if not all(widths) or max(widths) > _COLUMN_DIGITS:
+            return None
+        tails = list(map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))))
+    numbers = list(map(int, tails))
+    if max(widths) >= 20 and max(numbers) > _ULONG_MAX:
+        return None  # the host-by-host path names the host in its error
+    unpadded: list[bool] | None = None
+    if re.search(_PADDED_TAIL, joined):
+        # written without leading zeros: the first digit is not 0, or the number is 0
+        unpadded = list(
+            map(
+                operator.or_,
+                map(operator.ne, map(operator.itemgetter(0), tails), itertools.repeat("0")),
+                map(operator.eq, widths, itertools.repeat(1)),
+            )
+        )
+    columns = _Columns(
+        prefixes,
+        numbers,
+        numbers,
+        widths if unpadded is not None else None,
+        unpadded,
+        common is not None,
+        tails,
+    )
+    return columns, widths
+
+
+def _columns(hosts: list[str], joined: str, positions: list[int] | None = None) -> _Columns | None:
+    """Push runs as columns, or None when a host lacks a numeric tail (or has more than
+    _COLUMN_DIGITS digits, or a number over 64 bits). ``positions``: where each host
+    stands in a longer list whose other hosts (names without a number) end every run."""
+    found = _host_columns(hosts, joined)
+    if found is None:
+        return None
+    columns, widths = found
+    prefixes, numbers, unpadded = columns.prefixes, columns.lows, columns.unpadded
+    count_hosts = len(numbers)
+    # A host joins the run of the host before it when it has the same prefix, the next
+    # number, and the same width or both numbers unpadded (then its text is exactly how
+    # the run writes that number).
+    joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
+    if not columns.one_prefix:
+        joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
+    if unpadded is not None:
+        joins = map(
+            operator.and_,
+            joins,
+            map(operator.or_,
+                map(operator.eq, widths, widths[1:]),
+                map(operator.and_, unpadded, unpadded[1:])),
+        )  # fmt: skip
+    if positions is not None:
+        joins = map(
+            operator.and_,
+            joins,
+            map(operator.eq, map(operator.add, positions, itertools.repeat(1)), positions[1:]),
+        )
+    starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
+    if len(starts) == count_hosts - 1:  # no host joined another: every run is one host
+        return columns
+    starts.insert(0, 0)
+    ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), count_hosts - 1]
+    merged = columns.take(starts)
+    merged.highs = list(map(numbers.__getitem__, ends))
+    return merged
+
+
+def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
+    """The rows in hostrange_cmp order (stable: equal rows keep their order); ``ranks``:
+    the prefixes' natural order, if known."""
+    order = list(range(len(columns.lows)))
+    order.sort(key=columns.lows.__getitem__)
+    if columns.unpadded is not None and columns.widths is not None:
+        order.sort(key=columns.unpadded.__getitem__)
+        order.sort(key=columns.widths.__getitem__)
+    if not columns.one_prefix:
+        ranks = ranks or _prefix_ranks(columns.prefixes)
+        order.sort(key=list(map(ranks.__getitem__, columns.prefixes)).__getitem__)
+    return order
+
+
+def _columns_sort(columns: _Columns, ranks: dict[str, int] | None = None) -> _Columns:
+    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
+        lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
+        return _Columns(columns.prefixes, lows, lows, None, None, True)
+    return columns.take(_columns_order(columns, ranks))
+
+
+def _columns_collapse(columns: _Columns) -> _Columns | None:
+    """hostlist_coalesce + hostlist_collapse; None if runs overlap (the slow path splits them)."""
+    prefixes, lows, highs = columns.prefixes, columns.lows, columns.highs
+    if columns.one_prefix:
+        overlapping = map(operator.gt, highs, lows[1:])
+    else:
+        same = list(map(operator.eq, prefixes, prefixes[1:]))
+        overlapping = map(operator.and_, same, map(operator.gt, highs, lows[1:]))
+    # an overlap of incompatible widths (n719 before a zero-padded n0112) is left alone
+    # by hostlist_coalesce, as by everything below
+    widths = columns.widths
+    for row in itertools.compress(itertools.count(), overlapping):
+        if widths is None or _compatible(
+            ["", lows[row], highs[row], widths[row]], ["", lows[row + 1], highs[row + 1], widths[row + 1]]
+        ):
+            return None
+    if columns.one_prefix:
+        joins = map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:])
+    else:
+        joins = map(
+            operator.and_,
+            same,
+            map(operator.eq, map(operator.add, highs, itertools.repeat(1)), lows[1:]),
+        )
+    widths, unpadded = columns.widths, columns.unpadded
+    if widths is not None and unpadded is not None:
+        compatible = map(
+            operator.or_,
+            map(operator.or_, map(operator.and_, unpadded, unpadded[1:]), map(operator.eq, widths, widths[1:])),
+            map(operator.and_,
+                map(operator.and_, map(operator.not_, unpadded), unpadded[1:]),
+                map(operator.ge, widths[1:], widths)),
+        )  # fmt: skip
+        joins = map(operator.and_, joins, compatible)
+    starts = list(itertools.compress(range(1, len(lows)), map(operator.not_, joins)))
+    if len(starts) == len(lows) - 1:
+        return columns
+    starts.insert(0, 0)
+    ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), len(lows) - 1]
+    merged = columns.take(starts)
+    merged.highs = list(map(highs.__getitem__, ends))
+    return merged
+
+
+def _columns_string(columns: _Columns) -> str:
+    return ",".join(_columns_parts(columns)[1])
+
+
+def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
+    """The text of each stretch of rows with one prefix, and that prefix."""
+    prefixes, lows, highs, widths = (
+        columns.prefixes,
+        columns.lows,
+        columns.highs,
+        columns.widths,
+    )
+    total = len(lows)
+    if columns.texts is not None:  # the low numbers as the hosts wrote them
+        numbers = list(columns.texts)
+        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
+            numbers[row] = _span_text(lows[row], highs[row], 0 if widths is None else widths[row])
+    elif widths is None:
+        numbers = list(map(str, lows))
+        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
+            numbers[row] = _span_text(lows[row], highs[row], 0)
+    else:
+        numbers = list(map(format, lows, map("0{}d".format, widths)))
+        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
+            numbers[row] = _span_text(lows[row], highs[row], widths[row])
+    if columns.one_prefix:
+        bounds = [0, total]
+    else:
+        bounds = [
+            0,
+            *itertools.compress(range(1, total), map(operator.ne, prefixes, prefixes[1:])),
+            total,
+        ]
+    parts = []
+    for start, stop in itertools.pairwise(bounds):
+        if stop - start == 1 and lows[start] == highs[start]:
+            parts.append(prefixes[start] + numbers[start])
+        else:
+            parts.append(f"{prefixes[start]}[{','.join(numbers[start:stop])}]")
+    return list(map(prefixes.__getitem__, bounds[:-1])), parts
+
+
+def _columns_to_runs(columns: _Columns) -> list[_Run]:
+    widths = columns.widths
+    if widths is None:
+        widths = list(map(len, map(str, columns.lows)))
+    return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)]
+
+
+def _compress_by_host(hosts: list[str], sort: bool, fast: bool = False) -> str:
+    """compress() host by host, following Slurm's code step by step (the reference);
+    ``fast``: overlapping runs of one width class are merged as numbers, and hosts are
+    sorted column-wise where the literal split loses some (the same text, tested)."""
+    runs = _runs(hosts)
+    if sort and len(runs) > 1:
+        ranks = _prefix_ranks(run[_PREFIX] for run in runs)
+        runs.sort(key=lambda run: _sort_key(run, ranks))
+        return _coalesced_string(runs, hosts, fast)
+    return _ranged_string(runs)
+
+
+def _uniform_width(runs: list[_Run]) -> int | None:
+    """The width to write these numeric runs' numbers with when any two of them are
+    compatible and writing them with it changes no number's text: all unpadded (0), or
+    all of one width that none outgrows. None otherwise."""
+    if all(run[_WIDTH] <= _digits_of(run[_LO]) for run in runs):
+        return 0
+    width: int = runs[0][_WIDTH]
+    if all(run[_WIDTH] == width and _digits_of(run[_HI]) <= width for run in runs):
+        return width
+    return None
+
+
+def _coalesce_by_group(runs: list[_Run]) -> list[_Run] | None:
+    """hostlist_coalesce + collapse of sorted runs, one prefix at a time; None where
+    overlapping runs of a prefix do not share a width class (left to the literal code).
+
+    Why it is the same: coalesce only splits overlapping runs of one prefix, and repeats
+    until no neighbours overlap, so where every pair is width-compatible the prefix's
+    numbers come out in order, each as often as it was given; collapse then joins
+    neighbours whose numbers follow each other, which cuts that sorted sequence wherever
+    the next number is not one more (a repeated number starts a new run). Building that
+    from the sorted numbers costs a sort instead of Slurm's run-by-run splitting.
+    """
+    prefixes = list(map(_PREFIX_OF, runs))
+    lows = list(map(_LOW, runs))
+    overlaps = list(
+        itertools.compress(
+            range(len(runs) - 1),
+            map(
+                operator.and_,
+                map(operator.eq, prefixes, prefixes[1:]),
+                map(operator.gt, map(_HIGH, runs), lows[1:]),
+            ),
+        )
+    )
+    # what hostlist_coalesce splits: numeric neighbours of compatible widths (it leaves an
+    # overlap of incompatible ones, e.g. n719 before a zero-padded n0112, as it is)
+    overlaps = [
+        i for i in overlaps if lows[i] >= 0 and lows[i + 1] >= 0 and _compatible(runs[i], runs[i + 1])
+    ]
+    if not overlaps:
+        return _collapse([list(run) for run in runs])
+    # the prefix groups with an overlap; the stretches between them only collapse
+    groups: list[tuple[int, int]] = []
+    for i in overlaps:
+        if groups and i < groups[-1][1]:
+            continue
+        start, stop = i, i + 1
+        while start > 0 and prefixes[start - 1] == prefixes[i]:
+            start -= 1
+        while stop < len(runs) and prefixes[stop] == prefixes[i]:
+            stop += 1
+        groups.append((start, stop))
+    out: list[_Run] = []
+    done = 0
+    for start, stop in groups:
+        out += _collapse([list(run) for run in runs[done:start]])
+        done = stop
+        group = runs[start:stop]
+        numeric = [run for run in group if run[_LO] >= 0]  # sorted after the prefix's others
+        width = _uniform_width(numeric)
+        if width is None:
+            return None
+        out += [list(run) for run in group[: len(group) - len(numeric)]]
+        numbers = sorted(
+            itertools.chain.from_iterable(
+                map(range, map(_LOW, numeric), map(operator.add, map(_HIGH, numeric), itertools.repeat(1)))
+            )
+        )
+        cuts = list(
+            itertools.compress(
+                range(1, len(numbers)),
+                map(operator.ne, map(operator.add, numbers, itertools.repeat(1)), numbers[1:]),
+            )
+        )
+        prefix = numeric[0][_PREFIX]
+        out += [
+            [prefix, numbers[first], numbers[last - 1], width]
+            for first, last in zip([0, *cuts], [*cuts, len(numbers)], strict=True)
+        ]
+    return out + _collapse([list(run) for run in runs[done:]])
+
+
+def _run_hosts(runs: list[_Run]) -> Iterator[str]:
+    """The hosts these runs write (what expand gives back for _ranged_string(runs))."""
+    for prefix, low, high, width in runs:
+        if low < 0:
+            yield prefix
+        else:
+            numbers = map(format, range(low, high + 1), itertools.repeat(f"0{width}d"))
+            yield from map(operator.add, itertools.repeat(prefix), numbers)
+
+
+def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) -> str:
+    """Slurm's hostlist_coalesce + collapse of sorted, overlapping runs, kept only where it
+    keeps the hosts. Where runs of different widths overlap, Slurm's split loses hosts
+    (22.05: ``n9 n10 n00 n9 n10`` gives ``n[9,9-10,10]``, without n00) and a literal copy of
+    it invents some; then the hosts are sorted one by one and pushed in that order, which
+    writes exactly the input's hosts, sorted."""
+    if fast:
+        grouped = _coalesce_by_group(runs)
+        if grouped is not None:
+            return _ranged_string(grouped)
+    coalesced = _collapse(_coalesce([list(run) for run in runs]))
+    if Counter(_run_hosts(coalesced)) == Counter(hosts):
+        return _ranged_string(coalesced)
+    found = _host_columns(hosts, "\n".join(hosts)) if fast else None
+    if found is not None:  # every host has a numeric tail: sort the hosts column-wise
+        return compress(list(map(hosts.__getitem__, _columns_order(found[0]))))
+    singles = [_runs([host])[0] for host in hosts]
+    ranks = _prefix_ranks(run[_PREFIX] for run in singles)
+    order = sorted(range(len(hosts)), key=lambda i: _sort_key(singles[i], ranks))
+    return _ranged_string(_runs([hosts[i] for i in order]))
+
+
+def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
+    """Sorted compress of hosts of which some have no numeric tail; None where the hosts
+    with one do not take the column path (or their runs overlap).
+
+    Why it is the same as the host-by-host path: a name without a number is a run of its
+    own that nothing joins, overlaps or brackets with (Slurm's singlehost ranges), and it
+    sorts before the numbered runs of the prefix it equals. So the numbered hosts are
+    sorted and collapsed apart, written one text per prefix, and those texts sorted
+    among the names by their prefixes.
+    """
+    numbered_flags = list(map("0123456789".__contains__, map(operator.itemgetter(-1), hosts)))
+    numbered = list(itertools.compress(hosts, numbered_flags))
+    # pushed as Slurm pushes the whole list: a name between two hosts keeps them apart
+    columns = _columns(
+        numbered, "\n".join(numbered), list(itertools.compress(itertools.count(), numbered_flags))
+    )
+    if columns is None:
+        return None
+    names = list(itertools.compress(hosts, map(operator.not_, numbered_flags)))
+    # One natural sort of the names and the prefixes together; the stable sort keeps a
+    # name before the prefix it equals, as hostrange_cmp puts a single host first.
+    items = names + list(set(columns.prefixes))
+    order = _natural_order(items)
+    ranks = dict(zip(map(items.__getitem__, order), range(len(order)), strict=True))
+    if len(columns.lows) > 1:
+        merged = _columns_collapse(_columns_sort(columns, ranks))
+        if merged is None:
+            return None
+        columns = merged
+    part_of = dict(zip(*_columns_parts(columns), strict=True))  # sorted: one part per prefix
+    texts = names + list(map(part_of.__getitem__, items[len(names) :]))
+    return ",".join(map(texts.__getitem__, order))
+
+
+def compress(hosts: Iterable[str], sort: bool = False) -> str:
+    """The hostlist string ``scontrol show hostlist`` prints for these hosts.
+
+    Order and duplicates are kept and only neighbouring hosts of one prefix are merged
+    (``["n2", "n1", "n3"]`` gives ``"n[2,1,3]"``). ``sort=True`` gives what
+    ``scontrol show hostlistsorted`` prints (sorted, duplicates still kept). Host names
+    must be non-empty and free of blanks, commas and brackets, since the result would
+    not read back as the same hosts otherwise.
+    """
+    hosts, joined = _check_hosts(hosts)
+    # a host without a numeric tail: the column path cannot take the list
+    columns = None if re.search(r"(?m)(?<![0-9])$", joined) else _columns(hosts, joined)
+    if columns is None:
+        if not re.search("[0-9]$", joined, re.MULTILINE):
+            # No host has a number: every host is a run of its own, and sorting them is
+            # all that hostlist_sort does (nothing overlaps or joins).
+            return ",".join(_natural_sorted(hosts) if sort else hosts)
+        if sort:
+            text = _sorted_names_beside_numbered(hosts)
+            if text is not None:
+                return text
+        return _compress_by_host(hosts, sort, fast=True)
+    if sort and len(columns.lows) > 1:
+        columns = _columns_sort(columns)
+        merged = _columns_collapse(columns)
+        if merged is None:
+            return _coalesced_string(_columns_to_runs(columns), hosts, fast=True)
+        columns = merged
+    return _columns_string(columns)
+
+
+def compress_counts(counts: Iterable[int]) -> str:
+    """Write counts as Slurm does: runs of two or more as ``N(xK)``, never ``(x1)``.
+
+    ``compress_counts([2, 2, 2, 1])`` is ``"2(x3),1"``; ``[]`` gives ``""``.
+    """
+    parts: list[str] = []
+    previous: int | None = None
+    run = 0
+    for value in counts:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise HostlistError(f"bad count {clip(repr(value))}: counts must be non-negative integers")
+        if value == previous:
+            run += 1
+            continue
+        if previous is not None:
+            parts.append(f"{previous}(x{run})" if run > 1 else str(previous))
+        previous, run = value, 1
+    if previous is not None:
+        parts.append(f"{previous}(x{run})" if run > 1 else str(previous))
+    return ",".join(parts)

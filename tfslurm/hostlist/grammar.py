@@ -1,0 +1,402 @@
+"""The bracket syntax: parsing and size-checking one hostlist expression, and the wording
+of its errors.
+
+:func:`_plan` splits an expression into items (their texts and :mod:`groups` of ranges)
+with each item's host count, and refuses everything Slurm would reject, and everything
+past tfslurm's bounds (:data:`MAX_RANGE_HOSTS`, :data:`MAX_HOSTS`, :data:`MAX_CHARS`, and
+numbers past 2**64 - 1), before a single host is written. ``expand``, ``count``, ``nth``
+and ``index_of`` all start from that plan, and every :class:`HostlistError` about an
+expression is worded here (:func:`_fail`, :func:`_show`), so all of them name the input
+and the offending part the same way. The bounds live here because they are part of what
+the grammar accepts; the package re-exports them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+import re
+from collections.abc import Iterable
+
+from tfslurm.errors import HostlistError, clip
+from tfslurm.hostlist.groups import _Group, _item_text, _Range
+
+#: Hosts in one ``lo-hi`` range, and in one non-final bracket group: Slurm's own caps
+#: (``MAX_RANGE`` and ``MAX_PREFIX_CNT`` in ``hostlist.c``, both 64K).
+MAX_RANGE_HOSTS = 65_536
+#: Hosts one expression (or one task-count list) may expand to: 16 times the largest
+#: cluster Slurm supports, far above any real allocation, small enough to stay in memory.
+MAX_HOSTS = 1 << 20
+#: Characters all expanded host names of one expression may take together (64 Mi).
+MAX_CHARS = 1 << 26
+
+_DIGITS = frozenset("0123456789")
+_ULONG_MAX = (1 << 64) - 1
+
+
+def _show(text: str, limit: int = 60) -> str:
+    """repr() of user text, clipped so that an error message stays one short line."""
+    return clip(repr(text[:limit]) + ("..." if len(text) > limit else ""), limit + 6)
+
+
+def _fail(expr: str, what: str) -> HostlistError:
+    return HostlistError(f"bad hostlist {_show(expr)}: {what}")
+
+
+# N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
+# 45 zeros (so at most 64 digits: int() takes them): parsed in bulk. Possessive (no
+# backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB for a
+# bracket of a million numbers, this one 60 ms and nothing).
+_PLAIN_NUMBER = r"(?:0{0,45}+[1-9][0-9]{0,18}+|0{1,64}+)"
+_PLAIN_RANGES = rf"{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+(?:,{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+)*+"
+
+
+def _parse_ranges(expr: str, body: str) -> _Group:
+    if not body:
+        raise _fail(expr, "empty brackets '[]'")
+    if re.fullmatch(_PLAIN_RANGES, body):
+        if "-" not in body:
+            return _Group(None, [], body=body)
+        if body.count("-") <= 64:  # a few spans among many numbers: keep the text
+            group = _few_spans(body)
+            if group is not None:
+                return group
+        parts = body.split(",")
+        indexes = list(
+            itertools.compress(range(len(parts)), map(operator.contains, parts, itertools.repeat("-")))
+        )
+        pieces = list(map(str.partition, map(parts.__getitem__, indexes), itertools.repeat("-")))
+        low_texts = list(map(operator.itemgetter(0), pieces))
+        lows = list(map(int, low_texts))
+        highs = list(map(int, map(operator.itemgetter(2), pieces)))
+        if all(map(operator.le, lows, highs)) and all(
+            map(operator.lt, highs, map(operator.add, lows, itertools.repeat(MAX_RANGE_HOSTS)))
+        ):
+            for index, low_text in zip(indexes, low_texts, strict=True):
+                parts[index] = low_text
+            return _Group(parts, list(zip(indexes, lows, highs, map(len, low_texts), strict=True)))
+        # else: the slow path below names the reversed or oversized range
+    # Range by range, to name the bad one.
+    ranges: list[_Range] = []
+    for part in body.split(","):
+        if part.isdigit() and len(part) <= 19 and part.isascii():  # a plain number
+            number = int(part)
+            ranges.append((number, number, len(part)))
+            continue
+        low_text, dash, high_text = part.partition("-")
+        numbers = (low_text, high_text) if dash else (low_text,)
+        if not all(text and set(text) <= _DIGITS for text in numbers):
+            raise _fail(
+                expr,
+                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} must be N or N-M with digits only",
+            )
+        low = _number(expr, low_text)
+        high = _number(expr, high_text) if dash else low
+        if high < low:
+            raise _fail(expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}")
+        if high - low + 1 > MAX_RANGE_HOSTS:
+            raise _fail(
+                expr,
+                f"range {_show(part, 60)} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
+            )
+        ranges.append((low, high, len(low_text)))
+    parts = [part.partition("-")[0] for part in body.split(",")]
+    spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
+    return _Group(parts, spans, ranges)
+
+
+def _few_spans(body: str) -> _Group | None:
+    """The group of a plain bracket text with a few spans, found without splitting it;
+    None if a span is reversed or too long (the caller names the problem)."""
+    spans = []
+    cuts = []
+    index = 0
+    counted = 0
+    dash = body.find("-")
+    while dash >= 0:
+        start = body.rfind(",", 0, dash) + 1
+        end = body.find(",", dash)
+        end = len(body) if end < 0 else end
+        index += body.count(",", counted, start)
+        counted = start
+        low, high = int(body[start:dash]), int(body[dash + 1 : end])
+        if not low <= high < low + MAX_RANGE_HOSTS:
+            return None
+        if high > low:
+            spans.append((index, low, high, dash - start))
+            cuts.append((start, end))
+        else:  # N-N is the single number N, written as its low text
+            return None
+        dash = body.find("-", end)
+    return _Group(None, spans, body=body, cuts=cuts)
+
+
+def _number(expr: str, digits: str) -> int:
+    # Slurm reads numbers as C unsigned longs; also keeps int() clear of Python's limit
+    # on the length of digit strings.
+    significant = digits.lstrip("0")
+    if len(significant) > 20 or (significant and int(significant) > _ULONG_MAX):
+        raise _fail(expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit")
+    return int(significant or "0")
+
+
+# Brackets that pair up without nesting, and the rest of an item from its first '['.
+_BALANCED = r"[^\[\]]*+(?:\[[^\[\]]*+\][^\[\]]*+)*+"
+_ITEM_REST = re.compile(r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++")
+
+
+def _bracket_items(expr: str) -> Iterable[tuple[int, int]]:
+    """(start, end) of each item with brackets, in order, for balanced brackets: found with
+    C-level searches, each part of the text looked at once or twice."""
+    pos = 0
+    while True:
+        bracket = expr.find("[", pos)
+        if bracket < 0:
+            return
+        start = 1 + max(
+            expr.rfind(",", pos, bracket),
+            expr.rfind(" ", pos, bracket),
+            expr.rfind("\t", pos, bracket),
+            pos - 1,
+        )
+        match = _ITEM_REST.match(expr, bracket)
+        assert match is not None  # brackets are balanced
+        pos = match.end()
+        yield start, pos
+
+
+def _bracket_error(expr: str) -> HostlistError:
+    """Name the first unbalanced or nested bracket of an expression that has one."""
+    depth = 0
+    open_at = -1
+    for pos, char in enumerate(expr):
+        if char == "[":
+            if depth:
+                return _fail(expr, f"nested '[' at offset {pos}")
+            depth = 1
+            open_at = pos
+        elif char == "]":
+            if not depth:
+                return _fail(expr, f"']' without '[' at offset {pos}")
+            depth = 0
+    if depth:
+        return _fail(expr, f"'[' at offset {open_at} is never closed")
+    return _fail(expr, "unbalanced brackets")
+
+
+def _plain_hosts(expr: str, text: str) -> list[str]:
+    """The hosts of bracket-free text: one C-level split, bounded before it is made."""
+    if len(text) > MAX_CHARS:
+        raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
+    for blank in "\t ":  # only copy the text when it has other separators
+        if blank in text:
+            text = text.replace(blank, ",")
+    if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
+        text = re.sub(",,+", ",", text).strip(",")
+        if text.count(",") >= MAX_HOSTS:
+            raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
+    hosts = text.split(",")
+    if not text or ",," in text or text[0] == "," or text[-1] == ",":  # empty items
+        hosts = list(filter(None, hosts))
+    if hosts and max(map(len, hosts)) >= 20:
+        _check_tails(expr, hosts)
+    return hosts
+
+
+def _no_newline(expr: str) -> None:
+    """Refuse a newline: Slurm 22.05 does not separate hosts at one (``q1\\nb`` is one host,
+    ``q[1]\\nb`` an invalid hostlist), and no node name holds one."""
+    if "\n" in expr:
+        raise _fail(
+            expr,
+            f"newline at offset {expr.index(chr(10))}: Slurm does not separate hosts at "
+            "newlines; use ',' or blanks",
+        )
+
+
+def _over_64_bits(hosts: list[str]) -> str | None:
+    """The first host whose trailing number is past 2**64 - 1 (Slurm saturates or mangles
+    it, so no node has such a name), or None; only names of 20 characters or more are read,
+    with C-level passes."""
+    long = list(itertools.compress(hosts, map((19).__lt__, map(len, hosts))))
+    if not long:
+        return None
+    cuts = map(len, map(str.rstrip, long, itertools.repeat("0123456789")))
+    tails: Iterable[str] = map(operator.getitem, long, map(slice, cuts, itertools.repeat(None)))
+    significant = list(map(str.lstrip, tails, itertools.repeat("0")))
+    for index in itertools.compress(range(len(long)), map((19).__lt__, map(len, significant))):
+        number = significant[index]
+        if len(number) > 20 or int(number) > _ULONG_MAX:
+            return long[index]
+    return None
+
+
+def _check_tails(expr: str, hosts: list[str]) -> None:
+    host = _over_64_bits(hosts)
+    if host is not None:
+        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+
+
+_OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
+
+
+def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) -> int:
+    """The most digits a host of this item can end in (the texts and numbers that form
+    its trailing number), to find the items that need _tail_overflow. Numbers of a
+    group kept as text have at most 19 digits; their exact widest is read only if that
+    bound says 20 or more."""
+    digits = 0
+    for k in range(len(groups), -1, -1):
+        text = texts[k]
+        stripped = text.rstrip("0123456789")
+        digits += len(text) - len(stripped)
+        if stripped or not k:
+            break
+        group = groups[k - 1]
+        digits += group.widest if exact or group._parts is not None else 19
+    if digits >= 20 and not exact:
+        return _tail_digits(texts, groups, exact=True)
+    return digits
+
+
+def _written_maxima(group: _Group) -> dict[int, int]:
+    """For each length a number of the group is written with, its largest such number."""
+    maxima: dict[int, int] = {}
+    for _, low, high, width in group.spans:
+        if width >= len(str(high)):  # every number written width wide: high is the largest
+            if high > maxima.get(width, -1):
+                maxima[width] = high
+            continue
+        for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
+            value = min(high, 10**length - 1)
+            maxima[length] = max(maxima.get(length, value), value)
+    parts = group.parts
+    if group.spans:  # a span's part is its low number, counted above
+        spanned = {index for index, _, _, _ in group.spans}
+        parts = [text for index, text in enumerate(parts) if index not in spanned]
+    # Numbers written with the same number of digits compare as their texts do, so each
+    # length's largest is one C-level max() over the texts of that length.
+    lengths = list(map(len, parts))
+    for length in set(lengths):
+        text = max(itertools.compress(parts, map(operator.eq, lengths, itertools.repeat(length))))
+        value = int(text.lstrip("0") or "0")
+        maxima[length] = max(maxima.get(length, value), value)
+    return maxima
+
+
+def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
+    """A host of the item whose trailing number is past 2**64 - 1, or None.
+
+    A host's trailing number is the digits of the texts and numbers at its end; with each
+    number's written length fixed, it is largest where each number is, so the largest
+    number of every group at every length it is written with is all there is to try
+    (the item's hosts are every combination). Many combinations: the hosts are read.
+    """
+    first = len(groups)  # groups from index `first` on are inside the trailing number
+    while first and not texts[first].rstrip("0123456789"):
+        first -= 1
+    tail_groups = groups[first:]
+    maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
+    if math.prod(map(len, maxima)) > 4096:
+        return _over_64_bits(_item_text(texts, groups)[1:].split(","))
+    lead = texts[first][len(texts[first].rstrip("0123456789")) :]
+    for choice in itertools.product(*maxima):
+        digits = lead + "".join(
+            f"{value:0{length}d}{texts[first + 1 + k]}" for k, (length, value) in enumerate(choice)
+        )
+        significant = digits.lstrip("0")
+        if len(significant) > 20 or (len(significant) == 20 and int(significant) > _ULONG_MAX):
+            parts = [texts[0]]
+            for k, group in enumerate(groups):
+                if k >= first:
+                    length, value = choice[k - first]
+                    parts.append(f"{value:0{length}d}")
+                else:
+                    parts.append(group.parts[0])
+                parts.append(texts[k + 1])
+            return "".join(parts)
+    return None
+
+
+def _parse_item(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group]]:
+    """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists; ``seen``
+    holds the groups already parsed (Slurm writes the same bracket after many prefixes)."""
+    pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
+    if seen is None:
+        return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+    groups = []
+    for body in pieces[1::2]:
+        group = seen.get(body)
+        if group is None:
+            group = seen[body] = _parse_ranges(expr, body)
+        groups.append(group)
+    return pieces[::2], groups
+
+
+def _item_plan(
+    expr: str, item: str, seen: dict[str, _Group] | None = None
+) -> tuple[list[str], list[_Group], int, int]:
+    """Parse one item and return (texts, groups, host count, total name length)."""
+    texts, groups = _parse_item(expr, item, seen)
+    hosts = 1
+    chars = sum(map(len, texts))  # length of every name, without the numbers
+    for index, group in enumerate(groups):
+        size = group.size
+        if index < len(groups) - 1 and size > MAX_RANGE_HOSTS:
+            raise _fail(
+                expr,
+                f"bracket group {index + 1} of {_show(item, 60)} has {size} hosts, "
+                f"over Slurm's {MAX_RANGE_HOSTS} for a non-final group",
+            )
+        hosts *= size
+    if not groups:
+        return texts, groups, 1, chars
+    # Every host carries one number from each group: each number of a group is written
+    # once for every combination of the other groups' numbers.
+    numbers = sum(group.digits * (hosts // group.size) for group in groups)
+    return texts, groups, hosts, hosts * chars + numbers
+
+
+def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
+    """Parse and size-check a whole expression without expanding it: one entry per item
+    with brackets (its texts, groups and host count) and one per stretch of bracket-free
+    items between them (its hosts, no groups, their count)."""
+    if not isinstance(expr, str):
+        raise HostlistError(f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}")
+    _no_newline(expr)
+    if not re.fullmatch(_BALANCED, expr):
+        raise _bracket_error(expr)
+    plans: list[tuple[list[str], list[_Group], int]] = []
+    hosts = 0
+    chars = 0
+    start = 0
+    seen: dict[str, _Group] = {}
+    # Items one at a time: every item has a host, so a huge expression stops at the bound.
+    for match in itertools.chain(_bracket_items(expr), [None]):
+        end = len(expr) if match is None else match[0]
+        if end > start and expr[start:end].strip(",\t "):
+            plain = _plain_hosts(expr, expr[start:end])
+            if plain:
+                hosts += len(plain)
+                chars += end - start
+                plans.append((plain, [], len(plain)))
+        if match is not None:
+            item = expr[match[0] : match[1]]
+            start = match[1]
+            texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
+            hosts += item_hosts
+            chars += item_chars
+        if hosts > MAX_HOSTS:
+            raise _fail(expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)")
+        if chars > MAX_CHARS:
+            raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
+        if match is not None:
+            if _tail_digits(texts, groups) >= 20:
+                host = _tail_overflow(texts, groups)
+                if host is not None:
+                    raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+            plans.append((texts, groups, item_hosts))
+    return plans
