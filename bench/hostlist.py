@@ -20,6 +20,9 @@ see ``bench/slurmc.py``; absent without libslurm) and, with ``--scontrol``,
 included; shown, never checked). Before timing, every anchor's answer is compared with
 tfslurm's, so the figures are of the same work. The floor column is CPython alone on the
 same hosts (``str.split`` of the expanded text; ``str.join`` of the list to compress).
+An anchor whose growth at the smaller sizes projects over ``--limit`` seconds a call is
+skipped at the larger size, and the cell says so (Slurm's C parser reads a bracket-free
+list in quadratic time: about 10 s for 300k hosts here).
 
 Checks (issue 17): every anchor / tfslurm ratio >= 1.0 at 10k hosts and above, >= 0.9 at
 1k; each shape's growth exponent (slope of log time against log size, 10k and up) <= 1.15,
@@ -152,8 +155,8 @@ def cases(size: str) -> Iterator[Case]:
 class Grid:
     """The anchors present and the rows measured so far."""
 
-    def __init__(self, repeat: int, budget: float, scontrol: Scontrol | None) -> None:
-        self.repeat, self.budget = repeat, budget
+    def __init__(self, repeat: int, budget: float, limit: float, scontrol: Scontrol | None) -> None:
+        self.repeat, self.budget, self.limit = repeat, budget, limit
         self.slurm = slurmc.load()
         self.scontrol = scontrol
         self.rows: list[Row] = []
@@ -183,6 +186,16 @@ class Grid:
                 joined = ",".join(hosts)
                 calls["scontrol"] = lambda: sc.run("hostlistsorted" if sort else "hostlist", joined).strip()
         return calls
+
+    def projected(self, shape: str, anchor: str, hosts: int) -> float:
+        """Seconds one call of ``anchor`` should take at ``hosts``, extrapolated from its
+        two largest sizes measured so far (growth at least linear); 0 with fewer."""
+        have = [(n, row.anchors[anchor]) for n, row in self.points.get(shape, []) if anchor in row.anchors]
+        if len(have) < 2:
+            return 0.0
+        slope = max(1.0, measure.exponent(have[-2:]))
+        size, seconds = have[-1]
+        return seconds * (hosts / size) ** slope
 
     def verdict(self, case: Case, anchor: str, theirs: object, mine: object) -> str | None:
         """The empty mark when the answers are equal, the sorted mark when they hold the
@@ -214,6 +227,13 @@ class Grid:
         row = Row(case.name, None)
         calls = self.anchors(case)
         for anchor in list(calls):
+            projected = self.projected(f"{case.kind} {case.shape}", anchor, hosts)
+            if projected > self.limit:
+                row.skipped[anchor] = (
+                    f"projected over {self.limit:g} s a call from its growth at smaller sizes"
+                )
+                del calls[anchor]
+                continue
             if anchor in ("Slurm C", "scontrol") and case.kind == "expand" and slurmc.unsafe(case.text):
                 row.skipped[anchor] = "a bracket of over 262,144 ranges ends Slurm's process"
                 del calls[anchor]
@@ -268,7 +288,9 @@ class Grid:
         if clustershell:
             row.anchors["ClusterShell"] = peak_bytes(lambda: clustershell.expand(text)) / MIB
         if self.slurm:
-            row.skipped["Slurm C"] = "C memory is not traced; and its process would end: too many ranges"
+            row.skipped["Slurm C"] = (
+                "tracemalloc does not see C allocations (and that text has too many ranges)"
+            )
         row.ours = peak_bytes(lambda: ours.expand(text)) / MIB
         row.anchors[FLOOR] = floor / MIB
         row.least = {FLOOR: 1 / 1.5}  # tfslurm within 1.5x of the list it returns
@@ -295,6 +317,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget", type=float, default=3.0, help="seconds after which a slow call stops repeating"
     )
+    parser.add_argument(
+        "--limit", type=float, default=30.0, help="skip an anchor projected to take longer a call (seconds)"
+    )
     parser.add_argument("--scontrol", action="store_true", help="add the scontrol subprocess column")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory row")
 
@@ -308,7 +333,7 @@ def run(args: argparse.Namespace, progress: Callable[[str], None] = lambda _: No
     if args.big and "1M" not in sizes:
         sizes.append("1M")
     path = shutil.which("scontrol") if args.scontrol else None
-    grid = Grid(args.repeat, args.budget, Scontrol(path) if path else None)
+    grid = Grid(args.repeat, args.budget, args.limit, Scontrol(path) if path else None)
     notes = []
     if grid.slurm:
         notes.append(f"Slurm C: {grid.slurm.path} (API {grid.slurm.api}), in-process through ctypes")

@@ -111,7 +111,7 @@ def table(rows: Sequence[Row], preferred: Sequence[str] = ()) -> str:
     """The rows as one text table: tfslurm's figure, then each anchor's and its ratio."""
     anchors = anchor_order(rows, preferred)
     width = max([len(r.case) for r in rows] + [20]) + 2
-    lines = [f"{'case':<{width}}{'tfslurm':>12}" + "".join(f"{a:>23}" for a in anchors)]
+    lines = [f"{'case':<{width}}{'tfslurm':>12}" + "".join(f"{a:>24}" for a in anchors)]
     for row in rows:
         scale = 1000.0 if row.unit == "ms" else 1.0
         mine = "-" if row.ours is None else f"{row.ours * scale:.2f} {row.unit}"
@@ -119,11 +119,11 @@ def table(rows: Sequence[Row], preferred: Sequence[str] = ()) -> str:
         for anchor in anchors:
             value = row.anchors.get(anchor)
             if value is None:
-                cells.append(f"{'skipped' if anchor in row.skipped else '-':>23}")
+                cells.append(f"{'skipped' if anchor in row.skipped else '-':>24}")
                 continue
             ratio = f"({value / row.ours:6.2f}x)" if row.ours else " " * 9
             mark = row.marks.get(anchor, " ")
-            cells.append(f"{value * scale:10.2f} {row.unit:<3}{ratio}{mark}")
+            cells.append(f"{value * scale:10.2f} {row.unit:<3} {ratio}{mark}")
         lines.append(f"{row.case:<{width}}{mine:>12}" + "".join(cells))
     return "\n".join(lines)
 
