@@ -195,7 +195,7 @@ class Grid:
             return 0.0
         slope = max(1.0, measure.exponent(have[-2:]))
         size, seconds = have[-1]
-        return seconds * (hosts / size) ** slope
+        return seconds * float((hosts / size) ** slope)
 
     def verdict(self, case: Case, anchor: str, theirs: object, mine: object) -> str | None:
         """The empty mark when the answers are equal, the sorted mark when they hold the
@@ -211,7 +211,7 @@ class Grid:
         hosts = python_hostlist.expand_hostlist(theirs, allow_duplicates=True)
         return SORTED_MARK if sorted(hosts) == sorted(case.hosts or []) else None
 
-    def measure(self, case: Case, hosts: int) -> None:
+    def run_case(self, case: Case, hosts: int) -> None:
         """Verify every anchor's answer, then time tfslurm, the anchors and the floor in turns."""
         if case.kind == "expand":
             text = case.text
@@ -293,7 +293,6 @@ class Grid:
             )
         row.ours = peak_bytes(lambda: ours.expand(text)) / MIB
         row.anchors[FLOOR] = floor / MIB
-        row.least = {FLOOR: 1 / 1.5}  # tfslurm within 1.5x of the list it returns
         return row
 
 
@@ -344,13 +343,16 @@ def run(args: argparse.Namespace, progress: Callable[[str], None] = lambda _: No
             for case in cases(size):
                 hosts = len(case.hosts) if case.hosts is not None else ours.count(case.text)
                 progress(f"{case.name} ({hosts} hosts)")
-                grid.measure(case, hosts)
+                grid.run_case(case, hosts)
     finally:
         if grid.scontrol:
             grid.scontrol.close()
     if not args.no_memory:
         progress("peak memory")
-        grid.rows.append(grid.memory())
+        row = grid.memory()
+        grid.rows.append(row)
+        times = (row.ours or 0.0) / row.anchors[FLOOR]
+        grid.checks.append((f"{row.case}: {times:.2f}x the list it returns <= 1.5x", times <= 1.5))
     lines, checks = grid.growth()
     skipped = sorted({(a, why) for row in grid.rows for a, why in row.skipped.items()})
     notes += [f"skipped {anchor}: {why}" for anchor, why in skipped]
