@@ -5,8 +5,11 @@
 ``compress(hosts, sort)``: ``slurm_hostlist_create(NULL)``, ``slurm_hostlist_push_host``
 per host, ``slurm_hostlist_sort`` when sorting (what ``scontrol show hostlistsorted``
 does; ``slurm_hostlist_uniq`` would also drop repeats), then
-``slurm_hostlist_ranged_string_malloc``. One ctypes call per pushed host is part of the
-figure (about a fifth of a microsecond), as it is for any Python caller.
+``slurm_hostlist_ranged_string_malloc``. One ctypes call per pushed host (and encoding
+its name) is part of the figure, as it is for any Python caller; libslurm has no call that
+takes a list of names without parsing them as text (``slurm_hostlist_push`` parses, in
+quadratic time for a long bracket-free list). :meth:`SlurmC.call_floor` times that call
+overhead alone, so the table can say how much of the anchor it is.
 
 Slurm (22.05) ends the whole process (``fatal: Too many ranges``) on a bracket of more
 than 262,144 ranges: :func:`unsafe` tells such input, which callers must not pass. Slurm
@@ -46,6 +49,8 @@ class SlurmC:
         lib.slurm_hostlist_push_host.argtypes = [handle, text]
         lib.slurm_hostlist_push_host.restype = ctypes.c_int
         lib.slurm_hostlist_sort.argtypes = [handle]
+        lib.slurm_hostlist_count.argtypes = [handle]
+        lib.slurm_hostlist_count.restype = ctypes.c_int
         for name in ("slurm_hostlist_deranged_string_malloc", "slurm_hostlist_ranged_string_malloc"):
             getattr(lib, name).argtypes = [handle]
             getattr(lib, name).restype = ctypes.c_void_p  # malloc()ed: freed with free()
@@ -85,6 +90,18 @@ class SlurmC:
             if sort:
                 self.lib.slurm_hostlist_sort(hostlist)
             return self._take(self.lib.slurm_hostlist_ranged_string_malloc(hostlist))
+        finally:
+            self.lib.slurm_hostlist_destroy(hostlist)
+
+    def call_floor(self, hosts: list[str]) -> None:
+        """What :meth:`compress` pays in Python per host, without Slurm's work: encode the
+        name and make one ctypes call (``slurm_hostlist_count`` of an empty list)."""
+        hostlist = self.lib.slurm_hostlist_create(None)
+        count = self.lib.slurm_hostlist_count
+        try:
+            for host in hosts:
+                host.encode()
+                count(hostlist)
         finally:
             self.lib.slurm_hostlist_destroy(hostlist)
 
