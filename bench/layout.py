@@ -7,7 +7,7 @@ For each shape it times what a task does at start-up — ``Step.from_environ`` +
 prints the median CPU and wall ms. Target: under 100 ms for 100k tasks over 10k nodes. When
 tensorflow is importable it then times ``SlurmClusterResolver.cluster_spec()`` (in a
 subprocess, after TF is imported) against tfslurm building the same ``host:port`` list,
-on a 40k-task step, and prints the ratio.
+on a 40k-task step, and prints the ratio. ``bench/all.py`` takes :func:`rows` into its table.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from collections.abc import Callable
 from tfslurm import hostlist
 from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.step import Step
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
+from measure import Check, Row
 
 
 def step_env(layout: Layout, rank: int, node_order: list[str] | None = None, **extra: str) -> dict[str, str]:
@@ -134,7 +137,9 @@ print(json.dumps({"ms": statistics.median(times) * 1000, "worker": spec["worker"
 """
 
 
-def bench_tf(repeat: int) -> None:
+def compare_tf(repeat: int) -> tuple[float, float, bool] | str:
+    """(TF's median CPU ms, tfslurm's, whether the worker lists are equal) on a 40k-task
+    step, or why TF failed. TF runs in a subprocess, timed after its import."""
     nodes = [f"nid{i:05d}" for i in range(4_000)]  # names sort like node order: TF is right here
     layout = block_layout(nodes, [10] * 4_000)
     env = step_env(layout, 39_999)
@@ -155,26 +160,27 @@ def bench_tf(repeat: int) -> None:
         | {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
     )
     if child.returncode != 0:
-        print(f"TF resolver failed: {child.stderr.strip().splitlines()[-1:]}")
-        return
+        return f"TF resolver failed: {child.stderr.strip().splitlines()[-1:]}"
     tf = json.loads(child.stdout.strip().splitlines()[-1])
-    same = tf["worker"] == ours()
+    return tf["ms"], ours_ms, tf["worker"] == ours()
+
+
+def bench_tf(repeat: int) -> None:
+    compared = compare_tf(repeat)
+    if isinstance(compared, str):
+        print(compared)
+        return
+    tf_ms, ours_ms, same = compared
     print("\n40k tasks (nid[00000-03999], 10 per node, block), worker host:port list:")
-    print(f"  TF SlurmClusterResolver() + cluster_spec(): cpu {tf['ms']:8.1f} ms")
+    print(f"  TF SlurmClusterResolver() + cluster_spec(): cpu {tf_ms:8.1f} ms")
     print(f"  tfslurm Step + layout_for + host:port list:  cpu {ours_ms:8.1f} ms")
-    print(f"  ratio TF / tfslurm: {tf['ms'] / ours_ms:.1f}x   (same worker list: {same})")
+    print(f"  ratio TF / tfslurm: {tf_ms / ours_ms:.1f}x   (same worker list: {same})")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--no-tf", action="store_true")
-    args = parser.parse_args()
+def shape_times(repeat: int) -> list[tuple[str, float, float, Layout]]:
+    """Per shape: name, median wall and CPU ms of a task's start-up, and the layout."""
+    out = []
     with tempfile.TemporaryDirectory(prefix="tfslurm-bench-") as tmp:
-        print(
-            f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view "
-            f"(median of {args.repeat}):"
-        )
         for name, env in shapes(tmp):
 
             def run(env: dict[str, str] = env) -> Layout:
@@ -183,12 +189,44 @@ def main() -> int:
                 return layout
 
             layout = run()
-            wall, cpu = median_ms(run, args.repeat)
-            flag = "ok" if cpu < 100 else "OVER 100 ms"
-            print(
-                f"  {name:38s} cpu {cpu:6.1f} ms  wall {wall:6.1f} ms  "
-                f"[{layout.method.split(' (')[0]}, {layout.num_tasks} tasks] {flag}"
-            )
+            wall, cpu = median_ms(run, repeat)
+            out.append((name, wall, cpu, layout))
+    return out
+
+
+def rows(repeat: int, tf: bool = True) -> tuple[list[Row], list[Check]]:
+    """For bench/all.py: one row per shape (CPU time; no anchor, not checked: its target
+    is the absolute 100 ms that this script prints), and the 40k-task row against TF."""
+    out = [Row(f"layout 100k tasks, {name} (cpu)", cpu / 1000) for name, _, cpu, _ in shape_times(repeat)]
+    checks: list[Check] = []
+    if tf and importlib.util.find_spec("tensorflow") is not None:
+        compared = compare_tf(repeat)
+        if isinstance(compared, str):
+            checks.append((compared, False))
+        else:
+            tf_ms, ours_ms, same = compared
+            out.append(
+                Row("layout 40k tasks, host:port list (cpu)", ours_ms / 1000, {"TF resolver": tf_ms / 1000},
+                    least={"TF resolver": 1.0})
+            )  # fmt: skip
+            checks.append(("layout 40k tasks: the same worker list as TF's", same))
+    return out, checks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-tf", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"full rank->node map, 100,000 tasks over 10,000 nodes, task 99999's view (median of {args.repeat}):"
+    )
+    for name, wall, cpu, layout in shape_times(args.repeat):
+        flag = "ok" if cpu < 100 else "OVER 100 ms"
+        print(
+            f"  {name:38s} cpu {cpu:6.1f} ms  wall {wall:6.1f} ms  "
+            f"[{layout.method.split(' (')[0]}, {layout.num_tasks} tasks] {flag}"
+        )
     if args.no_tf:
         return 0
     if importlib.util.find_spec("tensorflow") is None:

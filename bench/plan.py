@@ -7,6 +7,9 @@ with ``--tf``, the ratio to TF's own SlurmClusterResolver on the same step (cons
 ``cluster_spec()``; TF is imported first, outside the timing).
 
     python bench/plan.py [--tasks 100000] [--per-node 8] [--repeat 7] [--tf]
+
+``bench/all.py`` takes :func:`resolver_rows` (the resolvers at 1k, 10k and 100k tasks)
+into its table.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
+from measure import Row
 
 BUDGET_MS = 100.0
 
@@ -105,6 +112,41 @@ def time_tf(env: dict[str, str]) -> float:
         os.environ.update(saved)
 
 
+def compare_tf(env: dict[str, str], repeat: int) -> tuple[float, float]:
+    """Median ms of TF's resolver and tfslurm's on ``env``, timed in turns, the first of
+    each pair alternating (so that load changes hit both alike), after a warm-up of each;
+    TF is imported outside the timing."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow  # noqa: F401
+
+    time_tf(env)  # warm-up
+    time_resolver(env)
+    tf, ours = [], []
+    for turn in range(max(5, repeat)):
+        if turn % 2:
+            ours.append(time_resolver(env) * 1000)
+        tf.append(time_tf(env) * 1000)
+        if not turn % 2:
+            ours.append(time_resolver(env) * 1000)
+    return statistics.median(tf), statistics.median(ours)
+
+
+def resolver_rows(tasks: list[int], per_node: int, repeat: int) -> list[Row]:
+    """One row per step size: tfslurm's resolver against TF's (must be at least as fast)."""
+    rows = []
+    for count in tasks:
+        tf_ms, ours_ms = compare_tf(step_env(count, per_node, rank=count // 2 + 1), repeat)
+        rows.append(
+            Row(
+                f"resolver init + cluster_spec, {count // 1000}k tasks",
+                ours_ms / 1000,
+                {"TF resolver": tf_ms / 1000},
+                least={"TF resolver": 1.0},
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
@@ -141,14 +183,7 @@ def main() -> None:
         f"{one_ms:.1f} ms for one task's hook; ratio {node_ms / one_ms:.2f} (target <= 1.5)"
     )
     if args.tf:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow  # noqa: F401 - imported outside the timing
-
-        time_resolver(env)  # warm-up
-        # alternated, so that load changes hit both alike
-        pairs_tf = [(time_tf(env) * 1000, time_resolver(env) * 1000) for _ in range(max(5, args.repeat))]
-        tf_median = statistics.median(p[0] for p in pairs_tf)
-        ours_median = statistics.median(p[1] for p in pairs_tf)
+        tf_median, ours_median = compare_tf(env, args.repeat)
         print(f"TF SlurmClusterResolver (init + cluster_spec): median {tf_median:.2f} ms")
         print(
             f"tfslurm SlurmClusterResolver (init + cluster_spec): median {ours_median:.2f} ms; "

@@ -17,6 +17,7 @@ per-task deltas (step delta / tasks) against the targets:
 (b)-(a) <= 1 ms per task, (c)-(a) <= 30 ms per task. As references it also times (r) a
 cluster whose TaskProlog is an empty ``/bin/sh`` script (Slurm's own cost of running any
 TaskProlog) and the wrapper alone without Slurm, so a miss can be attributed.
+``python bench/all.py --with-cluster`` takes :func:`rows` into its table.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster, missing_requirements
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
+from measure import Check, Row
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
 TARGET_B_MS = 1.0
@@ -93,8 +99,8 @@ def wrapper_alone(wrapper: Path, runs: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of this bench (bench/all.py offers them too, as --cluster-*)."""
     parser.add_argument("--runs", type=int, default=25, help="timed runs per setting (>= 20)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=4)
@@ -103,17 +109,25 @@ def main() -> int:
         "--snapshot", action="store_true",
         help="run the hook from a copy of git HEAD (not the working tree being edited)",
     )  # fmt: skip
-    args = parser.parse_args()
-    missing = missing_requirements()
-    if missing:
-        print("cannot run: " + "; ".join(missing), file=sys.stderr)
-        return 1
-    shape = [f"-N{args.nodes}", f"-n{args.tasks}"]
+
+
+@dataclass
+class Measured:
+    """Median ms per setting, loads before and after, and the wrapper alone (seconds)."""
+
+    med: dict[str, float]
+    load: tuple[float, float]
+    alone: tuple[float, float]
+
+
+def measure(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> Measured:
+    """Start the clusters and time every setting, interleaved run by run."""
+    shape = [f"-N{nodes}", f"-n{tasks}"]
     with tempfile.TemporaryDirectory(prefix="tfslurm-bench-prolog-") as tmp:
         work = Path(tmp)
         work.chmod(0o755)
-        plugin, wrapper = build(work, args.snapshot)
-        base = dict(num_nodes=args.nodes, gpus=0, cpus=max(4, -(-args.tasks // args.nodes)))
+        plugin, wrapper = build(work, snapshot)
+        base: dict[str, Any] = dict(num_nodes=nodes, gpus=0, cpus=max(4, -(-tasks // nodes)))
         load_before = os.getloadavg()
         per_task_hook = work / "per-task-hook"
         per_task_hook.write_text(f'#!/bin/sh\n[ "$1" = --node ] && exit 3\nexec {wrapper} "$@"\n')
@@ -140,18 +154,67 @@ def main() -> int:
                 "c3": (per_task_hooked, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
             }
             times: dict[str, list[float]] = {k: [] for k in settings}
-            for i in range(args.warmup + args.runs):
+            for i in range(warmup + runs):
                 for key, (cluster, argv) in settings.items():
                     elapsed = timed(cluster, *argv)
-                    if i >= args.warmup:
+                    if i >= warmup:
                         times[key].append(elapsed)
         load_after = os.getloadavg()
-        alone_b, alone_c = wrapper_alone(wrapper, args.runs)
-
+        alone = wrapper_alone(wrapper, runs)
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    return Measured(med, (load_before[0], load_after[0]), alone)
+
+
+TARGETS = (("b", TARGET_B_MS), ("c", TARGET_C_MS), ("b2", TARGET_B_MS), ("c2", TARGET_C_MS))
+SETTINGS = {
+    "b": "TaskProlog wrapper, no --tf-dist",
+    "c": "TaskProlog wrapper, --tf-dist",
+    "b2": "plugin prolog=, no --tf-dist",
+    "c2": "plugin prolog=, --tf-dist",
+}
+
+
+def rows(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> tuple[list[Row], list[Check]]:
+    """For bench/all.py: per setting, the per-task ms over the plain cluster (a), beside
+    the empty TaskProlog's (r, Slurm's own floor, measured in the same runs); checks
+    against the per-task targets. Raises SystemExit where no cluster can start."""
+    missing = missing_requirements()
+    if missing:
+        raise SystemExit("cannot run the cluster bench: " + "; ".join(missing))
+    med = measure(runs, warmup, nodes, tasks, snapshot).med
+    per_task = {k: (med[k] - med["a"]) / tasks / 1000 for k in med}
+    out = [
+        Row(
+            f"prolog ({key}) {SETTINGS[key]}, per task over (a)",
+            per_task[key],
+            {"empty TaskProlog": per_task["r"]},
+        )
+        for key, _ in TARGETS
+    ]
+    checks = [
+        (
+            f"prolog ({key})-(a) per task {per_task[key] * 1000:.2f} ms <= {target:g} ms",
+            per_task[key] * 1000 <= target,
+        )
+        for key, target in TARGETS
+    ]
+    return out, checks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args()
+    missing = missing_requirements()
+    if missing:
+        print("cannot run: " + "; ".join(missing), file=sys.stderr)
+        return 1
+    shape = [f"-N{args.nodes}", f"-n{args.tasks}"]
+    measured = measure(args.runs, args.warmup, args.nodes, args.tasks, args.snapshot)
+    med, (load_before, load_after), (alone_b, alone_c) = measured.med, measured.load, measured.alone
     per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("r", "b", "c", "b2", "c2", "c3")}
     print(f"srun {' '.join(shape)} true: median of {args.runs} interleaved runs each "
-          f"(load average {load_before[0]:.1f} -> {load_after[0]:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
+          f"(load average {load_before:.1f} -> {load_after:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
     print(f"  (a) no TaskProlog, no plugin        {med['a']:8.1f} ms")
     print(
         f"  (r) empty /bin/sh TaskProlog        {med['r']:8.1f} ms  ({per_task['r']:.2f} ms per task: Slurm's floor)"
@@ -165,7 +228,7 @@ def main() -> int:
         f"per-node run saves {per_task['c3'] - per_task['c2']:.2f} ms per task)"
     )
     verdicts = []
-    for key, target in (("b", TARGET_B_MS), ("c", TARGET_C_MS), ("b2", TARGET_B_MS), ("c2", TARGET_C_MS)):
+    for key, target in TARGETS:
         ok = per_task[key] <= target
         verdicts.append(ok)
         label = f"({key})-(a)"
