@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tfslurm.errors import JobSpecError
+from tfslurm import plan as plan_module
+from tfslurm.errors import JobSpecError, PlanError
 from tfslurm.jobspec import parse_jobs, split_spec
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
@@ -351,3 +352,80 @@ def test_libdir_override(build_dir: Path, tmp_path: Path) -> None:
     assert (tmp_path / "usr/lib/x86_64-linux-gnu/slurm-wlm" / PLUGIN_NAME).is_file()
     conf = (tmp_path / "usr/local/share/tfslurm/tfslurm.conf").read_text()
     assert "optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_tfslurm.so" in conf
+
+
+# --- the plugin's host_template= check agrees with tfslurm/plan.py's -------------------
+
+
+def c_template_verdicts(build_dir: Path, templates: list[str]) -> list[bool]:
+    data = b"".join(t.encode("utf-8", "surrogatepass") + b"\0" for t in templates)
+    done = subprocess.run(
+        [str(build_dir / "spec_test"), "check-template"], input=data, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode("ascii").splitlines()
+    assert len(lines) == len(templates)
+    return [line == "OK" for line in lines]
+
+
+def python_accepts_template(template: str) -> bool:
+    try:
+        plan_module._host_template(template, None)
+    except PlanError:
+        return False
+    return True
+
+
+TEMPLATE_CASES = [
+    "{node}",
+    "{node}-ib",
+    "{node}.cluster.example.org",
+    "ib-{node}",
+    "node-ib",
+    "{node}{node}",  # Python took it, C too; neither now (one node's address)
+    "{node}\r",  # Python took control characters and NUL; C never did
+    "{node}\x01",
+    "{node}\x7f",
+    "{node}\t",
+    "{node} x",
+    "é{node}",
+    "{node}:8888",
+    "{node};x",
+    "{node},x",
+    "{node}/x",
+    "{nodes}",
+    "{node}}",
+    "{{node}",
+    "{host}",
+    "",
+    "{node}" + "x" * 249,  # 255 characters: the longest accepted
+    "{node}" + "x" * 250,
+]
+
+
+def test_host_template_limit_is_one_definition() -> None:
+    header = (PLUGIN_DIR / "src" / "config.h").read_text()
+    assert f"#define TFD_TEMPLATE_MAX {plan_module.HOST_TEMPLATE_MAX}\n" in header
+
+
+def test_c_and_python_host_template_checks_agree_on_the_table(build_dir: Path) -> None:
+    verdicts = c_template_verdicts(build_dir, TEMPLATE_CASES)
+    expected = [python_accepts_template(t) for t in TEMPLATE_CASES]
+    assert verdicts == expected, [
+        t for t, c, p in zip(TEMPLATE_CASES, verdicts, expected, strict=True) if c != p
+    ]
+    assert expected[:4] == [True] * 4 and expected[4:-2] == [False] * (len(TEMPLATE_CASES) - 6)
+    assert expected[-2:] == [True, False]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.text(st.sampled_from("{node}-.ab:;,/ \t\r\x00\x7fé") | st.characters(), max_size=12),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_c_and_python_host_template_checks_agree(build_dir: Path, templates: list[str]) -> None:
+    templates = [t for t in templates if "\x00" not in t]  # C strings end at a NUL
+    assert c_template_verdicts(build_dir, templates) == [python_accepts_template(t) for t in templates]

@@ -625,16 +625,27 @@ def _count_per_node(rank_node: tuple[int, ...], num_nodes: int) -> tuple[int, ..
     return tuple(tally.get(node, 0) for node in range(num_nodes))
 
 
+#: Longest host template (the plugin's TFD_TEMPLATE_MAX; tests/test_plugin.py compares).
+HOST_TEMPLATE_MAX = 255
+
+
 def _host_template(template: str | None, from_settings: str | None) -> str:
     source = "host template"
     if template is None:
         template = from_settings or _NODE
         source = HOST_TEMPLATE_VARIABLE
-    bad = set(template) & set(";:,/ \t\n")
-    if _NODE not in template or template.replace(_NODE, "").count("{") or bad:
+    rest = template.replace(_NODE, "")
+    # the plugin's host_template= check (plugin/src/config.c) is the same rule
+    if (
+        template.count(_NODE) != 1
+        or len(template) > HOST_TEMPLATE_MAX
+        or not (rest.isascii() and rest.isprintable())
+        or set(rest) & set(";:,/{} ")
+    ):
         raise PlanError(
-            f"{source} {template!r} must contain '{{node}}' once and no other braces, "
-            "':', ';', ',', '/' or blanks (e.g. '{node}-ib')"
+            f"{source} {_clip(template)!r} must contain '{{node}}' once and otherwise only "
+            f"printable ASCII without braces, ':', ';', ',', '/' or blanks, at most "
+            f"{HOST_TEMPLATE_MAX} characters (e.g. '{{node}}-ib')"
         )
     return template
 

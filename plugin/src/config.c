@@ -41,8 +41,9 @@ int tfd_host_template_check(const char *template, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (fields == 0) {
-		snprintf(err, errlen, "must contain {node}, e.g. {node}-ib");
+	if (fields != 1) {
+		/* once: the template names one node's address (tfslurm/plan.py checks the same) */
+		snprintf(err, errlen, "must contain {node} once, e.g. {node}-ib");
 		return -1;
 	}
 	return 0;

@@ -10,6 +10,8 @@
  *   spec_test check           read NUL-terminated specs on stdin, print "OK" or
  *                             "ERR <reason>" per spec (used by tests/test_plugin.py to
  *                             compare with tfslurm/jobspec.py)
+ *   spec_test check-template  the same for host_template= values (src/config.c), compared
+ *                             with tfslurm/plan.py's check
  *
  * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
  * valgrind see any read past the end.
@@ -184,6 +186,7 @@ static void unit_config(void)
 	config_case("default_spec=", 0, NULL, NULL, "empty jobs spec");
 	config_case("default_spec=chief:2", 0, NULL, NULL, "at most one");
 	config_case("host_template=node-ib", 0, NULL, NULL, "must contain {node}");
+	config_case("host_template={node}{node}", 0, NULL, NULL, "must contain {node} once");
 	config_case("host_template={node}:8888", 0, NULL, NULL, "':' at byte 6");
 	config_case("host_template={node} x", 0, NULL, NULL, "' ' at byte 6");
 	config_case("host_template={nodes}", 0, NULL, NULL, "'{' at byte 0");
@@ -946,7 +949,7 @@ static int fuzz(long iterations, uint64_t seed)
 
 /* ---------------------------------------------------------------- check mode */
 
-static int check_stdin(void)
+static int check_stdin(int templates)
 {
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap), *grown;
@@ -960,7 +963,8 @@ static int check_stdin(void)
 			char *input = exact_copy(buf, n);
 			char err[256];
 
-			if (tfd_spec_check(input, err, sizeof(err)) == 0)
+			if ((templates ? tfd_host_template_check(input, err, sizeof(err))
+				       : tfd_spec_check(input, err, sizeof(err))) == 0)
 				printf("OK\n");
 			else
 				printf("ERR %s\n", err);
@@ -990,8 +994,10 @@ int main(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
 		return fuzz(atol(argv[2]), argc >= 4 ? strtoull(argv[3], NULL, 0) : 0);
 	if (argc == 2 && strcmp(argv[1], "check") == 0)
-		return check_stdin();
-	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-terminated specs\n",
-		argv[0]);
+		return check_stdin(0);
+	if (argc == 2 && strcmp(argv[1], "check-template") == 0)
+		return check_stdin(1);
+	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-terminated specs | "
+		"check-template < NUL-terminated host templates\n", argv[0]);
 	return 2;
 }
