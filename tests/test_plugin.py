@@ -398,14 +398,8 @@ TEMPLATE_CASES = [
     "{{node}",
     "{host}",
     "",
-    "{node}" + "x" * 249,  # 255 characters: the longest accepted
-    "{node}" + "x" * 250,
+    "{node}" + "x" * 249,  # 255 characters: the plugstack argument's longest (TFD_TEMPLATE_MAX)
 ]
-
-
-def test_host_template_limit_is_one_definition() -> None:
-    header = (PLUGIN_DIR / "src" / "config.h").read_text()
-    assert f"#define TFD_TEMPLATE_MAX {plan_module.HOST_TEMPLATE_MAX}\n" in header
 
 
 def test_c_and_python_host_template_checks_agree_on_the_table(build_dir: Path) -> None:
@@ -414,8 +408,8 @@ def test_c_and_python_host_template_checks_agree_on_the_table(build_dir: Path) -
     assert verdicts == expected, [
         t for t, c, p in zip(TEMPLATE_CASES, verdicts, expected, strict=True) if c != p
     ]
-    assert expected[:4] == [True] * 4 and expected[4:-2] == [False] * (len(TEMPLATE_CASES) - 6)
-    assert expected[-2:] == [True, False]
+    assert expected[:4] == [True] * 4 and expected[4:-1] == [False] * (len(TEMPLATE_CASES) - 5)
+    assert expected[-1]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -429,3 +423,15 @@ def test_c_and_python_host_template_checks_agree_on_the_table(build_dir: Path) -
 def test_c_and_python_host_template_checks_agree(build_dir: Path, templates: list[str]) -> None:
     templates = [t for t in templates if "\x00" not in t]  # C strings end at a NUL
     assert c_template_verdicts(build_dir, templates) == [python_accepts_template(t) for t in templates]
+
+
+def test_constants_shared_by_c_and_python_are_equal() -> None:
+    """The C side and the Python side of one contract each spell these; one test keeps them
+    one definition (the spec limits of jobspec.py, the per-node output header of prolog.py)."""
+    from tfslurm import jobspec, prolog
+
+    spec_h = (PLUGIN_DIR / "src" / "spec.h").read_text()
+    node_h = (PLUGIN_DIR / "src" / "node.h").read_text()
+    assert f"#define TFD_SPEC_MAX {jobspec._MAX_SPEC_CHARS}\n" in spec_h
+    assert f"#define TFD_COUNT_DIGITS {jobspec._MAX_COUNT_DIGITS}\n" in spec_h
+    assert f'#define TFD_NODE_HEADER "{prolog.NODE_HEADER}"\n' in node_h

@@ -28,6 +28,7 @@ from itertools import chain
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
+from tfslurm.errors import shown as _show
 from tfslurm.jobspec import is_job_name
 from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
 
@@ -243,7 +244,3 @@ def _check_local(
             raise PlanError(
                 f"plan descriptor {_show(text)}: local ids of node {node} are not 0..{counts[node] - 1}"
             )
-
-
-def _show(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")

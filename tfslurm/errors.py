@@ -116,3 +116,8 @@ class ParameterServerFailure(RuntimeError):
 def clip(text: str, limit: int = 60) -> str:
     """User text shortened for a one-line error message (the input may be megabytes)."""
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """repr() of clipped user text: quoted, escapes visible, one line."""
+    return repr(clip(text, limit))

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tfslurm.errors import GpuError
+from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
 from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
@@ -712,10 +713,6 @@ def _check_count(name: str, value: object) -> None:
         raise GpuError(f"{name}={value!r} must be a non-negative integer")
     if value > MAX_DEVICES:
         raise GpuError(f"{name}={value} is more GPUs than any node has")
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 # --- warnings: a task's GPUs that are probably not what the user asked for ---------------

@@ -15,6 +15,7 @@ import enum
 from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
+from tfslurm.errors import shown as _shown
 from tfslurm.numbers import is_ascii_number
 
 __all__ = [
@@ -40,6 +41,7 @@ _MAX_COUNT_DIGITS = 18
 # TF's multi_worker_util rejects clusters with more than one of these.
 _AT_MOST_ONE = ("chief", "evaluator")
 _MAX_SPEC_CHARS = 4096
+_SHOWN = 80  # characters of a spec quoted in a message
 
 
 def split_spec(spec: str) -> list[tuple[str, int | None]]:
@@ -49,7 +51,7 @@ def split_spec(spec: str) -> list[tuple[str, int | None]]:
     """
     if not isinstance(spec, str):
         raise JobSpecError(f"jobs spec {spec!r} is not a string")
-    shown = _show(spec)
+    shown = _shown(spec, _SHOWN)
     if len(spec) > _MAX_SPEC_CHARS:
         raise JobSpecError(f"jobs spec {shown} is longer than {_MAX_SPEC_CHARS} characters")
     if not spec.strip():
@@ -81,7 +83,7 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
         return {"worker": num_tasks}
     if isinstance(spec, str):
         entries = split_spec(spec)
-        shown = _show(spec)
+        shown = _shown(spec, _SHOWN)
     elif isinstance(spec, Mapping):
         entries = _mapping_entries(spec)
         shown = _show_mapping(spec)
@@ -136,7 +138,7 @@ def format_jobs(jobs: Mapping[str, int | str]) -> str:
 def _mapping_entries(spec: Mapping[str, int | str]) -> list[tuple[str, int | None]]:
     entries: list[tuple[str, int | None]] = []
     text = format_jobs(spec)
-    shown = _show(text)
+    shown = _shown(text, _SHOWN)
     for name, count in spec.items():
         if not isinstance(name, str):
             raise JobSpecError(f"jobs spec {shown}: job name {name!r} is not a string")
@@ -189,12 +191,12 @@ def _check_name(spec: str, name: str) -> str:
     if not is_job_name(name):
         what = "an empty job name" if not name else f"job name {name!r}"
         raise JobSpecError(
-            f"jobs spec {_show(spec)}: {what} is not a letter followed by letters, digits or '_'"
+            f"jobs spec {_shown(spec, _SHOWN)}: {what} is not a letter followed by letters, digits or '_'"
         )
     meant = near_tf_name(name)
     if meant:
         raise JobSpecError(
-            f"jobs spec {_show(spec)}: job {name!r} is not TensorFlow's {meant!r} (its job names "
+            f"jobs spec {_shown(spec, _SHOWN)}: job {name!r} is not TensorFlow's {meant!r} (its job names "
             f"are exact: {', '.join(TF_JOB_NAMES)}); write {meant}"
         )
     return name
@@ -205,7 +207,7 @@ def _check_count(spec: str, name: str, count: str) -> int | None:
         return None
     if not is_ascii_number(count, _MAX_COUNT_DIGITS):
         raise JobSpecError(
-            f"jobs spec {_show(spec)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
+            f"jobs spec {_shown(spec, _SHOWN)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
         )
     return int(count)
 
@@ -214,17 +216,13 @@ def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:
     seen: set[str] = set()
     for name, _ in entries:
         if name in seen:
-            raise JobSpecError(f"jobs spec {_show(spec)} names {name!r} twice")
+            raise JobSpecError(f"jobs spec {_shown(spec, _SHOWN)} names {name!r} twice")
         seen.add(name)
     if sum(count is None for _, count in entries) > 1:
-        raise JobSpecError(f"jobs spec {_show(spec)}: only one job can take the rest ('*')")
+        raise JobSpecError(f"jobs spec {_shown(spec, _SHOWN)}: only one job can take the rest ('*')")
 
 
 def _show_mapping(spec: Mapping[str, int | str], limit: int = 80) -> str:
     """A dict spec as the user wrote it (dict form), bounded like :func:`_show`."""
     text = "{" + ", ".join(f"{name!r}: {count!r}" for name, count in spec.items()) + "}"
     return text if len(text) <= limit else text[:limit] + "...}"
-
-
-def _show(text: str, limit: int = 80) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfslurm.errors import PrologError, TfslurmError
+from tfslurm.errors import PrologError, TfslurmError, clip
 from tfslurm.settings import JOBS_VARIABLE, Settings
 
 TYPE_CHECKING = False
@@ -285,8 +285,8 @@ def _write(out: TextIO, text: str) -> None:
 
 
 def _clip(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
+    """User text on one line (blanks and newlines collapsed), shortened."""
+    return clip(" ".join(text.split()), limit)
 
 
 # --- the shell wrapper for TaskProlog= ---------------------------------------------------
