@@ -357,11 +357,6 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
     return None if "" in tails else (prefix, tails)
 
 
-# A numeric tail with a leading zero: a '0' after a non-digit (or at the start of a
-# name) followed by more digits up to the end of the name.
-_PADDED_TAIL = r"(?m)(?:^|[^0-9])0[0-9]+$"
-
-
 def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] | None:
     """One row per host (every run a single host), plus each host's digit count; None
     when a host lacks a numeric tail (or has more than _COLUMN_DIGITS digits, or a number
@@ -387,7 +382,7 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
     if max(widths) >= 20 and max(numbers) > _ULONG_MAX:
         return None  # the host-by-host path names the host in its error
     unpadded: list[bool] | None = None
-    if re.search(_PADDED_TAIL, joined):
+    if min(tails)[0] == "0":  # some tail starts with 0 (the smallest text does, then)
         # written without leading zeros: the first digit is not 0, or the number is 0
         unpadded = list(
             map(
@@ -396,6 +391,8 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
                 map(operator.eq, widths, itertools.repeat(1)),
             )
         )
+        if all(unpadded):  # only the number 0: nothing is zero-padded
+            unpadded = None
     columns = _Columns(
         prefixes,
         numbers,
@@ -546,13 +543,18 @@ def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
             *itertools.compress(range(1, total), map(operator.ne, prefixes, prefixes[1:])),
             total,
         ]
-    parts = []
-    for start, stop in itertools.pairwise(bounds):
-        if stop - start == 1 and lows[start] == highs[start]:
-            parts.append(prefixes[start] + numbers[start])
-        else:
-            parts.append(f"{prefixes[start]}[{','.join(numbers[start:stop])}]")
-    return list(map(prefixes.__getitem__, bounds[:-1])), parts
+    starts = bounds[:-1]
+    heads = list(map(prefixes.__getitem__, starts))
+    parts = list(map(operator.add, heads, map(numbers.__getitem__, starts)))  # one host each
+    # a stretch of several rows, or one run of several hosts, is written in brackets
+    bracketed = map(
+        operator.or_,
+        map(operator.ne, map(operator.sub, bounds[1:], starts), itertools.repeat(1)),
+        map(operator.lt, map(lows.__getitem__, starts), map(highs.__getitem__, starts)),
+    )
+    for index in itertools.compress(range(len(starts)), bracketed):
+        parts[index] = f"{heads[index]}[{','.join(numbers[bounds[index] : bounds[index + 1]])}]"
+    return heads, parts
 
 
 def _columns_to_runs(columns: _Columns) -> list[_Run]:
@@ -733,8 +735,7 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
-    # a host without a numeric tail: the column path cannot take the list
-    columns = None if re.search(r"(?m)(?<![0-9])$", joined) else _columns(hosts, joined)
+    columns = _columns(hosts, joined)
     if columns is None:
         if not re.search("[0-9]$", joined, re.MULTILINE):
             # No host has a number: every host is a run of its own, and sorting them is
