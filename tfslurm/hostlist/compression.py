@@ -450,9 +450,14 @@ def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> li
     the prefixes' natural order, if known."""
     order = list(range(len(columns.lows)))
     order.sort(key=columns.lows.__getitem__)
-    if columns.unpadded is not None and columns.widths is not None:
-        order.sort(key=columns.unpadded.__getitem__)
-        order.sort(key=columns.widths.__getitem__)
+    widths, unpadded = columns.widths, columns.unpadded
+    if (
+        unpadded is not None
+        and widths is not None
+        and not (min(widths) == max(widths) and min(unpadded) == max(unpadded))  # else one key
+    ):
+        order.sort(key=unpadded.__getitem__)
+        order.sort(key=widths.__getitem__)
     if not columns.one_prefix:
         ranks = ranks or _prefix_ranks(columns.prefixes)
         order.sort(key=list(map(ranks.__getitem__, columns.prefixes)).__getitem__)
@@ -460,9 +465,17 @@ def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> li
 
 
 def _columns_sort(columns: _Columns, ranks: dict[str, int] | None = None) -> _Columns:
-    if columns.one_prefix and columns.unpadded is None and columns.highs is columns.lows:
-        lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
-        return _Columns(columns.prefixes, lows, lows, None, None, True)
+    if columns.one_prefix and columns.highs is columns.lows:
+        if columns.unpadded is None:
+            lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
+            return _Columns(columns.prefixes, lows, lows, None, None, True)
+        widths, unpadded = columns.widths, columns.unpadded
+        if widths is not None and min(widths) == max(widths) and not any(unpadded):
+            # single hosts all zero-padded to one width: the number is the only key, and
+            # the texts (one length) sort as the numbers do
+            lows = sorted(columns.lows)
+            texts = None if columns.texts is None else sorted(columns.texts)
+            return _Columns(columns.prefixes, lows, lows, widths, unpadded, True, texts)
     return columns.take(_columns_order(columns, ranks))
 
 
