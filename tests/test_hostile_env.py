@@ -180,3 +180,27 @@ def test_a_hostfile_name_with_a_nul_byte_is_refused() -> None:
 
     with pytest.raises(TfslurmError, match="holds a NUL byte"):
         layout_for(Step.from_environ(_arbitrary("/tmp/x\x00y")))
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "expected"),
+    [
+        (3, None, None, True),
+        (True, None, None, False),  # a bool is an int in Python, never a count here
+        (False, 0, 1, False),
+        (3.0, None, None, False),
+        ("3", None, None, False),
+        (None, None, None, False),
+        (0, 1, None, False),
+        (1, 1, None, True),
+        (65535, 1, 65535, True),
+        (65536, 1, 65535, False),
+        (-1, None, 0, True),
+    ],
+)
+def test_is_int_in_is_the_one_integer_argument_check(
+    value: object, low: int | None, high: int | None, expected: bool
+) -> None:
+    from tfslurm.numbers import is_int_in
+
+    assert is_int_in(value, low, high) is expected

@@ -38,7 +38,7 @@ from enum import Enum
 
 from tfslurm.errors import GpuError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import is_ascii_number, is_int_in
 from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
 
@@ -228,9 +228,9 @@ def split_devices(
     Pass ``gpus_per_task`` for equal counts (MultiWorkerMirroredStrategy needs the same
     device count on every worker).
     """
-    if isinstance(local_tasks, bool) or not isinstance(local_tasks, int) or local_tasks < 1:
+    if not is_int_in(local_tasks, 1):
         raise GpuError(f"local task count {local_tasks!r} must be a positive integer")
-    if isinstance(local_id, bool) or not isinstance(local_id, int) or not 0 <= local_id < local_tasks:
+    if not is_int_in(local_id, 0, local_tasks - 1):
         raise GpuError(f"local id {local_id!r} is not in 0..{local_tasks - 1}")
     n = len(devices)
     if gpus_per_task is not None:
@@ -709,7 +709,7 @@ def check_gpu_count(name: str, value: object) -> None:
 
 
 def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int_in(value, 0):
         raise GpuError(f"{name}={value!r} must be a non-negative integer")
     if value > MAX_DEVICES:
         raise GpuError(f"{name}={value} is more GPUs than any node has")

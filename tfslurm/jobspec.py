@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
 from tfslurm.errors import shown as _shown
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import is_ascii_number, is_int_in
 
 __all__ = [
     "REST",
@@ -77,7 +77,7 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
     ``None`` means every task is a worker. Jobs with a count of 0 are left out. Raises
     :class:`JobSpecError` when the spec is malformed or does not add up to ``num_tasks``.
     """
-    if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
+    if not is_int_in(num_tasks, 1):
         raise JobSpecError(f"cannot assign jobs to {num_tasks!r} tasks: need at least one task")
     if spec is None:
         return {"worker": num_tasks}
@@ -145,7 +145,7 @@ def _mapping_entries(spec: Mapping[str, int | str]) -> list[tuple[str, int | Non
         _check_name(text, name)
         if isinstance(count, str):
             entries.append((name, _check_count(text, name, count.strip())))
-        elif isinstance(count, int) and not isinstance(count, bool):
+        elif is_int_in(count):
             if count < 0:
                 raise JobSpecError(f"jobs spec {shown}: {name!r} has a negative count {count}")
             entries.append((name, count))

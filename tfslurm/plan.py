@@ -40,6 +40,7 @@ from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
+from tfslurm.numbers import is_int_in
 from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE, JOBS_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -409,7 +410,7 @@ class Plan:
 
     # -- internals -----------------------------------------------------------------------
     def _check_rank(self, rank: int) -> int:
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < len(self.rank_node):
+        if not is_int_in(rank, 0, len(self.rank_node) - 1):
             raise PlanError(f"rank {rank!r} is not in 0..{len(self.rank_node) - 1}")
         return rank
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import is_ascii_number, is_int_in
 from tfslurm.settings import PORT_BASE_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -136,12 +136,12 @@ class PortRule:
         if self.kind is PortKind.RESERVED:
             if not self.ports or any(not 1 <= p <= _MAX_PORT for p in self.ports):
                 raise PortError(f"reserved ports {self.ports!r} must be a non-empty list of ports")
-        elif self.base is None or isinstance(self.base, bool) or not 1 <= self.base <= _MAX_PORT:
+        elif not is_int_in(self.base, 1, _MAX_PORT):
             raise PortError(f"{self.kind.value} port base {self.base!r} is not a port (1..65535)")
 
     def port(self, local_id: int) -> int:
         """The port of local task ``local_id``; PortError if the rule gives it none."""
-        if isinstance(local_id, bool) or not isinstance(local_id, int) or local_id < 0:
+        if not is_int_in(local_id, 0):
             raise PortError(f"local id {local_id!r} must be a non-negative integer")
         if self.kind is PortKind.RESERVED:
             if local_id >= len(self.ports):
@@ -304,11 +304,7 @@ def port_rule(
     checked to give each of them a port. ``ephemeral_range`` defaults to this node's
     ``ip_local_port_range``. ``layout`` (optional) tells a multi-component het step.
     """
-    if (
-        isinstance(max_tasks_per_node, bool)
-        or not isinstance(max_tasks_per_node, int)
-        or max_tasks_per_node < 1
-    ):
+    if not is_int_in(max_tasks_per_node, 1):
         raise PortError(f"max tasks per node {max_tasks_per_node!r} must be a positive integer")
     base, source = _explicit_base(step, port_base)
     if base is not None:
@@ -344,7 +340,7 @@ def port_rule(
 
 def check_port_base(port_base: object, name: str = "port_base") -> int:
     """``port_base`` if it is a port (1..65535), else PortError naming the argument ``name``."""
-    if isinstance(port_base, bool) or not isinstance(port_base, int) or not 1 <= port_base <= _MAX_PORT:
+    if not is_int_in(port_base, 1, _MAX_PORT):
         raise PortError(f"{name}={port_base!r} is not a port (1..65535)")
     return port_base
 
@@ -379,7 +375,7 @@ def _check_range(rng: tuple[int, int]) -> None:
     if (
         not isinstance(rng, tuple)
         or len(rng) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) for v in rng)
+        or not all(map(is_int_in, rng))
         or not 1 <= rng[0] <= rng[1] <= _MAX_PORT
     ):
         raise PortError(f"ephemeral range {rng!r} is not a (low, high) pair of ports")

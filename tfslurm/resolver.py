@@ -27,6 +27,7 @@ from typing import Any
 from tfslurm import tfcompat
 from tfslurm.errors import GpuError, PlanError
 from tfslurm.jobspec import JobsSpec
+from tfslurm.numbers import is_int_in
 from tfslurm.plan import Plan, PlanOptions, plan_for
 from tfslurm.tfcompat import TF_PORT_BASE
 
@@ -380,12 +381,7 @@ def _set_gpu_env(target: MutableMapping[str, str], wanted: Mapping[str, str], in
 def _check_count(name: str, value: Any, low: int = 0, high: int | None = None) -> None:
     if value is None:
         return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < low
-        or (high is not None and value > high)
-    ):
+    if not is_int_in(value, low, high):
         error = GpuError if name.startswith("gpus") else PlanError
         upper = f"..{high}" if high is not None else " or more"
         raise error(f"{name}={value!r} must be an integer {low}{upper}")

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 
 from tfslurm.errors import LayoutError, PlanError
 from tfslurm.jobspec import JobOrder
+from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -
         nodes = hostlist.expand(step.require_nodelist())
         counts = [tasks_per_node] * len(nodes)
     for node, count in zip(nodes, counts, strict=True):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if not is_int_in(count, 1):
             raise LayoutError(f"tasks_per_node gives {node} {count!r} tasks; need a positive integer")
     block = block_layout(nodes, counts)
     rank_node = block.rank_node

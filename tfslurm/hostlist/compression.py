@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import _OVER_64_BITS, _ULONG_MAX, MAX_RANGE_HOSTS, _show
 from tfslurm.hostlist.natural import _natural_order, _natural_sorted, _prefix_ranks
+from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
@@ -777,7 +778,7 @@ def compress_counts(counts: Iterable[int]) -> str:
     previous: int | None = None
     run = 0
     for value in counts:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not is_int_in(value, 0):
             raise HostlistError(f"bad count {clip(repr(value))}: counts must be non-negative integers")
         if value == previous:
             run += 1

@@ -16,6 +16,7 @@ import itertools
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import MAX_HOSTS, _no_newline, _plain_hosts, _plan, _show
 from tfslurm.hostlist.groups import _Group, _item_text, _prefixes
+from tfslurm.numbers import is_int_in
 
 
 def expand(expr: str) -> list[str]:
@@ -100,7 +101,7 @@ def nth(expr: str, index: int) -> str:
     """``expand(expr)[index]`` without expanding the whole list (negative counts from the end)."""
     plans = _plan(expr)
     total = sum(size for _, _, size in plans)
-    if not isinstance(index, int) or isinstance(index, bool):
+    if not is_int_in(index):
         raise HostlistError(f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer")
     position = index + total if index < 0 else index
     if not 0 <= position < total:

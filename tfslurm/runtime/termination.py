@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from tfslurm.errors import StopError
+from tfslurm.numbers import is_int_in
 from tfslurm.runtime import preemption, stops
 
 
@@ -34,7 +35,7 @@ def termination_config(
         or not (math.isfinite(grace_period) and grace_period >= 0)
     ):
         raise StopError(f"grace_period {grace_period!r}: expected seconds >= 0")
-    if isinstance(exit_code, bool) or not isinstance(exit_code, int) or not 1 <= exit_code <= 255:
+    if not is_int_in(exit_code, 1, 255):
         raise StopError(
             f"exit_code {exit_code!r}: expected 1..255 (0 would report a stopped training as COMPLETED)"
         )
