@@ -77,10 +77,7 @@ def main() -> int:
         f"tfslurm benches, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load average "
         f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}, {time.perf_counter() - started:.0f} s"
     )
-    print(measure.table(rows, (*hostlist.ANCHORS, "TF resolver")))
-    print("(ratio = anchor / tfslurm: > 1 means tfslurm is faster or smaller)")
-    print("\n".join(lines))
-    ok = measure.print_checks(measure.ratio_checks(rows) + checks)
+    ok = measure.report(rows, (*hostlist.ANCHORS, "TF resolver"), lines, checks)
     return 1 if args.check and not ok else 0
 
 

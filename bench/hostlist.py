@@ -383,10 +383,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a check is missed")
     args = parser.parse_args()
     rows, lines, checks = run(args, lambda what: print(f"... {what}", file=sys.stderr, flush=True))
-    print(measure.table(rows, ANCHORS))
-    print("(ratio = anchor / tfslurm: > 1 means tfslurm is faster or smaller)")
-    print("\n".join(lines))
-    ok = measure.print_checks(measure.ratio_checks(rows) + checks)
+    ok = measure.report(rows, ANCHORS, lines, checks)
     return 1 if args.check and not ok else 0
 
 

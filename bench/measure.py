@@ -128,6 +128,17 @@ def table(rows: Sequence[Row], preferred: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
+def report(
+    rows: Sequence[Row], anchors: Sequence[str], lines: Sequence[str], checks: Sequence[Check]
+) -> bool:
+    """Print the table, the notes and every check (the ratio checks of the rows first);
+    True when all pass."""
+    print(table(rows, anchors))
+    print("(ratio = anchor / tfslurm: > 1 means tfslurm is faster or smaller)")
+    print("\n".join(lines))
+    return print_checks([*ratio_checks(rows), *checks])
+
+
 def print_checks(checks: Sequence[Check]) -> bool:
     """Print PASS/MISS per check; True when all pass."""
     for label, ok in checks:

@@ -216,12 +216,11 @@ def test_parser_under_valgrind(build_dir: Path) -> None:
 # --- the C parser agrees with tfslurm/jobspec.py --------------------------------------
 
 
-def c_verdicts(build_dir: Path, specs: list[str]) -> list[str]:
-    """'OK' or 'ERR <reason>' from the C parser for each spec."""
+def c_verdicts(build_dir: Path, specs: list[str], mode: str = "check") -> list[str]:
+    """'OK' or 'ERR <reason>' from the C checker (``spec_test check`` for jobs specs,
+    ``check-template`` for host templates) for each text."""
     data = b"".join(s.encode("utf-8", "surrogatepass") + b"\0" for s in specs)
-    done = subprocess.run(
-        [str(build_dir / "spec_test"), "check"], input=data, capture_output=True, timeout=60
-    )
+    done = subprocess.run([str(build_dir / "spec_test"), mode], input=data, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode("ascii").splitlines()
     assert len(lines) == len(specs)
@@ -358,14 +357,7 @@ def test_libdir_override(build_dir: Path, tmp_path: Path) -> None:
 
 
 def c_template_verdicts(build_dir: Path, templates: list[str]) -> list[bool]:
-    data = b"".join(t.encode("utf-8", "surrogatepass") + b"\0" for t in templates)
-    done = subprocess.run(
-        [str(build_dir / "spec_test"), "check-template"], input=data, capture_output=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.decode("ascii").splitlines()
-    assert len(lines) == len(templates)
-    return [line == "OK" for line in lines]
+    return [line == "OK" for line in c_verdicts(build_dir, templates, "check-template")]
 
 
 def python_accepts_template(template: str) -> bool:
