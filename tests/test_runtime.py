@@ -559,3 +559,13 @@ def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv
         common.parse(common.parser("test"), argv)
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {message}")
+
+
+def test_runtime_and_plan_share_one_evaluator_rule() -> None:
+    from tfslurm.plan import training_cluster
+
+    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": [], "evaluator": ["e:1"]}
+    role = role_from_tf_config(tf_config(cluster, "worker", 1))
+    assert (
+        role.training_cluster() == training_cluster(cluster) == {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
+    )

@@ -65,6 +65,7 @@ __all__ = [
     "plan_from_environ",
     "plan_from_step",
     "tf_config_json",
+    "training_cluster",
 ]
 
 #: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
@@ -255,7 +256,7 @@ class Plan:
             self.require_text_hosts("TF_CONFIG")
             cluster = self.cluster_spec()
             return json.dumps(
-                cluster if include_evaluator else _training_cluster(cluster), separators=(",", ":")
+                cluster if include_evaluator else training_cluster(cluster), separators=(",", ":")
             )
         # Plain ASCII needs no escaping: joining is several times faster than json.dumps
         # for 100k addresses, and gives the same text.
@@ -589,7 +590,7 @@ def tf_config_json(
     import json
 
     full = {name: list(tasks) for name, tasks in cluster.items() if tasks}
-    shown = full if job == EVALUATOR else _training_cluster(full)
+    shown = full if job == EVALUATOR else training_cluster(full)
     return _tf_config_text(json.dumps(shown, separators=(",", ":")), job, index, rpc_layer)
 
 
@@ -597,8 +598,11 @@ def _seen_in_training(name: str, count: int) -> bool:
     return name != EVALUATOR and count > 0
 
 
-def _training_cluster(cluster: Mapping[str, list[str]]) -> dict[str, list[str]]:
-    return {name: tasks for name, tasks in cluster.items() if _seen_in_training(name, len(tasks))}
+def training_cluster(cluster: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """The cluster training tasks see: without the evaluator (TF's convention: the side-car
+    evaluator runs no server and joins no collective) and without empty jobs. The one
+    evaluator rule of TF_CONFIG, the hook and the runtime."""
+    return {name: list(tasks) for name, tasks in cluster.items() if _seen_in_training(name, len(tasks))}
 
 
 def _tf_config_text(cluster_json: str, job: str, index: int, rpc_layer: str | None) -> str:

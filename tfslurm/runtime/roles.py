@@ -102,9 +102,10 @@ class Role:
         return self.address("worker", 0)
 
     def training_cluster(self) -> dict[str, list[str]]:
-        """The cluster without the evaluator: TF's convention is that training tasks do not
-        see the side-car evaluator (it runs no server and joins no collective)."""
-        return {j: list(v) for j, v in self.cluster.items() if j != "evaluator" and v}
+        """The cluster without the evaluator (plan.training_cluster: the one rule)."""
+        from tfslurm.plan import training_cluster
+
+        return training_cluster(self.cluster)
 
     def tf_config(self) -> str:
         """The TF_CONFIG this task's TensorFlow should see (compact JSON), written by the
