@@ -15,8 +15,9 @@ them, and each is given to it through a general option (``tfslurm.plan.PlanOptio
   from (TF's own unit tests set only the step's variables): :func:`fallback_port_base`
   (``PlanOptions.port_base``).
 
-TF's GPU rules (``gpus_per_node``, ``visible // tasks per node``) are kept by
-``tfslurm.resolver`` itself, next to the ``CUDA_VISIBLE_DEVICES`` it writes.
+* **GPUs**: TF's ``gpus_per_node`` (every node has devices ``0..N-1``) and each task's share
+  ``visible // tasks per node``, where they are sound: :func:`tf_gpu_plan`
+  (``PlanOptions.gpu_plan``); the resolver writes its ``CUDA_VISIBLE_DEVICES``.
 
 Only the standard library is used.
 """
@@ -25,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tfslurm.errors import LayoutError, PlanError
+from tfslurm.errors import GpuError, LayoutError, PlanError
 from tfslurm.jobspec import JobOrder
 from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from tfslurm.layout import Layout
+    from tfslurm.plan import GpuPlan
     from tfslurm.step import Step
 
 __all__ = [
@@ -117,3 +119,70 @@ def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -
             f"but it runs on {step.node_name}; leave tasks_per_node unset"
         )
     return Layout(block.nodes, block.rank_node, block.rank_local, Distribution.BLOCK, source="tasks_per_node")
+
+
+def tf_gpu_plan(
+    step: Step,
+    layout: Layout,
+    gpus_per_node: int | None,
+    gpus_per_task: int | None,
+) -> GpuPlan:
+    """This task's GPUs with TF's rules where they are sound, Slurm's where TF's are not.
+
+    * ``gpus_per_node`` given and Slurm manages no GPUs here: as TF, the caller vouches that
+      every node has GPUs ``0..gpus_per_node-1``.
+    * ``gpus_per_task`` not given and Slurm gave a per-node list: as TF, every task gets
+      ``visible // max_tasks_per_node``, so all tasks have as many (MWMS expects that).
+    * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
+      divides again and crashes).
+    """
+    import dataclasses
+
+    from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
+    from tfslurm.plan import gpu_plan_for
+
+    if assigned_earlier(step.gpus):  # a TaskProlog or an earlier resolver chose them
+        return gpu_plan_for(step, layout)
+    max_tasks = max(layout.task_counts)
+    if gpus_per_node is not None and gpus_per_task is not None and max_tasks * gpus_per_task > gpus_per_node:
+        raise GpuError(
+            f"gpus_per_task={gpus_per_task} for {max_tasks} tasks on a node needs "
+            f"{max_tasks * gpus_per_task} GPUs, more than gpus_per_node={gpus_per_node}"
+        )
+    uniform = gpus_per_node is not None and not step.gpus.slurm_manages
+    # TF's gpus_per_node where Slurm manages no GPUs: every node has devices 0..N-1
+    assumed = tuple(str(i) for i in range(gpus_per_node or 0)) if uniform else None
+    if gpus_per_task is None:
+        if assumed is not None:
+            visible, own = assumed, False
+        else:
+            rank = step.procid
+            local_tasks = layout.tasks_on(layout.rank_node[rank]) if rank is not None else None
+            visible, own = node_device_list(step.gpus, local_tasks)
+        visible = visible[:gpus_per_node] if gpus_per_node is not None else visible
+        if visible and not own:  # a per-task list is this task's own: kept whole
+            gpus_per_task = len(visible) // max_tasks
+            if gpus_per_task == 0:  # TF's rule leaves this node's GPUs unused: say so
+                plan = gpu_plan_for(
+                    step,
+                    layout,
+                    gpus_per_task=0,
+                    gpus_per_node=gpus_per_node,
+                    uniform=uniform,
+                    assumed_devices=assumed,
+                )
+                node = layout.nodes[layout.rank_node[step.require_procid()]]
+                line = (
+                    f"{WARNING_PREFIX}task {step.procid} on {node} gets 0 GPUs: TF's rule gives each task "
+                    f"{len(visible)} visible GPU(s) // {max_tasks} tasks on the busiest node; pass "
+                    "gpus_per_task=N or request --gpus-per-task=N"
+                )
+                return dataclasses.replace(plan, warnings=(*plan.warnings, line))
+    return gpu_plan_for(
+        step,
+        layout,
+        gpus_per_task=gpus_per_task,
+        gpus_per_node=gpus_per_node,
+        uniform=uniform,
+        assumed_devices=assumed,
+    )
