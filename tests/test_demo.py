@@ -22,6 +22,13 @@ def _need_tensorflow() -> None:
     skip_without("tensorflow")
 
 
+def _sigint_default() -> None:
+    """Ctrl-C reaches the demo as it does in a terminal, even where this suite was started
+    with SIGINT ignored (a background job of a non-interactive shell inherits SIG_IGN, and
+    Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -74,6 +81,7 @@ def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
         stderr=subprocess.STDOUT,
         text=True,
         env=_clean_env(),
+        preexec_fn=_sigint_default,
     )
     lines = []
     state = None
@@ -196,6 +204,7 @@ def test_demo_takes_its_state_dir_and_ports(slurm_cluster_factory, tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
         env=_clean_env(),
+        preexec_fn=_sigint_default,
     )
     lines = []
     try:
