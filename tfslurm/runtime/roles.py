@@ -217,8 +217,9 @@ def resolve_role(
     from tfslurm.step import Step
 
     step = Step.from_environ(env, settings=settings)
-    step.require("procid", "nodelist", "tasks_per_node")
-    procid = int(step.procid)  # type: ignore[arg-type]
+    procid = step.require_procid()
+    step.require_nodelist()
+    step.require_tasks_per_node()
     if (step.settings.descriptor or "").strip():
         return _role_from_plan(_on_iface(plan_from_step(step), step.settings), procid, DESCRIPTOR_VARIABLE)
     spec = jobs or step.settings.jobs
