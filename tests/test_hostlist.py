@@ -670,6 +670,15 @@ def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
     assert natural._natural_sorted(names) == sorted(names, key=natural._natural_key)
 
 
+def test_natural_keys_of_many_names_share_one_encoding() -> None:
+    # Keys were made 65,536 names at a time, each batch choosing its own encoding (ASCII
+    # or UTF-8 bytes as signed chars), and keys of the two do not compare: a non-ASCII
+    # name after the first batch sorted after "a0x" although strnatcmp puts it first.
+    names = [f"a{i}x" for i in range(65_536)] + ["éz"]
+    assert natural._natural_order(names)[:2] == [65_536, 0]
+    assert compress(names, sort=True).startswith("éz,a0x,a1x,")
+
+
 def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
     # issue 17 item 5: what Slurm writes for shuffled hosts is one long bracket of single
     # numbers (with a span or two); expanding it peaked at 4x the list it returns

@@ -77,9 +77,10 @@ def _natural_keys(names: list[str]) -> list[str] | None:
     with other than ASCII are keyed by their UTF-8 bytes (see _marks).
     """
     keys: list[str] = []
+    # One encoding for all names: keys of the two encodings do not compare with each other.
+    wide = not all(map(str.isascii, names))
     for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
         joined = "\n".join(names[start : start + (1 << 16)])
-        wide = not joined.isascii()
         if wide:
             joined = joined.encode("utf-8", "surrogatepass").decode("latin-1")
         pieces = re.split("([0-9]+)", joined)  # text, digits, text, ..., text
