@@ -537,12 +537,62 @@ def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(
     assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
 
 
+@st.composite
+def many_prefixes(draw) -> list[str]:
+    """Hosts whose prefixes mostly differ (what Slurm writes for products of brackets),
+    with digits inside the prefixes, zero-padded and unpadded tails of every width class
+    after the same prefix, repeats, non-ASCII, and names without a number among them."""
+    prefix = st.builds(
+        lambda head, number, width, tail: f"{head}{number:0{width}d}{tail}",
+        st.sampled_from(["n", "r", "é", "", "x-", "a1b"]),
+        st.integers(0, 120),
+        st.sampled_from([0, 0, 2, 3]),
+        st.sampled_from(["x", "-", "n", "é", "_"]),
+    )
+    pool = draw(st.lists(prefix, min_size=1, max_size=12))
+    numbered = st.builds(
+        lambda p, number, width: f"{p}{number:0{width}d}",
+        st.sampled_from(pool),
+        st.integers(0, 120),
+        st.sampled_from([0, 0, 2, 3]),
+    )
+    return draw(
+        st.lists(st.one_of(numbered, numbered, numbered, st.sampled_from(pool)), min_size=1, max_size=40)
+    )
+
+
+@settings(max_examples=600, deadline=None)
+@given(many_prefixes(), st.booleans())
+# n9x and n10x: one prefix each side of a digit-run boundary; é sorts before ASCII
+@example(["n9x1", "n10x1", "n9x01", "é1", "n9x", "n9x1", "r7_2", "r07_2", "n9x10", "n9x07"], True)
+def test_compress_of_many_prefixes_is_the_host_by_host_text(hosts: list[str], sort: bool) -> None:
+    """Lists of mostly distinct prefixes are sorted by one string key per row (natural
+    order of the prefix, then width, padding and number); the text is the literal
+    transcription's on every input, and the rows' order is the column sorts' (a wrong
+    order can hide behind the host-by-host fallback for overlaps)."""
+    assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
+    pushed = compression._push(hosts, "\n".join(hosts))
+    if pushed is not None and pushed.columns is not None:
+        keyed = compression._row_keys(pushed)
+        assert keyed is not None
+        row_keys, name_keys = keyed
+        by_keys = sorted(range(len(row_keys)), key=row_keys.__getitem__)
+        assert by_keys == compression._columns_order(pushed.columns)
+        # each name sorts before the rows of the prefix it equals, after smaller prefixes
+        for name, key in zip(pushed.names, name_keys, strict=True):
+            prefixes = [p for p, k in zip(pushed.columns.prefixes, row_keys, strict=True) if k < key]
+            assert all(natural._natural_key(p) <= natural._natural_key(name) for p in prefixes)
+            assert all(
+                k.startswith(key) for p, k in zip(pushed.columns.prefixes, row_keys, strict=True) if p == name
+            )
+
+
 def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_text() -> None:
     # issue 16 (fuzz, 3.9 s): 271,524 hosts of which some end in a 30-digit zero-padded
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
     hosts = expand("r2n[347-359,000000000000000001123]6[1147-1157,234-244][495-497]4")
-    assert compression._columns(hosts, "\n".join(hosts)) is not None
+    assert compression._push(hosts, "\n".join(hosts)) is not None
     for sort in (False, True):
         assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
         assert Counter(expand(compress(hosts, sort=sort))) == Counter(hosts)

@@ -11,15 +11,18 @@ column path (:class:`_Columns`, ``_columns*``) computes the same text with whole
 C-level passes instead of Python code per host, but only for some lists; the sorted
 rows of ``bench/hostlist.py`` rest on it (``sort=True`` of 100k shuffled hosts: 3-5x
 faster than the host-by-host path on the 2-core development VM; 1.1-2x unsorted).
-Each input's route through :func:`compress`: every host ends in a number of at most 64
-digits (and at most 2**64 - 1) -> the column path, which with ``sort=True`` hands
-overlapping runs to :func:`_coalesced_string` (merged as numbers where their widths
-agree, else Slurm's split, checked to keep the hosts); no host ends in a number -> the
-names joined, naturally sorted with ``sort=True``; some do, with ``sort=True`` ->
-:func:`_sorted_names_beside_numbered` (the numbered hosts down the column path, unless
-they have tails it cannot take or overlapping runs); the rest (unsorted mixed lists,
-tails of more than 64 digits, numbers past 64 bits, which are refused there by name) ->
-the host-by-host path with ``fast=True``. Merging the two would give up either the
+Each input's route through :func:`compress`: :func:`_push` pushes the hosts as Slurm's
+``hostlist_push_host`` does, column-wise, when every numeric tail has at most 64 digits
+(and is at most 2**64 - 1); names without a number stand apart and end every run and
+bracket. No host with a number -> the names joined (naturally sorted with ``sort=True``);
+only numbered hosts -> the columns, which with ``sort=True`` are sorted (by ranking the
+prefixes, or with many prefixes by one string key per row, :func:`_row_keys`) and
+collapsed, handing overlapping runs to :func:`_coalesced_string` (merged as numbers where
+their widths agree, else Slurm's split, checked to keep the hosts); both ->
+:func:`_names_among_numbered`, or with ``sort=True``
+:func:`_sorted_names_beside_numbered` (overlapping runs: the host-by-host path); tails
+the columns cannot take (more than 64 digits, numbers past 64 bits, which are refused
+there by name) -> the host-by-host path with ``fast=True``. Merging the two would give up either the
 literal transcription or the measured speed.
 """
 
@@ -27,13 +30,12 @@ from __future__ import annotations
 
 import itertools
 import operator
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import _OVER_64_BITS, _ULONG_MAX, MAX_RANGE_HOSTS, _show
-from tfslurm.hostlist.natural import _natural_order, _natural_sorted, _prefix_ranks
+from tfslurm.hostlist.natural import _natural_keys, _natural_order, _natural_sorted, _prefix_ranks
 from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -358,13 +360,19 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
     return None if "" in tails else (prefix, tails)
 
 
-def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] | None:
-    """One row per host (every run a single host), plus each host's digit count; None
-    when a host lacks a numeric tail (or has more than _COLUMN_DIGITS digits, or a number
-    over 64 bits)."""
+def _host_columns(
+    hosts: list[str], joined: str
+) -> tuple[_Columns | None, list[int], list[int] | None, list[int], list[str]] | None:
+    """One row per host that ends in a number (every run a single host), those hosts'
+    digit counts, where they stand in ``hosts`` when some host has no numeric tail (None
+    when every host has one), where those names stand, and the hosts with a number. The
+    columns are None when no host has a number. None when a tail has more than
+    _COLUMN_DIGITS digits or a number over 64 bits."""
     count_hosts = len(hosts)
     if not count_hosts:
         return None
+    positions: list[int] | None = None
+    name_at: list[int] = []
     common = _common_prefix_tails(hosts, joined)
     if common is not None:
         prefixes = [common[0]] * count_hosts
@@ -376,7 +384,17 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
         prefixes = list(map(str.rstrip, hosts, itertools.repeat("0123456789")))
         cuts = list(map(len, prefixes))
         widths = list(map(operator.sub, map(len, hosts), cuts))
-        if not all(widths) or max(widths) > _COLUMN_DIGITS:
+        if not all(widths):  # names without a number: the rows are the other hosts
+            positions = list(itertools.compress(itertools.count(), widths))
+            name_at = list(itertools.compress(itertools.count(), map(operator.not_, widths)))
+            if not positions:
+                return None, [], positions, name_at, []
+            hosts = list(map(hosts.__getitem__, positions))
+            prefixes = list(map(prefixes.__getitem__, positions))
+            cuts = list(map(cuts.__getitem__, positions))
+            widths = list(map(widths.__getitem__, positions))
+            count_hosts = len(hosts)
+        if max(widths) > _COLUMN_DIGITS:
             return None
         tails = list(map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))))
     numbers = list(map(int, tails))
@@ -400,25 +418,53 @@ def _host_columns(hosts: list[str], joined: str) -> tuple[_Columns, list[int]] |
         numbers,
         widths if unpadded is not None else None,
         unpadded,
-        common is not None,
+        common is not None or (positions is not None and len(set(prefixes)) == 1),
         tails,
     )
-    return columns, widths
+    return columns, widths, positions, name_at, hosts
 
 
-def _columns(hosts: list[str], joined: str, positions: list[int] | None = None) -> _Columns | None:
-    """Push runs as columns, or None when a host lacks a numeric tail (or has more than
-    _COLUMN_DIGITS digits, or a number over 64 bits). ``positions``: where each host
-    stands in a longer list whose other hosts (names without a number) end every run."""
+class _Pushed:
+    """Slurm's hostlist_push_host over a whole list, column-wise: the runs of the hosts
+    that end in a number, and the names that do not (each a run of its own that nothing
+    joins, overlaps or brackets with)."""
+
+    __slots__ = ("columns", "first_at", "last_at", "name_at", "names", "numbered", "starts")
+
+    def __init__(
+        self,
+        columns: _Columns | None,  # None: no host ends in a number
+        names: list[str],
+        name_at: list[int],  # where each name stands in the list
+        numbered: list[str],  # the hosts that end in a number, in order
+        starts: list[int] | None,  # the numbered host each row starts at; None: one row each
+        first_at: list[int],  # where each row's first host stands; with last_at, [] without names
+        last_at: list[int],
+    ) -> None:
+        self.columns = columns
+        self.names = names
+        self.name_at = name_at
+        self.numbered = numbered
+        self.starts = starts
+        self.first_at = first_at
+        self.last_at = last_at
+
+
+def _push(hosts: list[str], joined: str) -> _Pushed | None:
+    """Push the hosts as runs, or None when a tail has more than _COLUMN_DIGITS digits
+    or a number over 64 bits (the host-by-host path takes those)."""
     found = _host_columns(hosts, joined)
     if found is None:
         return None
-    columns, widths = found
+    columns, widths, positions, name_at, numbered = found
+    names = list(map(hosts.__getitem__, name_at))
+    if columns is None:
+        return _Pushed(None, names, name_at, [], None, [], [])
     prefixes, numbers, unpadded = columns.prefixes, columns.lows, columns.unpadded
     count_hosts = len(numbers)
     # A host joins the run of the host before it when it has the same prefix, the next
     # number, and the same width or both numbers unpadded (then its text is exactly how
-    # the run writes that number).
+    # the run writes that number), and no name stands between them.
     joins = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
     if not columns.one_prefix:
         joins = map(operator.and_, joins, map(operator.eq, prefixes, prefixes[1:]))
@@ -437,13 +483,26 @@ def _columns(hosts: list[str], joined: str, positions: list[int] | None = None) 
             map(operator.eq, map(operator.add, positions, itertools.repeat(1)), positions[1:]),
         )
     starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
-    if len(starts) == count_hosts - 1:  # no host joined another: every run is one host
-        return columns
-    starts.insert(0, 0)
-    ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), count_hosts - 1]
-    merged = columns.take(starts)
-    merged.highs = list(map(numbers.__getitem__, ends))
-    return merged
+    if len(starts) < count_hosts - 1:  # some host joined another
+        starts.insert(0, 0)
+        ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), count_hosts - 1]
+        merged = columns.take(starts)
+        merged.highs = list(map(numbers.__getitem__, ends))
+        columns = merged
+        if positions is not None:
+            return _Pushed(
+                columns,
+                names,
+                name_at,
+                numbered,
+                starts,
+                list(map(positions.__getitem__, starts)),
+                list(map(positions.__getitem__, ends)),
+            )
+        return _Pushed(columns, names, name_at, numbered, starts, [], [])
+    if positions is not None:
+        return _Pushed(columns, names, name_at, numbered, None, positions, positions)
+    return _Pushed(columns, names, name_at, numbered, None, [], [])
 
 
 def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
@@ -465,7 +524,34 @@ def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> li
     return order
 
 
-def _columns_sort(columns: _Columns, ranks: dict[str, int] | None = None) -> _Columns:
+def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
+    """hostrange_cmp as one string per row, and Slurm's order of the names among them as
+    one string per name (natural._natural_keys with ``tails``: a row is keyed by its
+    first host); None if a name or prefix has a number of 4,096 digits or more. With
+    prefixes mostly distinct, one sort by these keys replaces ranking the prefixes and
+    four sorts by columns."""
+    names = pushed.names
+    keys = _natural_keys(names + pushed.numbered if names else pushed.numbered, tails=True)
+    if keys is None:
+        return None
+    row_keys = keys[len(names) :] if names else keys
+    if pushed.starts is not None:
+        row_keys = list(map(row_keys.__getitem__, pushed.starts))
+    return row_keys, keys[: len(names)]
+
+
+def _many_prefixes(columns: _Columns) -> bool:
+    """Whether the rows have so many prefixes that one key per row sorts them faster."""
+    return not columns.one_prefix and len(set(columns.prefixes)) * 4 > len(columns.prefixes)
+
+
+def _columns_sort(
+    columns: _Columns, ranks: dict[str, int] | None = None, row_keys: list[str] | None = None
+) -> _Columns:
+    """The rows in hostrange_cmp order: by ``row_keys`` if given (_row_keys), else by
+    columns (with the prefixes' ``ranks`` if known)."""
+    if row_keys is not None:
+        return columns.take(sorted(range(len(row_keys)), key=row_keys.__getitem__))
     if columns.one_prefix and columns.highs is columns.lows:
         if columns.unpadded is None:
             lows = sorted(columns.lows)  # single hosts with one order key: sort the numbers
@@ -528,8 +614,10 @@ def _columns_string(columns: _Columns) -> str:
     return ",".join(_columns_parts(columns)[1])
 
 
-def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
-    """The text of each stretch of rows with one prefix, and that prefix."""
+def _columns_parts(columns: _Columns, breaks: list[bool] | None = None) -> tuple[list[int], list[str]]:
+    """The text of each stretch of neighbouring rows with one prefix (one bracket), and
+    the row each starts at. ``breaks``: for each row but the first, whether it starts a
+    stretch even when its prefix is the row before's (a name stands between them)."""
     prefixes, lows, highs, widths = (
         columns.prefixes,
         columns.lows,
@@ -549,14 +637,10 @@ def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
         numbers = list(map(format, lows, map("0{}d".format, widths)))
         for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
             numbers[row] = _span_text(lows[row], highs[row], widths[row])
-    if columns.one_prefix:
-        bounds = [0, total]
-    else:
-        bounds = [
-            0,
-            *itertools.compress(range(1, total), map(operator.ne, prefixes, prefixes[1:])),
-            total,
-        ]
+    changes: Iterable[bool] | None = None if columns.one_prefix else map(operator.ne, prefixes, prefixes[1:])
+    if breaks is not None:
+        changes = breaks if changes is None else map(operator.or_, changes, breaks)
+    bounds = [0, total] if changes is None else [0, *itertools.compress(range(1, total), changes), total]
     starts = bounds[:-1]
     heads = list(map(prefixes.__getitem__, starts))
     parts = list(map(operator.add, heads, map(numbers.__getitem__, starts)))  # one host each
@@ -568,7 +652,7 @@ def _columns_parts(columns: _Columns) -> tuple[list[str], list[str]]:
     )
     for index in itertools.compress(range(len(starts)), bracketed):
         parts[index] = f"{heads[index]}[{','.join(numbers[bounds[index] : bounds[index + 1]])}]"
-    return heads, parts
+    return starts, parts
 
 
 def _columns_to_runs(columns: _Columns) -> list[_Run]:
@@ -697,7 +781,8 @@ def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) ->
     if Counter(_run_hosts(coalesced)) == Counter(hosts):
         return _ranged_string(coalesced)
     found = _host_columns(hosts, "\n".join(hosts)) if fast else None
-    if found is not None:  # every host has a numeric tail: sort the hosts column-wise
+    if found is not None and found[0] is not None and found[2] is None:
+        # every host has a numeric tail: sort the hosts column-wise
         return compress(list(map(hosts.__getitem__, _columns_order(found[0]))))
     singles = [_runs([host])[0] for host in hosts]
     ranks = _prefix_ranks(run[_PREFIX] for run in singles)
@@ -705,27 +790,52 @@ def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) ->
     return _ranged_string(_runs([hosts[i] for i in order]))
 
 
-def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
-    """Sorted compress of hosts of which some have no numeric tail; None where the hosts
-    with one do not take the column path (or their runs overlap).
+def _names_among_numbered(pushed: _Pushed) -> str:
+    """Unsorted compress of hosts of which some have no numeric tail: each name written as
+    it is, where it stands, and the runs between them bracketed per prefix as Slurm's
+    hostlist_ranged_string does (a name ends a bracket)."""
+    columns = pushed.columns
+    assert columns is not None
+    first_at, last_at = pushed.first_at, pushed.last_at
+    gaps = list(map(operator.ne, map(operator.add, last_at, itertools.repeat(1)), first_at[1:]))
+    starts, parts = _columns_parts(columns, gaps)
+    at = pushed.name_at + list(map(first_at.__getitem__, starts))
+    texts = pushed.names + parts
+    return ",".join(map(texts.__getitem__, sorted(range(len(texts)), key=at.__getitem__)))
+
+
+def _sorted_names_beside_numbered(pushed: _Pushed) -> str | None:
+    """Sorted compress of hosts of which some have no numeric tail; None where the
+    numbered hosts' runs overlap (the host-by-host path splits them).
 
     Why it is the same as the host-by-host path: a name without a number is a run of its
     own that nothing joins, overlaps or brackets with (Slurm's singlehost ranges), and it
     sorts before the numbered runs of the prefix it equals. So the numbered hosts are
-    sorted and collapsed apart, written one text per prefix, and those texts sorted
+    sorted and collapsed apart (pushed as Slurm pushes the whole list: a name between
+    two hosts keeps them apart), written one text per prefix, and those texts sorted
     among the names by their prefixes.
     """
-    numbered_flags = list(map("0123456789".__contains__, map(operator.itemgetter(-1), hosts)))
-    numbered = list(itertools.compress(hosts, numbered_flags))
-    # pushed as Slurm pushes the whole list: a name between two hosts keeps them apart
-    columns = _columns(
-        numbered, "\n".join(numbered), list(itertools.compress(itertools.count(), numbered_flags))
-    )
-    if columns is None:
-        return None
-    names = list(itertools.compress(hosts, map(operator.not_, numbered_flags)))
-    # One natural sort of the names and the prefixes together; the stable sort keeps a
-    # name before the prefix it equals, as hostrange_cmp puts a single host first.
+    columns = pushed.columns
+    assert columns is not None
+    names = pushed.names
+    keyed = _row_keys(pushed) if _many_prefixes(columns) else None
+    if keyed is not None:
+        row_keys, name_keys = keyed
+        rows = sorted(range(len(row_keys)), key=row_keys.__getitem__)
+        ordered = columns.take(rows)
+        merged = _columns_collapse(ordered) if len(rows) > 1 else ordered
+        if merged is None:
+            return None
+        # one text per prefix; it sorts among the names by the key of its first row
+        firsts = [
+            0,
+            *itertools.compress(itertools.count(1), map(operator.ne, ordered.prefixes, ordered.prefixes[1:])),
+        ]
+        keys = name_keys + list(map(row_keys.__getitem__, map(rows.__getitem__, firsts)))
+        texts = names + _columns_parts(merged)[1]
+        return ",".join(map(texts.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
+    # Few prefixes: one natural sort of the names and the prefixes together ranks them;
+    # the stable sort keeps a name before the prefix it equals.
     items = names + list(set(columns.prefixes))
     order = _natural_order(items)
     ranks = dict(zip(map(items.__getitem__, order), range(len(order)), strict=True))
@@ -734,7 +844,8 @@ def _sorted_names_beside_numbered(hosts: list[str]) -> str | None:
         if merged is None:
             return None
         columns = merged
-    part_of = dict(zip(*_columns_parts(columns), strict=True))  # sorted: one part per prefix
+    starts, parts = _columns_parts(columns)  # sorted: one part per prefix
+    part_of = dict(zip(map(columns.prefixes.__getitem__, starts), parts, strict=True))
     texts = names + list(map(part_of.__getitem__, items[len(names) :]))
     return ",".join(map(texts.__getitem__, order))
 
@@ -749,19 +860,22 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
-    columns = _columns(hosts, joined)
-    if columns is None:
-        if not re.search("[0-9]$", joined, re.MULTILINE):
-            # No host has a number: every host is a run of its own, and sorting them is
-            # all that hostlist_sort does (nothing overlaps or joins).
-            return ",".join(_natural_sorted(hosts) if sort else hosts)
-        if sort:
-            text = _sorted_names_beside_numbered(hosts)
-            if text is not None:
-                return text
+    pushed = _push(hosts, joined)
+    if pushed is None:
         return _compress_by_host(hosts, sort, fast=True)
+    columns = pushed.columns
+    if columns is None:
+        # No host has a number: every host is a run of its own, and sorting them is all
+        # that hostlist_sort does (nothing overlaps or joins).
+        return ",".join(_natural_sorted(hosts) if sort else hosts)
+    if pushed.names:
+        if not sort:
+            return _names_among_numbered(pushed)
+        text = _sorted_names_beside_numbered(pushed)
+        return text if text is not None else _compress_by_host(hosts, sort, fast=True)
     if sort and len(columns.lows) > 1:
-        columns = _columns_sort(columns)
+        keyed = _row_keys(pushed) if _many_prefixes(columns) else None
+        columns = _columns_sort(columns, row_keys=None if keyed is None else keyed[0])
         merged = _columns_collapse(columns)
         if merged is None:
             return _coalesced_string(_columns_to_runs(columns), hosts, fast=True)

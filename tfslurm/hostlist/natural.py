@@ -65,7 +65,7 @@ def _marks(wide: bool) -> list[str]:
     return _MARKS[wide]
 
 
-def _natural_keys(names: list[str]) -> list[str] | None:
+def _natural_keys(names: list[str], tails: bool = False) -> list[str] | None:
     """Keys that sort names as _natural_key does, made in a few C-level passes over many
     names at once; None if a name has a 4096-digit number.
 
@@ -75,10 +75,20 @@ def _natural_keys(names: list[str]) -> list[str] | None:
     and U+0001 again (below any digit, so a shorter run ends first). Other characters
     stay as they are; the end of a name sorts first, as its NUL does in strnatcmp. Names
     with other than ASCII are keyed by their UTF-8 bytes (see _marks).
+
+    ``tails``: order names that end in a number as hostrange_cmp orders hosts: by the
+    name up to that number (the prefix), naturally, then by the number's width, zero-
+    padded before unpadded, and value. The number is keyed as a mark of the prefix's end
+    (NUL, or U+0100 for other than ASCII: below every other character of a key), the
+    width as a character, '0' if padded or '1', and the digits (of that width, so they
+    compare as the values do). A name without a number then sorts before the hosts of
+    the prefix it equals, as hostrange_cmp puts a single host first. Names must not
+    contain NUL.
     """
     keys: list[str] = []
     # One encoding for all names: keys of the two encodings do not compare with each other.
     wide = not all(map(str.isascii, names))
+    end = "\u0100" if wide else "\x00"
     for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
         joined = "\n".join(names[start : start + (1 << 16)])
         if wide:
@@ -92,8 +102,24 @@ def _natural_keys(names: list[str]) -> list[str] | None:
             marks = _marks(wide)
             encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
             # runs with a leading zero are the digit strings below "1"
-            for index in itertools.compress(range(len(runs)), map(operator.lt, runs, itertools.repeat("1"))):
-                encoded[index] = f"{marks[0][0]}\x01{runs[index]}\x01"
+            padded = list(map(operator.lt, runs, itertools.repeat("1")))
+            at = list(itertools.compress(range(len(runs)), padded))
+            texts = map(runs.__getitem__, at)
+            lead = marks[0][0] + "\x01"
+            _put(
+                encoded,
+                at,
+                map(operator.add, map(operator.add, itertools.repeat(lead), texts), itertools.repeat("\x01")),
+            )
+            if tails:  # the runs that end a name: the text after them starts a new one
+                ending = list(map(str.startswith, pieces[2::2], itertools.repeat("\n")))
+                ending[-1] = not pieces[-1]
+                at = list(itertools.compress(range(len(runs)), ending))
+                widths = list(map(lengths.__getitem__, at))
+                # zero-padded: a leading zero and more than one digit
+                flags = map(operator.and_, map(padded.__getitem__, at), map((1).__lt__, widths))
+                heads = map(_tail_marks(end).__getitem__, map(operator.sub, map((2).__mul__, widths), flags))
+                _put(encoded, at, map(operator.add, heads, map(runs.__getitem__, at)))
             pieces[1::2] = encoded
         if wide:
             pieces[::2] = [text.translate(_WIDE_TEXT) for text in pieces[::2]]
@@ -101,6 +127,26 @@ def _natural_keys(names: list[str]) -> list[str] | None:
         else:
             keys += "".join(pieces).split("\n")
     return keys
+
+
+def _put(values: list[str], at: list[int], new: Iterable[str]) -> None:
+    """values[i] = the next of ``new`` for each i in ``at``, C-level (each assignment
+    returns None, so any() runs them all)."""
+    any(map(values.__setitem__, at, new))
+
+
+_TAIL_MARKS: dict[str, list[str]] = {}
+
+
+def _tail_marks(end: str) -> list[str]:
+    """For a trailing number of width w: at 2 * w, the mark of one without leading zeros;
+    at 2 * w - 1, of a zero-padded one (sorting first). Built on first use."""
+    if end not in _TAIL_MARKS:
+        _TAIL_MARKS[end] = [
+            f"{end}{chr(0x30 + n // 2 + n % 2)}{'1' if n % 2 == 0 else '0'}"
+            for n in range(2 * _MARKED_DIGITS)
+        ]
+    return _TAIL_MARKS[end]
 
 
 def _natural_order(names: list[str]) -> list[int]:
