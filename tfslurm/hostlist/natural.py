@@ -43,89 +43,94 @@ def _natural_key(name: str) -> tuple[Any, ...]:
 
 
 _MARKED_DIGITS = 4096  # digit runs up to this long get a mark; longer: _natural_key
-_WIDE_TEXT = {c: 0x100 + c for c in range(0x80) if c != 10}  # NUL ranks as the end
-# The two tables of marks (8,192 strings), built on the first sorted compress of names
-# rather than at import: they were most of this package's import time, paid by every
-# task's hook.
+_WIDE_MARKED_DIGITS = 127  # the same for names with other than ASCII (Latin-1 keys)
+# The tables of marks (8,192 strings), built on the first sorted compress of names rather
+# than at import: they were most of this package's import time, paid by every task's hook.
 _MARKS: dict[bool, list[str]] = {}
 
 
 def _marks(wide: bool) -> list[str]:
-    """The mark of each digit-run length below _MARKED_DIGITS; ``wide``: for names with
-    other than ASCII. Both tables are built on first use."""
-    if len(_MARKS) < 2:
-        # '0' and a character ranking a digit run without a leading zero by its length (above
-        # U+0001, which marks runs with one); one byte per character while runs are short.
-        run_marks = ["0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(_MARKED_DIGITS)]
-        # For names with other than ASCII, whose UTF-8 bytes sort as signed chars (before the end
-        # of a name): those bytes stay U+0080-U+00FF, the end of a name becomes U+0100, and ASCII
-        # characters (and the '0' a digit run starts with) move up to U+0101-U+017F.
-        wide_marks = [chr(0x130) + mark[1:] for mark in run_marks]
-        _MARKS.update({False: run_marks, True: wide_marks})
+    """The mark of each digit-run length (0: of a run with a leading zero); ``wide``: for
+    names with other than ASCII (see _WIDE_ORDER). Built on first use.
+
+    A mark is '0' (ranking as any digit against other text) and a character ranking the
+    run: without a leading zero, by its length; with one, first (compared as text then).
+    Marks are only ever compared with marks."""
+    if wide not in _MARKS:
+        if wide:  # characters that stay in order in the non-ASCII part of _WIDE_ORDER
+            _MARKS[wide] = ["0\x80", *("0" + chr(0x80 + n) for n in range(1, _WIDE_MARKED_DIGITS))]
+        else:  # one byte per character while runs are short
+            _MARKS[wide] = [
+                "0\x01",
+                *("0" + chr(0x80 + n if n < 0x80 else 0x100 + n) for n in range(1, _MARKED_DIGITS)),
+            ]
     return _MARKS[wide]
+
+
+# Keys of names with other than ASCII are made of their UTF-8 bytes (as Latin-1 text),
+# whose order strnatcmp takes as signed C chars: bytes 0x80-0xFF first, then the end of
+# a name (NUL), then ASCII. One bytes.translate maps them to characters of that order
+# (every byte but the newline, which stays as it is, the separator between keys).
+_WIDE_ORDER = bytes.maketrans(
+    bytes([*range(0x80, 0x100), 0, *(c for c in range(1, 0x80) if c != 10), 10]),
+    bytes([*(c for c in range(256) if c != 10), 10]),
+)
 
 
 def _natural_keys(names: list[str], tails: bool = False) -> list[str] | None:
     """Keys that sort names as _natural_key does, made in a few C-level passes over many
-    names at once; None if a name has a 4096-digit number.
+    names at once; None if a name has a number of 4,096 digits or more (127 or more in a
+    list with a name of other than ASCII).
 
-    Each run of digits becomes '0' (where _natural_key's 48 stands), then a character
-    ranking like _natural_key's next fields: for a run without a leading zero, one above
-    U+0080 + its length, then the digits; for one with a leading zero, U+0001, the digits
-    and U+0001 again (below any digit, so a shorter run ends first). Other characters
+    Each run of digits becomes its mark (_marks) and its digits, and a run with a leading
+    zero ends in U+0001 (below any digit, so a shorter run ends first). Other characters
     stay as they are; the end of a name sorts first, as its NUL does in strnatcmp. Names
-    with other than ASCII are keyed by their UTF-8 bytes (see _marks).
+    with other than ASCII are keyed by their UTF-8 bytes (_WIDE_ORDER), each ending in the
+    end mark.
 
     ``tails``: order names that end in a number as hostrange_cmp orders hosts: by the
     name up to that number (the prefix), naturally, then by the number's width, zero-
-    padded before unpadded, and value. The number is keyed as a mark of the prefix's end
-    (NUL, or U+0100 for other than ASCII: below every other character of a key), the
-    width as a character, '0' if padded or '1', and the digits (of that width, so they
-    compare as the values do). A name without a number then sorts before the hosts of
-    the prefix it equals, as hostrange_cmp puts a single host first. Names must not
-    contain NUL.
+    padded before unpadded, and value. The number is keyed as the end mark (below every
+    other character of a key), the width as a character, '0' if padded or '1', and the
+    digits (of that width, so they compare as the values do). A name without a number
+    then sorts before the hosts of the prefix it equals, as hostrange_cmp puts a single
+    host first. Names must not contain NUL or newlines.
     """
     keys: list[str] = []
     # One encoding for all names: keys of the two encodings do not compare with each other.
     wide = not all(map(str.isascii, names))
-    end = "\u0100" if wide else "\x00"
+    marks = _marks(wide)
+    ending = "\x00\n" if wide else "\n"  # what follows a name's last character
     for start in range(0, len(names), 1 << 16):  # bounds the memory of the pieces
-        joined = "\n".join(names[start : start + (1 << 16)])
+        joined = ending.join(names[start : start + (1 << 16)])
         if wide:
-            joined = joined.encode("utf-8", "surrogatepass").decode("latin-1")
+            joined = joined.encode("utf-8", "surrogatepass").decode("latin-1") + "\x00"
         pieces = re.split("([0-9]+)", joined)  # text, digits, text, ..., text
         runs = pieces[1::2]
         if runs:
             lengths = list(map(len, runs))
-            if max(lengths) >= _MARKED_DIGITS:
+            if max(lengths) >= len(marks):
                 return None
-            marks = _marks(wide)
-            encoded = list(map(operator.add, map(marks.__getitem__, lengths), runs))
             # runs with a leading zero are the digit strings below "1"
             padded = list(map(operator.lt, runs, itertools.repeat("1")))
+            lengths_or_0 = map(operator.mul, lengths, map(operator.not_, padded))
+            encoded = list(map(operator.add, map(marks.__getitem__, lengths_or_0), runs))
             at = list(itertools.compress(range(len(runs)), padded))
-            texts = map(runs.__getitem__, at)
-            lead = marks[0][0] + "\x01"
-            _put(
-                encoded,
-                at,
-                map(operator.add, map(operator.add, itertools.repeat(lead), texts), itertools.repeat("\x01")),
-            )
-            if tails:  # the runs that end a name: the text after them starts a new one
-                ending = list(map(str.startswith, pieces[2::2], itertools.repeat("\n")))
-                ending[-1] = not pieces[-1]
-                at = list(itertools.compress(range(len(runs)), ending))
+            _put(encoded, at, map(operator.add, map(encoded.__getitem__, at), itertools.repeat("\x01")))
+            if tails:  # the runs that end a name
+                last = list(map(str.startswith, pieces[2::2], itertools.repeat(ending)))
+                last[-1] = pieces[-1] == ending[:-1]
+                at = list(itertools.compress(range(len(runs)), last))
                 widths = list(map(lengths.__getitem__, at))
                 # zero-padded: a leading zero and more than one digit
                 flags = map(operator.and_, map(padded.__getitem__, at), map((1).__lt__, widths))
-                heads = map(_tail_marks(end).__getitem__, map(operator.sub, map((2).__mul__, widths), flags))
+                heads = map(_tail_marks().__getitem__, map(operator.sub, map((2).__mul__, widths), flags))
                 _put(encoded, at, map(operator.add, heads, map(runs.__getitem__, at)))
             pieces[1::2] = encoded
+        text = "".join(pieces)
         if wide:
-            pieces[::2] = [text.translate(_WIDE_TEXT) for text in pieces[::2]]
-            keys += map(operator.add, "".join(pieces).split("\n"), itertools.repeat("\u0100"))
-        else:
-            keys += "".join(pieces).split("\n")
+            text = text.encode("latin-1").translate(_WIDE_ORDER).decode("latin-1")
+        keys += text.split("\n")
     return keys
 
 
@@ -135,18 +140,19 @@ def _put(values: list[str], at: list[int], new: Iterable[str]) -> None:
     any(map(values.__setitem__, at, new))
 
 
-_TAIL_MARKS: dict[str, list[str]] = {}
+_TAIL_MARKS: list[str] = []
 
 
-def _tail_marks(end: str) -> list[str]:
+def _tail_marks() -> list[str]:
     """For a trailing number of width w: at 2 * w, the mark of one without leading zeros;
-    at 2 * w - 1, of a zero-padded one (sorting first). Built on first use."""
-    if end not in _TAIL_MARKS:
-        _TAIL_MARKS[end] = [
-            f"{end}{chr(0x30 + n // 2 + n % 2)}{'1' if n % 2 == 0 else '0'}"
-            for n in range(2 * _MARKED_DIGITS)
-        ]
-    return _TAIL_MARKS[end]
+    at 2 * w - 1, of a zero-padded one (sorting first). NUL first: the end of the prefix
+    (the end mark in wide keys too, after _WIDE_ORDER); the width as U+0080 + w (in the
+    part of _WIDE_ORDER that keeps its order). Built on first use."""
+    if not _TAIL_MARKS:
+        _TAIL_MARKS.extend(
+            f"\x00{chr(0x80 + n // 2 + n % 2)}{'1' if n % 2 == 0 else '0'}" for n in range(2 * _MARKED_DIGITS)
+        )
+    return _TAIL_MARKS
 
 
 def _natural_order(names: list[str]) -> list[int]:
