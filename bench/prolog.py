@@ -16,7 +16,9 @@ fails ``--node``), so every task runs the hook itself, as before. It prints the 
 per-task deltas (step delta / tasks) against the targets:
 (b)-(a) <= 1 ms per task, (c)-(a) <= 30 ms per task. As references it also times (r) a
 cluster whose TaskProlog is an empty ``/bin/sh`` script (Slurm's own cost of running any
-TaskProlog) and the wrapper alone without Slurm, so a miss can be attributed.
+TaskProlog), (f) set-up A's floor: the per-node run of a hook that only starts the same
+Python (``-I -S``) and prints an empty block per task, and the wrapper alone without Slurm,
+so a miss can be attributed.
 ``python bench/all.py --with-cluster`` takes :func:`rows` into its table.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.
 from measure import Check, Row
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
+#: The floor hook (f): Python's start-up and an empty ``--node`` block for each task of the node.
+FLOOR_CODE = (
+    "import os, sys; ids = os.environ['SLURM_GTIDS'].split(','); sys.stdout.write("
+    + repr(prolog.NODE_HEADER + "\n")
+    + " + ''.join(f'task {i} 0\\ninput SLURM_PROCID={g}\\ninput SLURM_LOCALID={i}\\n' for i, g in enumerate(ids))"
+    + " + 'end\\n')"
+)
+FLOOR_VARIABLE = "TFSLURM_BENCH_FLOOR"  # set in (f)'s tasks: the (c3) cluster's hook runs FLOOR_CODE
 TARGET_B_MS = 1.0
 TARGET_C_MS = 30.0
 
@@ -130,7 +141,11 @@ def measure(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> M
         base: dict[str, Any] = dict(num_nodes=nodes, gpus=0, cpus=max(4, -(-tasks // nodes)))
         load_before = os.getloadavg()
         per_task_hook = work / "per-task-hook"
-        per_task_hook.write_text(f'#!/bin/sh\n[ "$1" = --node ] && exit 3\nexec {wrapper} "$@"\n')
+        floor = f"exec {shlex.quote(sys.executable)} -I -S -c {shlex.quote(FLOOR_CODE)}"
+        per_task_hook.write_text(
+            f'#!/bin/sh\n[ -n "${{{FLOOR_VARIABLE}:-}}" ] && [ "$1" = --node ] && {floor}\n'
+            f'[ "$1" = --node ] && exit 3\nexec {wrapper} "$@"\n'
+        )
         per_task_hook.chmod(0o755)
         empty = work / "empty-taskprolog"
         empty.write_text("#!/bin/sh\nexit 0\n")
@@ -152,7 +167,14 @@ def measure(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> M
                 "b2": (hooked, [*shape, "true"]),
                 "c2": (hooked, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
                 "c3": (per_task_hooked, ["--tf-dist=chief:1,worker:*", *shape, "true"]),
-            }
+                "f": (per_task_hooked, [f"--export=ALL,{FLOOR_VARIABLE}=1", "--tf-dist=chief:1,worker:*",
+                                        *shape, "true"]),
+            }  # fmt: skip
+            # (f) is a floor only if the plugin used the floor's blocks (no TF_CONFIG), not the hook
+            cluster, argv = settings["f"]
+            used = cluster.srun(*argv[:-1], "sh", "-c", 'test -z "${TF_CONFIG:-}"', timeout=120)
+            if used.returncode != 0:
+                raise SystemExit(f"the floor hook's output was not used: {used.stderr.strip()[-500:]}")
             times: dict[str, list[float]] = {k: [] for k in settings}
             for i in range(warmup + runs):
                 for key, (cluster, argv) in settings.items():
@@ -212,7 +234,7 @@ def main() -> int:
     shape = [f"-N{args.nodes}", f"-n{args.tasks}"]
     measured = measure(args.runs, args.warmup, args.nodes, args.tasks, args.snapshot)
     med, (load_before, load_after), (alone_b, alone_c) = measured.med, measured.load, measured.alone
-    per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("r", "b", "c", "b2", "c2", "c3")}
+    per_task = {k: (med[k] - med["a"]) / args.tasks for k in ("r", "b", "c", "b2", "c2", "c3", "f")}
     print(f"srun {' '.join(shape)} true: median of {args.runs} interleaved runs each "
           f"(load average {load_before:.1f} -> {load_after:.1f}, {os.cpu_count()} CPUs)")  # fmt: skip
     print(f"  (a) no TaskProlog, no plugin        {med['a']:8.1f} ms")
@@ -226,6 +248,10 @@ def main() -> int:
     print(
         f"  (c3) as (c2), hook in every task    {med['c3']:8.1f} ms  ({per_task['c3']:.2f} ms per task; "
         f"per-node run saves {per_task['c3'] - per_task['c2']:.2f} ms per task)"
+    )
+    ratio = f"(c2) is {per_task['c2'] / per_task['f']:.2f}x it" if per_task["f"] > 0 else "below (a): noise"
+    print(
+        f"  (f) A's floor: bare Python per node {med['f']:8.1f} ms  ({per_task['f']:.2f} ms per task; {ratio})"
     )
     verdicts = []
     for key, target in TARGETS:

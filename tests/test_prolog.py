@@ -7,6 +7,8 @@ GPUs it got) and Slurm's own TaskProlog line protocol (``_proc_stdout`` in slurm
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import io
 import json
 import os
@@ -20,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
+from importcost import added_by
 from tfslurm import prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
@@ -457,16 +460,59 @@ def test_cli_hook_prints_export_lines() -> None:
     assert done.stdout == prolog.node_output(env) and done.stdout.startswith(prolog.NODE_HEADER + "\n")
 
 
-def test_hook_imports_no_tensorflow() -> None:
-    env = fixture_env(**{prolog.MARKER: "worker:*"})
+# What a hook run may import of tfslurm. Its start-up is most of what a --tf-dist task (set-up
+# B) or node (set-up A) pays (docs/admin-guide.md, "Per-task cost"), so a module joins only
+# deliberately: the descriptor is imported only for a TF_CONFIG too large to export, runtimes
+# and iface only with TFSLURM_FOR / TFSLURM_IFACE.
+HOOK_MODULES = frozenset(
+    {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
+     "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
+     "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.compression",
+     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
+     "tfslurm.hostlist.natural"}
+)  # fmt: skip
+# The dataclasses those modules define. Creating one costs about 1 to 2.5 ms on Python 3.11
+# (dataclasses compiles the methods it writes), these together about a quarter of a hook run,
+# and importing dataclasses (with inspect) as much again: a new one is a cost for every task.
+HOOK_DATACLASSES = (
+    "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
+    "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
+    "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
+    "tfslurm.step.Step",
+)  # fmt: skip
+
+
+def _tfslurm_modules() -> list[str]:
+    root = Path(PACKAGE_PARENT)
+    names = (".".join(path.relative_to(root).with_suffix("").parts) for path in root.glob("tfslurm/**/*.py"))
+    return sorted(name.removesuffix(".__init__") for name in names)
+
+
+@pytest.mark.parametrize("argv", [[], ["--node"]], ids=["task", "node"])
+def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
+    """The hook as the wrapper runs it (``-I -S``, the task's environment) imports no
+    TensorFlow, none of these standard modules and of tfslurm only HOOK_MODULES."""
+    env = fixture_env(**{prolog.MARKER: "worker:*"})  # GPUs: the GPU code runs too
+    assert any(line.startswith("export TF_CONFIG=") for line in prolog.prolog_lines(env))
     code = (
-        f"import sys; sys.path.insert(0, {PACKAGE_PARENT!r}); from tfslurm.prolog import main; "
-        "main(); print('TF' if any(m.startswith('tensorflow') for m in sys.modules) else 'no TF')"
+        f"import os, sys; os.environ.clear(); os.environ.update({env!r})\n"
+        f"sys.path.insert(0, {PACKAGE_PARENT!r}); from tfslurm.prolog import main\n"
+        f"assert main(argv={argv!r}) == 0\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120
+    others = [name for name in _tfslurm_modules() if name not in HOOK_MODULES]
+    assert "tfslurm.descriptor" in others and "tfslurm.runtimes" in others
+    stdlib = ("typing", "json", "subprocess", "socket", "signal", "pathlib", "shlex", "argparse", "zlib")
+    assert added_by(code, (*stdlib, "tensorflow", *others)) == []
+
+
+def test_hook_path_defines_only_these_dataclasses() -> None:
+    made = sorted(
+        f"{name}.{value.__name__}"
+        for name in HOOK_MODULES
+        for value in vars(importlib.import_module(name)).values()
+        if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)
     )
-    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "no TF", done.stderr
+    assert tuple(made) == HOOK_DATACLASSES
 
 
 # --- --node: every task of a node in one run (the plugin's prolog= mode) ----------------

@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tfslurm.descriptor import Descriptor
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
@@ -372,6 +371,8 @@ class Plan:
 
     @cached_property
     def _descriptor(self) -> str:
+        from tfslurm.descriptor import Descriptor  # only a too-large TF_CONFIG needs it
+
         return Descriptor(
             nodes=self.nodes,
             counts=self.counts,
@@ -388,6 +389,7 @@ class Plan:
 
         GPUs are not part of a descriptor (each task gets its own in CUDA_VISIBLE_DEVICES).
         """
+        from tfslurm.descriptor import Descriptor
         from tfslurm.ports import PortRule
 
         fields = Descriptor.decode(text)
