@@ -23,7 +23,7 @@ import shlex
 import sys
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tfslurm.localcluster import ClusterConfig, LocalCluster, slurm_version
@@ -204,7 +204,7 @@ def record(cluster: LocalCluster, exp: Experiment, work: Path, out_dir: Path, cl
         f"# command: {command}",
         f"# exit code: {rc}",
         f"# cluster: {cluster_line}",
-        f"# recorded: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} by tests/record_observed.py",
+        f"# recorded: {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} by tests/record_observed.py",
         *(f"# stderr: {line}" for line in stderr.splitlines()),
     ]
     for label_dir in sorted(p for p in dumps.iterdir() if p.is_dir()) if dumps.exists() else []:

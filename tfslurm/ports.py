@@ -91,19 +91,14 @@ _HIGH_FLOOR = 61000
 _MAX_PORT = 65535
 
 
-class PortKind(str, enum.Enum):
+class PortKind(enum.StrEnum):
     """Where a step's ports come from. The value is the name shown in messages and by
-    :meth:`PortRule.describe`; being a ``str`` as well, ``kind == "reserved"`` still holds."""
+    :meth:`PortRule.describe` (``str()`` and f-strings give it); being a ``str`` as well,
+    ``kind == "reserved"`` still holds."""
 
     RESERVED = "reserved"  # Slurm's reservation (MpiParams=ports, --resv-ports)
     DERIVED = "derived"  # a base derived from job and step id
     EXPLICIT = "explicit"  # port_base= or TFSLURM_PORT_BASE
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:  # f"{kind}": the value on every Python version
-        return self.value.__format__(spec)
 
 
 # One letter per kind in the plan descriptor (PortRule.encode).
@@ -129,7 +124,7 @@ class PortRule:
         given: object = self.kind  # a kind's text is taken for it
         if not isinstance(given, PortKind):
             try:
-                object.__setattr__(self, "kind", PortKind(given))
+                object.__setattr__(self, "kind", PortKind(given))  # type: ignore[arg-type]  # bad: named below
             except (ValueError, TypeError):
                 known = ", ".join(kind.value for kind in PortKind)
                 raise PortError(f"port rule kind {given!r} is not one of {known}") from None
