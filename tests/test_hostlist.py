@@ -537,6 +537,23 @@ def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(
     assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 130), min_size=2, max_size=60),
+    st.sampled_from([0, 1, 2, 3, 4]),
+    st.sampled_from(["n", "a1b-", ""]),
+)
+@example([9, 10, 10, 11, 0, 5], 0, "n")  # repeats and a digit-count boundary, unpadded
+@example([7, 123, 124, 8, 7], 3, "n")  # zero-padded and unpadded of one width
+def test_sorted_compress_of_one_prefix_is_the_host_by_host_text(
+    numbers: list[int], width: int, prefix: str
+) -> None:
+    """One prefix, one width class: the numbers are sorted and cut into runs without
+    pushing runs first; the text is the literal transcription's."""
+    hosts = [f"{prefix}{n:0{width}d}" for n in numbers]
+    assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
+
+
 @st.composite
 def many_prefixes(draw) -> list[str]:
     """Hosts whose prefixes mostly differ (what Slurm writes for products of brackets),
@@ -571,7 +588,7 @@ def test_compress_of_many_prefixes_is_the_host_by_host_text(hosts: list[str], so
     transcription's on every input, and the rows' order is the column sorts' (a wrong
     order can hide behind the host-by-host fallback for overlaps)."""
     assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
-    pushed = compression._push(hosts, "\n".join(hosts))
+    pushed = compression._push(hosts, compression._host_columns(hosts, "\n".join(hosts)))
     if pushed is not None and pushed.columns is not None:
         keyed = compression._row_keys(pushed)
         assert keyed is not None
@@ -592,7 +609,7 @@ def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_t
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
     hosts = expand("r2n[347-359,000000000000000001123]6[1147-1157,234-244][495-497]4")
-    assert compression._push(hosts, "\n".join(hosts)) is not None
+    assert compression._push(hosts, compression._host_columns(hosts, "\n".join(hosts))) is not None
     for sort in (False, True):
         assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
         assert Counter(expand(compress(hosts, sort=sort))) == Counter(hosts)

@@ -360,9 +360,10 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
     return None if "" in tails else (prefix, tails)
 
 
-def _host_columns(
-    hosts: list[str], joined: str
-) -> tuple[_Columns | None, list[int], list[int] | None, list[int], list[str]] | None:
+_HostColumns: TypeAlias = "tuple[_Columns | None, list[int], list[int] | None, list[int], list[str]]"
+
+
+def _host_columns(hosts: list[str], joined: str) -> _HostColumns | None:
     """One row per host that ends in a number (every run a single host), those hosts'
     digit counts, where they stand in ``hosts`` when some host has no numeric tail (None
     when every host has one), where those names stand, and the hosts with a number. The
@@ -450,10 +451,10 @@ class _Pushed:
         self.last_at = last_at
 
 
-def _push(hosts: list[str], joined: str) -> _Pushed | None:
-    """Push the hosts as runs, or None when a tail has more than _COLUMN_DIGITS digits
-    or a number over 64 bits (the host-by-host path takes those)."""
-    found = _host_columns(hosts, joined)
+def _push(hosts: list[str], found: _HostColumns | None) -> _Pushed | None:
+    """Push the hosts as runs (``found``: what _host_columns gave for them), or None when
+    a tail has more than _COLUMN_DIGITS digits or a number over 64 bits (the host-by-host
+    path takes those)."""
     if found is None:
         return None
     columns, widths, positions, name_at, numbered = found
@@ -543,6 +544,41 @@ def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
 def _many_prefixes(columns: _Columns) -> bool:
     """Whether the rows have so many prefixes that one key per row sorts them faster."""
     return not columns.one_prefix and len(set(columns.prefixes)) * 4 > len(columns.prefixes)
+
+
+def _sorted_one_prefix(columns: _Columns) -> str | None:
+    """Sorted compress of single hosts of one prefix whose numbers are of one width class
+    (none zero-padded, or all written with one width); None for other columns.
+
+    Why it is the same as sorting and collapsing the pushed runs: where every two runs'
+    widths are compatible, hostlist_coalesce leaves the prefix's numbers in order, each
+    as often as it was given, and hostlist_collapse cuts that sequence wherever the next
+    number is not one more (see _coalesce_by_group), however the hosts were pushed. So
+    the numbers are sorted (a C sort of ints), cut and written.
+    """
+    widths, unpadded = columns.widths, columns.unpadded
+    if not columns.one_prefix or columns.highs is not columns.lows:
+        return None
+    if unpadded is None:  # no number zero-padded: each is written as str() writes it
+        width = 0
+    elif widths is not None and min(widths) == max(widths):
+        width = widths[0]  # all written this wide (the unpadded ones have as many digits)
+    else:
+        return None
+    numbers = sorted(columns.lows)
+    total = len(numbers)
+    follows = map(operator.eq, map(operator.add, numbers, itertools.repeat(1)), numbers[1:])
+    starts = [0, *itertools.compress(range(1, total), map(operator.not_, follows))]
+    ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), total - 1]
+    spec = f"0{width}d"
+    parts = list(map(format, map(numbers.__getitem__, starts), itertools.repeat(spec)))
+    spans = list(itertools.compress(range(len(starts)), map(operator.lt, starts, ends)))
+    for index in spans:  # runs of several hosts: low-high
+        parts[index] = _span_text(numbers[starts[index]], numbers[ends[index]], width)
+    prefix = columns.prefixes[0]
+    if len(parts) == 1 and not spans:
+        return prefix + parts[0]
+    return f"{prefix}[{','.join(parts)}]"
 
 
 def _columns_sort(
@@ -860,7 +896,12 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
-    pushed = _push(hosts, joined)
+    found = _host_columns(hosts, joined)
+    if sort and found is not None and found[0] is not None and found[2] is None and len(hosts) > 1:
+        text = _sorted_one_prefix(found[0])
+        if text is not None:
+            return text
+    pushed = _push(hosts, found)
     if pushed is None:
         return _compress_by_host(hosts, sort, fast=True)
     columns = pushed.columns
