@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from tfslurm.hostlist import (
     count,
     expand,
     expand_counts,
+    grammar,
     groups,
     index_of,
     natural,
@@ -767,6 +769,25 @@ def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
     assert peak < 1.5 * floor, (peak, floor)
 
 
+def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None:
+    # 25 items of 4,000 scattered numbers each: what expand keeps of the parsed groups
+    # (their split parts, from the 64-bit check of "n1[...]") is gone before the hosts
+    numbers = list(range(100_000))
+    random.Random(7).shuffle(numbers)
+    chunks = [numbers[i : i + 4_000] for i in range(0, len(numbers), 4_000)]
+    text = ",".join(f"n{k}[" + ",".join(map(str, chunk)) + "]" for k, chunk in enumerate(chunks))
+    hosts = [f"n{k}{n}" for k, chunk in enumerate(chunks) for n in chunk]
+    floor = sys.getsizeof(hosts) + sum(map(sys.getsizeof, hosts))
+    tracemalloc.start()
+    try:
+        expanded = expand(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert expanded == hosts
+    assert peak < 1.5 * floor, (peak, floor)
+
+
 def test_trailing_numbers_made_of_several_groups_are_checked_without_expanding() -> None:
     # the digits after the last non-digit span groups and texts: found by the fuzz target
     # (it took seconds, expanding 900k hosts three times, to accept or refuse them)
@@ -814,3 +835,157 @@ def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, 
     assert expected == sum(
         len(f"{n:0{width}d}") for _, low, high, width in spans[:3] for n in range(low, high + 1)
     ) + sum(groups._span_digits(low, high, width) for _, low, high, width in spans[3:])
+
+
+# ---- runs of one-group items (what compress writes for hosts whose prefixes differ) -------
+
+_ULONG_MAX = 2**64 - 1
+
+
+def _one_group_hosts(item: str) -> list[str] | None:
+    """The hosts of ``prefix[body]tail`` by the grammar's rules, written out directly
+    (independent of the parser): None where the item is refused."""
+    prefix, rest = item.split("[")
+    body, tail = rest.split("]")
+    hosts = []
+    for part in body.split(","):
+        matched = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
+        if matched is None:
+            return None
+        low_text, high_text = matched[1], matched[2] or matched[1]
+        low, high = int(low_text), int(high_text)
+        if high > _ULONG_MAX or high < low or high - low >= hostlist.MAX_RANGE_HOSTS:
+            return None
+        hosts += [f"{prefix}{n:0{len(low_text)}d}{tail}" for n in range(low, high + 1)]
+    for host in hosts:
+        digits = host[len(host.rstrip("0123456789")) :].lstrip("0")
+        if len(digits) > 20 or int(digits or "0") > _ULONG_MAX:
+            return None
+    return hosts
+
+
+_run_number = st.one_of(
+    st.integers(0, 1300).map(str),
+    st.builds(lambda n, width: f"{n:0{width}d}", st.integers(0, 99), st.integers(2, 25)),
+    st.integers(_ULONG_MAX - 3, _ULONG_MAX + 2).map(str),
+    st.integers(10**17, 10**19).map(str),
+)
+
+
+@st.composite
+def _run_body(draw) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        low = draw(_run_number)
+        pick = draw(st.integers(0, 9))
+        if pick < 5:
+            parts.append(low)
+        elif pick < 9:
+            parts.append(f"{low}-{int(low) + draw(st.integers(0, 6))}")
+        else:  # refused: reversed, too long, not digits, empty
+            parts.append(draw(st.sampled_from(["5-3", "1-70000", "x", "", "1-", "²"])))
+    return ",".join(parts)
+
+
+_run_prefix = st.one_of(
+    st.text(st.sampled_from("abn-_.x\x00é"), max_size=4).map(lambda text: text + "r"),
+    st.text(st.sampled_from("abn-_.x0123456789"), max_size=8),
+    st.text(st.sampled_from("0123456789"), max_size=22),  # trailing digits: the 64-bit check
+)
+_run_tail = st.one_of(
+    st.sampled_from(["", "", "-ib", "5", "0" * 17]),  # shared by many items
+    st.text(st.sampled_from("-ibx\x00"), max_size=3),
+    st.text(st.sampled_from("0123456789"), max_size=21),  # joins the trailing number
+    st.text(st.sampled_from("0123456789"), min_size=19, max_size=21).map(lambda digits: "x" + digits),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            _run_prefix, st.sampled_from(["1", "1-3", "10390,1306,1200", "07-8,1"]) | _run_body(), _run_tail
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from([",", ",", ",,", " ", "\t", ", ", None]),
+    st.data(),
+)
+def test_runs_of_one_group_items_expand_as_each_item_alone(
+    items: list[tuple[str, str, str]], separator: str | None, data
+) -> None:
+    """Items of one bracket group are planned a run at a time (the same "[body]tail" parsed
+    once, the 64-bit check only for prefixes that can reach it) and written from one text
+    per group and tail: the result is each item's hosts in turn, and an error is the first
+    refused item's."""
+    texts = [f"{prefix}[{body}]{tail}" for prefix, body, tail in items]
+    if separator is not None:
+        expr = separator.join(texts)  # one separator throughout (',' is compress's)
+    else:  # each its own
+        expr = texts[0]
+        for text in texts[1:]:
+            expr += data.draw(st.sampled_from([",", ",,", " ", "\t", ", "])) + text
+    expected: list[str] = []
+    refused = None
+    for text in texts:
+        hosts = _one_group_hosts(text)
+        if hosts is None:
+            refused = text
+            break
+        expected += hosts
+    if refused is not None:
+        with pytest.raises(HostlistError) as alone:
+            expand(refused)
+        what = str(alone.value).removeprefix(f"bad hostlist {grammar._show(refused)}: ")
+        for function in (expand, count):
+            with pytest.raises(HostlistError) as whole:
+                function(expr)
+            assert str(whole.value) == f"bad hostlist {grammar._show(expr)}: {what}"
+        return
+    assert expand(expr) == expected
+    assert count(expr) == len(expected)
+    for index in data.draw(st.lists(st.integers(0, len(expected) - 1), max_size=5)):
+        assert nth(expr, index) == expected[index]
+        assert index_of(expr, expected[index]) == expected.index(expected[index])
+
+
+def test_runs_of_one_group_items_keep_the_bounds_item_by_item() -> None:
+    """The bounds are counted item by item in a run as well: the item that crosses one is
+    refused before its 64-bit check, and nothing after it is read."""
+    limit = hostlist.MAX_HOSTS
+    run = ",".join(f"r{i}x[1-64]" for i in range(limit // 64))  # limit hosts exactly
+    assert count(run) == limit
+    over = f"more than {limit} hosts"
+    for expr, error in [
+        (run + ",r[1]", over),
+        (run + ",r[1],z[5-1]", over),  # the bound first: the bad item after is not read
+        (run + ",r[1]" + "9" * 20, over),  # the bound before the 64-bit check
+        ("z[5-1]," + run, "reversed range '5-1'"),
+        (run[: len(run) // 2] + ",z[5-1]" + run[len(run) // 2 :], "reversed range '5-1'"),
+        (run[:-6] + "[1-3]" + "9" * 20, "host 'r16383x399999999999999999999' ends in a number"),
+    ]:
+        for function in (count, expand):
+            with pytest.raises(HostlistError, match=re.escape(error)):
+                function(expr)
+    # the characters of every host, exactly: 61,992 an item (300 hosts of 204 characters
+    # and 792 digits), so 1,082 items are within the bound and 1,083 past it
+    wide = ",".join("y" * 100 + f"{i:04d}[1-300]" + "z" * 100 for i in range(1_083))
+    with pytest.raises(HostlistError, match=f"more than {hostlist.MAX_CHARS} characters"):
+        count(wide)
+    assert count(wide.rpartition(",y")[0]) == 1_082 * 300
+
+
+def test_a_bracket_after_many_prefixes_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    parse = grammar._parse_ranges
+
+    def counted(expr: str, body: str) -> groups._Group:
+        parsed.append(body)
+        return parse(expr, body)
+
+    monkeypatch.setattr(grammar, "_parse_ranges", counted)
+    expr = ",".join(f"r{i}x[10390,1306,1200]" for i in range(5_000)) + ",q[1-2]z[3],r[10390,1306,1200]-ib"
+    assert count(expr) == 15_005
+    assert expand(expr)[-3:] == ["r10390-ib", "r1306-ib", "r1200-ib"]
+    assert parsed == ["10390,1306,1200", "1-2", "3"] * 2

@@ -29,20 +29,40 @@ def expand(expr: str) -> list[str]:
         return _plain_hosts(expr, expr)
     parts: list[list[str]] = []
     texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
+    templates: dict[tuple[_Group, str], str] = {}
     for texts, groups, size in _plan(expr):
         hosts = texts if not groups else _item_hosts(texts, groups) if size > 4096 else None
         if hosts is None:
+            if len(groups) == 1 and size <= 4096:
+                # Items of one group: the hosts of each (group, tail) are written once,
+                # with a NUL where the prefix goes (no number holds one: they are digits).
+                key = (groups[0], texts[1])
+                template = templates.get(key)
+                if template is None:
+                    template = templates[key] = _hosts_template(*key)
+                if template:
+                    texts_of_items.append(template.replace("\x00", texts[0]))
+                    continue
             texts_of_items.append(_item_text(texts, groups))
             continue
         if texts_of_items:
             parts.append(_split_hosts("".join(texts_of_items)))
             texts_of_items = []
         parts.append(hosts)
+    del templates  # the groups it holds (the plan is gone) before the hosts are made
     if texts_of_items:
         parts.append(_split_hosts("".join(texts_of_items)))
     if len(parts) == 1:
         return parts[0]
     return list(itertools.chain.from_iterable(parts))
+
+
+def _hosts_template(group: _Group, tail: str) -> str:
+    """``",<NUL><n><tail>"`` for every number n of the group: _item_text of an item of this
+    group and tail, with its prefix put in place of each NUL; "" if the tail holds a NUL."""
+    if "\x00" in tail:
+        return ""
+    return ",\x00" + group.joined().replace(",", f"{tail},\x00") + tail
 
 
 def _item_hosts(texts: list[str], groups: list[_Group]) -> list[str] | None:

@@ -146,24 +146,35 @@ _BALANCED = r"[^\[\]]*+(?:\[[^\[\]]*+\][^\[\]]*+)*+"
 _ITEM_REST = re.compile(r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++")
 
 
-def _bracket_items(expr: str) -> Iterable[tuple[int, int]]:
-    """(start, end) of each item with brackets, in order, for balanced brackets: found with
-    C-level searches, each part of the text looked at once or twice."""
-    pos = 0
-    while True:
-        bracket = expr.find("[", pos)
-        if bracket < 0:
-            return
-        start = 1 + max(
-            expr.rfind(",", pos, bracket),
-            expr.rfind(" ", pos, bracket),
-            expr.rfind("\t", pos, bracket),
-            pos - 1,
-        )
-        match = _ITEM_REST.match(expr, bracket)
-        assert match is not None  # brackets are balanced
-        pos = match.end()
-        yield start, pos
+# An item with one bracket group, "prefix[body]tail" (what compress writes for hosts whose
+# prefixes differ, tens of thousands of them): runs of them, separated by separators only,
+# are found and split with C-level passes (_plan_simple). A run is matched a bounded
+# number of items at a time (fewer at first) in a bounded stretch of text (as long as the
+# text before it), so that an expression past a bound stops soon after the item that
+# crosses it, as one read item by item does: after at most twice the text.
+_SIMPLE_ITEM = r"[^\[\],\t ]*+\[[^\[\]]*+\][^\[\],\t ]*+(?!\[)"
+_SIMPLE_RUNS = tuple(
+    re.compile(rf"{_SIMPLE_ITEM}(?:[,\t ]++{_SIMPLE_ITEM}){{0,{items - 1}}}+") for items in (16, 256, 4096)
+)
+# (prefix, "body]tail") of each item of a run.
+_SIMPLE_PARTS = re.compile(r"([^\[\],\t ]*+)\[([^\[\]]*+\][^\[\],\t ]*+)")
+
+
+def _simple_parts(expr: str, start: int, end: int) -> Iterable[tuple[str, str]]:
+    """(prefix, "body]tail") of each item of the run of one-group items from start to end.
+
+    Where one ',' separates the items (what compress writes) the run's text is split at
+    its '[' and each piece, "body]tail,prefix", at its last ',' (a prefix has none):
+    C-level passes that make two strings an item, where findall makes them from a match.
+    """
+    if any(expr.find(other, start, end) >= 0 for other in (",,", " ", "\t")):
+        return _SIMPLE_PARTS.findall(expr, start, end)
+    pieces = expr[start:end].split("[")
+    last = pieces.pop()
+    cuts = list(map(str.rpartition, itertools.islice(pieces, 1, None), itertools.repeat(",")))
+    prefixes = [pieces[0], *map(operator.itemgetter(2), cuts)]
+    rests = [*map(operator.itemgetter(0), cuts), last]
+    return zip(prefixes, rests, strict=True)
 
 
 def _bracket_error(expr: str) -> HostlistError:
@@ -360,7 +371,14 @@ def _item_plan(
     return texts, groups, hosts, hosts * chars + numbers
 
 
-def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
+_Plan = tuple[list[str], list[_Group], int]
+# What _plan_simple knows of one "[body]tail" after a first item with it: the item's
+# groups list (shared by the items), host count, tail, characters less the prefix's, and
+# the fewest trailing digits of a prefix that make the 64-bit check worth doing.
+_Simple = tuple[list[_Group], int, str, int, int]
+
+
+def _plan(expr: str) -> list[_Plan]:
     """Parse and size-check a whole expression without expanding it: one entry per item
     with brackets (its texts, groups and host count) and one per stretch of bracket-free
     items between them (its hosts, no groups, their count)."""
@@ -369,34 +387,118 @@ def _plan(expr: str) -> list[tuple[list[str], list[_Group], int]]:
     _no_newline(expr)
     if not re.fullmatch(_BALANCED, expr):
         raise _bracket_error(expr)
-    plans: list[tuple[list[str], list[_Group], int]] = []
+    plans: list[_Plan] = []
     hosts = 0
     chars = 0
-    start = 0
+    pos = 0  # the end of the last item read
     seen: dict[str, _Group] = {}
+    simple: dict[str, _Simple] = {}
+    runs = 0
     # Items one at a time: every item has a host, so a huge expression stops at the bound.
-    for match in itertools.chain(_bracket_items(expr), [None]):
-        end = len(expr) if match is None else match[0]
-        if end > start and expr[start:end].strip(",\t "):
-            plain = _plain_hosts(expr, expr[start:end])
+    while True:
+        bracket = expr.find("[", pos)
+        if bracket < 0:
+            start = len(expr)
+        else:  # the item holding the '[' starts after the last separator before it
+            start = 1 + max(
+                expr.rfind(",", pos, bracket),
+                expr.rfind(" ", pos, bracket),
+                expr.rfind("\t", pos, bracket),
+                pos - 1,
+            )
+        if start > pos and expr[pos:start].strip(",\t "):
+            plain = _plain_hosts(expr, expr[pos:start])
             if plain:
                 hosts += len(plain)
-                chars += end - start
+                chars += start - pos
                 plans.append((plain, [], len(plain)))
-        if match is not None:
-            item = expr[match[0] : match[1]]
-            start = match[1]
-            texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
-            hosts += item_hosts
-            chars += item_chars
-        if hosts > MAX_HOSTS:
-            raise _fail(expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)")
-        if chars > MAX_CHARS:
-            raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
-        if match is not None:
-            if _tail_digits(texts, groups) >= 20:
-                host = _tail_overflow(texts, groups)
-                if host is not None:
-                    raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
-            plans.append((texts, groups, item_hosts))
-    return plans
+        if bracket < 0:
+            _check_bounds(expr, hosts, chars)
+            return plans
+        match = _ITEM_REST.match(expr, bracket)
+        assert match is not None  # brackets are balanced
+        if expr.find("[", bracket + 1, match.end()) < 0:  # one group: a run of such items
+            # to the first ',' past the stretch: a separator after an item, or one in a
+            # body, which leaves that item without its ']' and ends the run before it
+            stop = expr.find(",", start + max(start, 1 << 16))
+            stop = len(expr) if stop < 0 else stop
+            run = _SIMPLE_RUNS[min(runs, len(_SIMPLE_RUNS) - 1)].match(expr, start, stop)
+            runs += 1
+            pos = match.end() if run is None else run.end()  # None: this item is longer
+            found = _simple_parts(expr, start, pos)
+            hosts, chars = _plan_simple(expr, found, plans, hosts, chars, seen, simple)
+            continue
+        pos = match.end()
+        item = expr[start:pos]
+        texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
+        hosts += item_hosts
+        chars += item_chars
+        if hosts > MAX_HOSTS or chars > MAX_CHARS:
+            _check_bounds(expr, hosts, chars)
+        if _tail_digits(texts, groups) >= 20:
+            _check_overflow(expr, texts, groups)
+        plans.append((texts, groups, item_hosts))
+
+
+def _check_bounds(expr: str, hosts: int, chars: int) -> None:
+    if hosts > MAX_HOSTS:
+        raise _fail(expr, f"expands to more than {MAX_HOSTS} hosts (tfslurm's bound)")
+    if chars > MAX_CHARS:
+        raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
+
+
+def _check_overflow(expr: str, texts: list[str], groups: list[_Group]) -> None:
+    host = _tail_overflow(texts, groups)
+    if host is not None:
+        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+
+
+def _plan_simple(
+    expr: str,
+    found: Iterable[tuple[str, str]],
+    plans: list[_Plan],
+    hosts: int,
+    chars: int,
+    seen: dict[str, _Group],
+    simple: dict[str, _Simple],
+) -> tuple[int, int]:
+    """Plan a run of one-group items, given as (prefix, "body]tail"), as _item_plan and
+    _plan's checks would one item at a time, in the same order (parsing, bounds, 64-bit
+    tail), with each distinct "[body]tail" parsed and measured once: Slurm writes the
+    same bracket after many prefixes. Returns the new host and character totals."""
+    for prefix, rest in found:
+        known = simple.get(rest)
+        if known is None:
+            known = simple[rest] = _simple_item(expr, rest, seen)
+        groups, size, tail, tail_chars, tail_check = known
+        hosts += size
+        chars += size * len(prefix) + tail_chars
+        if hosts > MAX_HOSTS or chars > MAX_CHARS:
+            _check_bounds(expr, hosts, chars)
+        texts = [prefix, tail]
+        if (
+            tail_check <= len(prefix)
+            and tail_check <= len(prefix) - len(prefix.rstrip("0123456789"))
+            and _tail_digits(texts, groups) >= 20
+        ):
+            _check_overflow(expr, texts, groups)
+        plans.append((texts, groups, size))
+    return hosts, chars
+
+
+def _simple_item(expr: str, rest: str, seen: dict[str, _Group]) -> _Simple:
+    """What _plan_simple needs of the items ending in ``rest``, "body]tail"."""
+    body, _, tail = rest.partition("]")
+    group = seen.get(body)
+    if group is None:
+        group = seen[body] = _parse_ranges(expr, body)
+    size = group.size
+    tail_digits = len(tail) - len(tail.rstrip("0123456789"))
+    # _tail_digits of [prefix, tail], [group] is at least 20 exactly when the prefix ends
+    # in this many digits or more (a tail with other characters ends the number: any
+    # prefix or none); then _tail_digits decides, as for other items.
+    if tail_digits < len(tail):
+        tail_check = -1 if tail_digits >= 20 else len(expr) + 1
+    else:
+        tail_check = 20 - tail_digits - (group.widest if group._parts is not None else 19)
+    return [group], size, tail, size * len(tail) + group.digits, tail_check

@@ -29,7 +29,7 @@ class _Group:
     when asked for its parts; the (low, high, width) tuples are built only for nth/index_of.
     """
 
-    __slots__ = ("_body", "_cuts", "_parts", "_ranges", "_widest", "digits", "size", "spans")
+    __slots__ = ("_body", "_cuts", "_joined", "_parts", "_ranges", "_widest", "digits", "size", "spans")
 
     def __init__(
         self,
@@ -45,6 +45,7 @@ class _Group:
         self.spans = spans
         self._ranges = ranges
         self._widest: int | None = None
+        self._joined: str | None = None
         if parts is None:
             assert body is not None
             commas = body.count(",")
@@ -95,21 +96,29 @@ class _Group:
         return self.joined().split(",")
 
     def joined(self) -> str:
-        """Every number of the group as written, joined by ','."""
+        """Every number of the group as written, joined by ','; kept once written (an
+        item of several groups asks for it once per item, and many items share a group)."""
+        if self._joined is not None:
+            return self._joined
+        if not self.spans and self._body is not None:
+            return self._body
         if not self.spans:
-            return self._body if self._body is not None else ",".join(self.parts)
-        if self._body is not None:  # the bracket's text with each span written out
+            joined = ",".join(self.parts)
+        elif self._body is not None:  # the bracket's text with each span written out
             pieces: list[str] = []
             done = 0
             for (start, end), (_, low, high, width) in zip(self._cuts, self.spans, strict=False):
                 pieces += self._body[done:start], _range_text("", "", low, high, width)[1:]
                 done = end
             pieces.append(self._body[done:])
-            return "".join(pieces)
-        pieces = list(self.parts)
-        for index, low, high, width in self.spans:
-            pieces[index] = _range_text("", "", low, high, width)[1:]
-        return ",".join(pieces)
+            joined = "".join(pieces)
+        else:
+            pieces = list(self.parts)
+            for index, low, high, width in self.spans:
+                pieces[index] = _range_text("", "", low, high, width)[1:]
+            joined = ",".join(pieces)
+        self._joined = joined
+        return joined
 
 
 def _spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
