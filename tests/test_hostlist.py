@@ -759,14 +759,19 @@ def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
     assert "-" in text
     floor = sys.getsizeof(hosts) + sum(map(sys.getsizeof, hosts))
     del hosts
+    expanded, peak = _expand_traced(text)
+    assert expanded == [f"n{i}" for i in numbers]
+    assert peak < 1.5 * floor, (peak, floor)
+
+
+def _expand_traced(text: str) -> tuple[list[str], int]:
+    """expand(text) and the peak of the memory it allocated (tracemalloc)."""
     tracemalloc.start()
     try:
         expanded = expand(text)
-        _, peak = tracemalloc.get_traced_memory()
+        return expanded, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert expanded == [f"n{i}" for i in numbers]
-    assert peak < 1.5 * floor, (peak, floor)
 
 
 def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None:
@@ -778,12 +783,7 @@ def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None
     text = ",".join(f"n{k}[" + ",".join(map(str, chunk)) + "]" for k, chunk in enumerate(chunks))
     hosts = [f"n{k}{n}" for k, chunk in enumerate(chunks) for n in chunk]
     floor = sys.getsizeof(hosts) + sum(map(sys.getsizeof, hosts))
-    tracemalloc.start()
-    try:
-        expanded = expand(text)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    expanded, peak = _expand_traced(text)
     assert expanded == hosts
     assert peak < 1.5 * floor, (peak, floor)
 
