@@ -542,8 +542,10 @@ def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
 
 
 def _many_prefixes(columns: _Columns) -> bool:
-    """Whether the rows have so many prefixes that one key per row sorts them faster."""
-    return not columns.one_prefix and len(set(columns.prefixes)) * 4 > len(columns.prefixes)
+    """Whether the rows have so many prefixes that one key per row sorts them faster
+    (judged by the first 4,096 rows: either way sorts right)."""
+    sample = columns.prefixes[:4096]
+    return not columns.one_prefix and len(set(sample)) * 4 > len(sample)
 
 
 def _sorted_one_prefix(columns: _Columns) -> str | None:
@@ -609,6 +611,8 @@ def _columns_collapse(columns: _Columns) -> _Columns | None:
         overlapping = map(operator.gt, highs, lows[1:])
     else:
         same = list(map(operator.eq, prefixes, prefixes[1:]))
+        if not any(same):  # no two neighbours share a prefix: nothing overlaps or joins
+            return columns
         overlapping = map(operator.and_, same, map(operator.gt, highs, lows[1:]))
     # an overlap of incompatible widths (n719 before a zero-padded n0112) is left alone
     # by hostlist_coalesce, as by everything below
