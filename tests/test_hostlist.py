@@ -950,6 +950,38 @@ def test_runs_of_one_group_items_expand_as_each_item_alone(
         assert index_of(expr, expected[index]) == expected.index(expected[index])
 
 
+@pytest.mark.parametrize(
+    "item, refused",
+    [
+        ("2[1234567890123456789]", True),  # one digit of the prefix makes 20
+        ("1[8446744073709551615]", False),
+        ("1[8446744073709551616]", True),
+        ("n[1-2]8446744073709551616", True),  # the tail's digits
+        ("n[1]8446744073709551615", False),
+        ("n[1]x" + "1" * 20, False),  # the tail's digits after a letter
+        ("n[1]x" + "2" * 20, True),
+        ("9[" + "0" * 25 + "1]", True),  # a group kept as text, zero-padded past 19
+        ("[" + "0" * 25 + "1]", False),
+        ("n0[" + "0" * 20 + "1]" + "0" * 17, False),
+    ],
+)
+def test_the_64_bit_check_of_items_in_a_run(item: str, refused: bool) -> None:
+    expr = f"a[1],{item},b[2]"
+    hosts = _one_group_hosts(item)
+    assert (hosts is None) == refused
+    if hosts is None:
+        with pytest.raises(HostlistError, match="64-bit limit") as alone:
+            expand(item)
+        what = str(alone.value).removeprefix(f"bad hostlist {grammar._show(item)}: ")
+        for function in (expand, count):
+            with pytest.raises(HostlistError) as whole:
+                function(expr)
+            assert str(whole.value) == f"bad hostlist {grammar._show(expr)}: {what}"
+    else:
+        assert expand(expr) == ["a1", *hosts, "b2"]
+        assert count(expr) == len(hosts) + 2
+
+
 def test_runs_of_one_group_items_keep_the_bounds_item_by_item() -> None:
     """The bounds are counted item by item in a run as well: the item that crosses one is
     refused before its 64-bit check, and nothing after it is read."""

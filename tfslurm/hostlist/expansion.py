@@ -12,6 +12,7 @@ in :mod:`compression`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import MAX_HOSTS, _no_newline, _plain_hosts, _plan, _show
@@ -31,25 +32,30 @@ def expand(expr: str) -> list[str]:
     texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
     templates: dict[tuple[_Group, str], str] = {}
     for texts, groups, size in _plan(expr):
-        hosts = texts if not groups else _item_hosts(texts, groups) if size > 4096 else None
+        hosts: list[str] | None = None
+        if not groups:
+            assert isinstance(texts, list)  # bracket-free hosts, as _plain_hosts made them
+            hosts = texts
+        elif size > 4096:
+            hosts = _item_hosts(texts, groups)
+        elif len(groups) == 1:
+            # The hosts of each (group, tail) are written once, with a NUL where the
+            # prefix goes (no number holds one: they are digits).
+            key = (groups[0], texts[1])
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = _hosts_template(*key)
+            if template:
+                texts_of_items.append(template.replace("\x00", texts[0]))
+                continue
         if hosts is None:
-            if len(groups) == 1 and size <= 4096:
-                # Items of one group: the hosts of each (group, tail) are written once,
-                # with a NUL where the prefix goes (no number holds one: they are digits).
-                key = (groups[0], texts[1])
-                template = templates.get(key)
-                if template is None:
-                    template = templates[key] = _hosts_template(*key)
-                if template:
-                    texts_of_items.append(template.replace("\x00", texts[0]))
-                    continue
             texts_of_items.append(_item_text(texts, groups))
             continue
         if texts_of_items:
             parts.append(_split_hosts("".join(texts_of_items)))
             texts_of_items = []
         parts.append(hosts)
-    del templates  # the groups it holds (the plan is gone) before the hosts are made
+    del templates  # and with it the parsed groups (the plan is gone) before the hosts are split
     if texts_of_items:
         parts.append(_split_hosts("".join(texts_of_items)))
     if len(parts) == 1:
@@ -65,7 +71,7 @@ def _hosts_template(group: _Group, tail: str) -> str:
     return ",\x00" + group.joined().replace(",", f"{tail},\x00") + tail
 
 
-def _item_hosts(texts: list[str], groups: list[_Group]) -> list[str] | None:
+def _item_hosts(texts: Sequence[str], groups: list[_Group]) -> list[str] | None:
     """The hosts of an item whose one group is a bracket of single numbers (what Slurm
     writes for scattered hosts), split right out of its text with no copy between; None
     for other items."""
@@ -97,7 +103,7 @@ def count(expr: str) -> int:
     return sum(size for _, _, size in _plan(expr))
 
 
-def _pick(groups: list[_Group], texts: list[str], index: int) -> str:
+def _pick(groups: list[_Group], texts: Sequence[str], index: int) -> str:
     """The host at ``index`` of one item, by Slurm's loop nesting (see _prefixes)."""
     sizes = [g.size for g in groups]
     index, last = divmod(index, sizes[-1])
@@ -151,7 +157,7 @@ def index_of(expr: str, host: str) -> int:
     raise HostlistError(f"host {_show(host, 60)} is not in {_show(expr)}")
 
 
-def _index_in_item(texts: list[str], groups: list[_Group], host: str) -> int | None:
+def _index_in_item(texts: Sequence[str], groups: list[_Group], host: str) -> int | None:
     if not groups:
         return texts.index(host) if host in texts else None
     if len(groups) > 1:

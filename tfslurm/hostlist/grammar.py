@@ -17,7 +17,7 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.groups import _Group, _item_text, _Range
@@ -252,7 +252,7 @@ def _check_tails(expr: str, hosts: list[str]) -> None:
 _OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
 
 
-def _tail_digits(texts: list[str], groups: list[_Group], exact: bool = False) -> int:
+def _tail_digits(texts: Sequence[str], groups: list[_Group], exact: bool = False) -> int:
     """The most digits a host of this item can end in (the texts and numbers that form
     its trailing number), to find the items that need _tail_overflow. Numbers of a
     group kept as text have at most 19 digits; their exact widest is read only if that
@@ -296,7 +296,7 @@ def _written_maxima(group: _Group) -> dict[int, int]:
     return maxima
 
 
-def _tail_overflow(texts: list[str], groups: list[_Group]) -> str | None:
+def _tail_overflow(texts: Sequence[str], groups: list[_Group]) -> str | None:
     """A host of the item whose trailing number is past 2**64 - 1, or None.
 
     A host's trailing number is the digits of the texts and numbers at its end; with each
@@ -371,7 +371,9 @@ def _item_plan(
     return texts, groups, hosts, hosts * chars + numbers
 
 
-_Plan = tuple[list[str], list[_Group], int]
+# An item's texts (a list, or a tuple for a one-group item of a run: a tuple of strings is
+# no work for the garbage collector), its groups and host count; or bracket-free hosts.
+_Plan = tuple[Sequence[str], list[_Group], int]
 # What _plan_simple knows of one "[body]tail" after a first item with it: the item's
 # groups list (shared by the items), host count, tail, characters less the prefix's, and
 # the fewest trailing digits of a prefix that make the 64-bit check worth doing.
@@ -447,7 +449,7 @@ def _check_bounds(expr: str, hosts: int, chars: int) -> None:
         raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
 
 
-def _check_overflow(expr: str, texts: list[str], groups: list[_Group]) -> None:
+def _check_overflow(expr: str, texts: Sequence[str], groups: list[_Group]) -> None:
     host = _tail_overflow(texts, groups)
     if host is not None:
         raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
@@ -475,7 +477,7 @@ def _plan_simple(
         chars += size * len(prefix) + tail_chars
         if hosts > MAX_HOSTS or chars > MAX_CHARS:
             _check_bounds(expr, hosts, chars)
-        texts = [prefix, tail]
+        texts = (prefix, tail)
         if (
             tail_check <= len(prefix)
             and tail_check <= len(prefix) - len(prefix.rstrip("0123456789"))

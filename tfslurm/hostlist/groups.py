@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Sequence
 
 # A range list is kept as tuples (low, high, width): the hosts low..high, each number
 # zero-padded to width digits (the length of the low bound's text, as Slurm does).
@@ -154,7 +155,7 @@ def _span_digits(low: int, high: int, width: int) -> int:
     return total
 
 
-def _prefixes(texts: list[str], groups: list[_Group]) -> list[str]:
+def _prefixes(texts: Sequence[str], groups: list[_Group]) -> list[str]:
     """Every host's text up to the last group, in Slurm's order.
 
     Slurm (``_push_range_list`` recursing on the prefix) makes the last group the
@@ -195,7 +196,7 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
     return head + "".join(blocks) + rest
 
 
-def _item_text(texts: list[str], groups: list[_Group]) -> str:
+def _item_text(texts: Sequence[str], groups: list[_Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
         return "," + ",".join(texts)
