@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import _OVER_64_BITS, _ULONG_MAX, MAX_RANGE_HOSTS, _show
-from tfslurm.hostlist.natural import _natural_keys, _natural_order, _natural_sorted, _prefix_ranks
+from tfslurm.hostlist.natural import _natural_keys, _natural_order, _natural_sorted, _prefix_ranks, _put
 from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -532,13 +532,13 @@ def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
     prefixes mostly distinct, one sort by these keys replaces ranking the prefixes and
     four sorts by columns."""
     names = pushed.names
-    keys = _natural_keys(names + pushed.numbered if names else pushed.numbered, tails=True)
+    firsts = pushed.numbered  # each row's first host
+    if pushed.starts is not None:
+        firsts = list(map(firsts.__getitem__, pushed.starts))
+    keys = _natural_keys(names + firsts if names else firsts, tails=True)
     if keys is None:
         return None
-    row_keys = keys[len(names) :] if names else keys
-    if pushed.starts is not None:
-        row_keys = list(map(row_keys.__getitem__, pushed.starts))
-    return row_keys, keys[: len(names)]
+    return (keys[len(names) :] if names else keys), keys[: len(names)]
 
 
 def _many_prefixes(columns: _Columns) -> bool:
@@ -667,16 +667,23 @@ def _columns_parts(columns: _Columns, breaks: list[bool] | None = None) -> tuple
     total = len(lows)
     if columns.texts is not None:  # the low numbers as the hosts wrote them
         numbers = list(columns.texts)
-        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] = _span_text(lows[row], highs[row], 0 if widths is None else widths[row])
     elif widths is None:
         numbers = list(map(str, lows))
-        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] = _span_text(lows[row], highs[row], 0)
     else:
         numbers = list(map(format, lows, map("0{}d".format, widths)))
-        for row in itertools.compress(range(total), map(operator.lt, lows, highs)):
-            numbers[row] = _span_text(lows[row], highs[row], widths[row])
+    # runs of several hosts: low-high, the high number written as wide as the low
+    spans = list(itertools.compress(range(total), map(operator.lt, lows, highs)))
+    if spans:
+        span_highs = list(map(highs.__getitem__, spans))
+        if widths is None:
+            high_texts = list(map(str, span_highs))
+        else:
+            high_texts = list(map(format, span_highs, map("0{}d".format, map(widths.__getitem__, spans))))
+        dashed = map(operator.add, map(numbers.__getitem__, spans), itertools.repeat("-"))
+        _put(numbers, spans, map(operator.add, dashed, high_texts))
+        lengths = map(operator.sub, span_highs, map(lows.__getitem__, spans))
+        for row in itertools.compress(spans, map(operator.le, itertools.repeat(MAX_RANGE_HOSTS), lengths)):
+            numbers[row] = _span_text(lows[row], highs[row], 0 if widths is None else widths[row])  # split up
     changes: Iterable[bool] | None = None if columns.one_prefix else map(operator.ne, prefixes, prefixes[1:])
     if breaks is not None:
         changes = breaks if changes is None else map(operator.or_, changes, breaks)
@@ -685,13 +692,16 @@ def _columns_parts(columns: _Columns, breaks: list[bool] | None = None) -> tuple
     heads = list(map(prefixes.__getitem__, starts))
     parts = list(map(operator.add, heads, map(numbers.__getitem__, starts)))  # one host each
     # a stretch of several rows, or one run of several hosts, is written in brackets
-    bracketed = map(
-        operator.or_,
-        map(operator.ne, map(operator.sub, bounds[1:], starts), itertools.repeat(1)),
-        map(operator.lt, map(lows.__getitem__, starts), map(highs.__getitem__, starts)),
-    )
-    for index in itertools.compress(range(len(starts)), bracketed):
+    several = list(map(operator.ne, map(operator.sub, bounds[1:], starts), itertools.repeat(1)))
+    for index in itertools.compress(range(len(starts)), several):
         parts[index] = f"{heads[index]}[{','.join(numbers[bounds[index] : bounds[index + 1]])}]"
+    one_run = map(operator.lt, map(lows.__getitem__, starts), map(highs.__getitem__, starts))
+    at = list(
+        itertools.compress(range(len(starts)), map(operator.and_, map(operator.not_, several), one_run))
+    )
+    opened = map(operator.add, map(heads.__getitem__, at), itertools.repeat("["))
+    inside = map(operator.add, map(numbers.__getitem__, map(starts.__getitem__, at)), itertools.repeat("]"))
+    _put(parts, at, map(operator.add, opened, inside))
     return starts, parts
 
 
