@@ -419,7 +419,7 @@ def _host_columns(hosts: list[str], joined: str) -> _HostColumns | None:
         numbers,
         widths if unpadded is not None else None,
         unpadded,
-        common is not None or (positions is not None and len(set(prefixes)) == 1),
+        common is not None or (positions is not None and prefixes.count(prefixes[0]) == count_hosts),
         tails,
     )
     return columns, widths, positions, name_at, hosts
