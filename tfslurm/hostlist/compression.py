@@ -484,26 +484,18 @@ def _push(hosts: list[str], found: _HostColumns | None) -> _Pushed | None:
             map(operator.eq, map(operator.add, positions, itertools.repeat(1)), positions[1:]),
         )
     starts = list(itertools.compress(range(1, count_hosts), map(operator.not_, joins)))
+    rows: list[int] | None = None  # each row's first host; None: one row per host
     if len(starts) < count_hosts - 1:  # some host joined another
-        starts.insert(0, 0)
-        ends = [*map(operator.sub, starts[1:], itertools.repeat(1)), count_hosts - 1]
-        merged = columns.take(starts)
+        rows = [0, *starts]
+        ends = [*map(operator.sub, starts, itertools.repeat(1)), count_hosts - 1]
+        merged = columns.take(rows)
         merged.highs = list(map(numbers.__getitem__, ends))
         columns = merged
-        if positions is not None:
-            return _Pushed(
-                columns,
-                names,
-                name_at,
-                numbered,
-                starts,
-                list(map(positions.__getitem__, starts)),
-                list(map(positions.__getitem__, ends)),
-            )
-        return _Pushed(columns, names, name_at, numbered, starts, [], [])
-    if positions is not None:
-        return _Pushed(columns, names, name_at, numbered, None, positions, positions)
-    return _Pushed(columns, names, name_at, numbered, None, [], [])
+    first_at = last_at = positions or []
+    if positions is not None and rows is not None:
+        first_at = list(map(positions.__getitem__, rows))
+        last_at = list(map(positions.__getitem__, ends))
+    return _Pushed(columns, names, name_at, numbered, rows, first_at, last_at)
 
 
 def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
