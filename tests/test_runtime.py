@@ -446,7 +446,7 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     proc.send_signal(signal.SIGTERM)
     rest, err = proc.communicate(timeout=30)
     took = time.monotonic() - sent
-    assert "ignored" in rest
+    assert "ignored" in rest, (proc.returncode, round(took, 2), err)
     assert proc.returncode == 128 + signal.SIGKILL, err
     assert 4.5 < took < 8, took
 
@@ -569,3 +569,19 @@ def test_runtime_and_plan_share_one_evaluator_rule() -> None:
     assert (
         role.training_cluster() == training_cluster(cluster) == {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
     )
+
+
+def test_a_process_handle_never_signals_a_later_process_with_the_same_pid() -> None:
+    """The supervisor's signals go through a pidfd: once its process is reaped, sending is
+    a no-op, whatever now has that PID (pid_max is 32768 on many machines)."""
+    from tfslurm.runtime.supervise import Process
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    handle = Process(sleeper.pid)
+    handle.send(0)  # alive: no error
+    sleeper.kill()
+    sleeper.wait()
+    assert handle._fd is not None  # Linux >= 5.3: the handle names the process, not the number
+    with pytest.raises(ProcessLookupError):
+        signal.pidfd_send_signal(handle._fd, 0)
+    handle.kill()  # reaped: nothing happens, no error

@@ -48,11 +48,33 @@ def _status(raw: int) -> int:
     return os.WEXITSTATUS(raw)
 
 
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+class Process:
+    """A process to signal that cannot be confused with a later one of the same PID.
+
+    PIDs are reused (``kernel.pid_max`` is 32768 on many machines), and a signal sent after
+    the process was reaped would reach whatever started next with its number. A pidfd
+    (Linux 5.3) names the process itself: once it is gone, signalling does nothing. Where
+    pidfds are not available the PID is used, as before."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # not Linux, an old kernel, or already gone
+            self._fd = None
+
+    def send(self, signum: int) -> None:
+        """``signum`` to the process; nothing if it has ended."""
+        try:
+            if self._fd is None:
+                os.kill(self.pid, signum)
+            else:
+                signal.pidfd_send_signal(self._fd, signum)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        self.send(signal.SIGKILL)
 
 
 def _kill_group(pgid: int) -> None:
@@ -102,6 +124,7 @@ def supervise(
     exits 0, the status becomes EXIT_STOPPED: the training was cut short and the job must
     not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal) is passed on and
     the child SIGKILLed TERM_GRACE seconds later."""
+    process = Process(child)  # before any wait: the child cannot have been reaped yet
     stopping = threading.Event()
     reaped = threading.Event()
     stopped_by: list[int] = []
@@ -110,7 +133,7 @@ def supervise(
     def kill_later() -> None:
         stopping.wait()
         if not reaped.wait(grace[0]):
-            _kill(child)
+            process.kill()
 
     def kill_in(seconds: float) -> None:
         if not grace:
@@ -133,10 +156,7 @@ def supervise(
                 signum = preempt
         elif signum in (signal.SIGTERM, signal.SIGINT):
             kill_in(TERM_GRACE)
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:
-            return
+        process.send(signum)
 
     for signum in forward:
         signal.signal(signum, on_signal)
@@ -150,7 +170,7 @@ def supervise(
         def on_timeout(missing: list[Address], waited: float) -> None:
             print(missing_peer_message(role.describe(), missing, waited), file=sys.stderr, flush=True)
             gave_up.set()  # after the message: the main thread exits as soon as it is set
-            _kill(child)
+            process.kill()
 
         PeerWatch(peers, timeout, on_timeout, own).start()
     _, raw = os.waitpid(child, 0)
@@ -208,10 +228,13 @@ def _watcher_main(argv: Sequence[str] | None = None) -> int:
         job, _, index = name.partition(":")
         peers.append(Address.parse(job, int(index), addr))
     done = threading.Event()
+    training = Process(args.pid)
+    if os.getppid() != args.pid:  # gone before it could be named: nothing to watch
+        return 0
 
     def on_timeout(missing: list[Address], waited: float) -> None:
         print(missing_peer_message(args.role, missing, waited), file=sys.stderr, flush=True)
-        _kill(args.pid)
+        training.kill()
         done.set()
 
     watch = PeerWatch(peers, args.timeout, on_timeout, args.own_port).start()
