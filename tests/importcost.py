@@ -33,5 +33,8 @@ def _run(code: str, watched: tuple[str, ...]) -> tuple[list[str], list[str]]:
 def added_by(code: str, watched: tuple[str, ...]) -> list[str]:
     """The ``watched`` modules ``code`` imports that its standard-library modules alone do not."""
     seen, stdlib = _run(code, watched)
-    baseline, _ = _run("\n".join(f"import {m}" for m in stdlib if m not in watched), watched)
+    # os first: importing genericpath before os (alphabetical order) fails on a circular import
+    first = [m for m in stdlib if m == "os"]
+    rest = [m for m in stdlib if m not in watched and m != "os"]
+    baseline, _ = _run("\n".join(f"import {m}" for m in (*first, *rest)), watched)
     return sorted(set(seen) - set(baseline))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import random
 import re
@@ -14,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
-from tfslurm import hostlist
+from tfslurm import hostlist, records
 from tfslurm.errors import LayoutError, PortError, SlurmEnvError
 from tfslurm.layout import layout_for
 from tfslurm.ports import (
@@ -115,7 +114,7 @@ def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> No
         for job_id in [*range(1, 3000), 2, 4242, 2**31 + 7]:
             for step_id in (0, 1, 2, 7):
                 rule = port_rule(
-                    dataclasses.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
+                    records.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
                 )
                 ports = [rule.port(i) for i in range(4)]
                 assert rule.kind is PortKind.DERIVED

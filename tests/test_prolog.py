@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import observed
 from importcost import added_by
-from tfslurm import prolog
+from tfslurm import prolog, records
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan
@@ -466,15 +466,15 @@ def test_cli_hook_prints_export_lines() -> None:
 # and iface only with TFSLURM_FOR / TFSLURM_IFACE.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
-     "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
+     "tfslurm.records", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
      "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.compression",
      "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
      "tfslurm.hostlist.natural"}
 )  # fmt: skip
-# The dataclasses those modules define. Creating one costs about 1 to 2.5 ms on Python 3.11
-# (dataclasses compiles the methods it writes), these together about a quarter of a hook run,
-# and importing dataclasses (with inspect) as much again: a new one is a cost for every task.
-HOOK_DATACLASSES = (
+# The records those modules define (tfslurm.records). As dataclasses they cost a quarter of a
+# hook run on Python 3.11 (dataclasses compiles five methods per class) and importing
+# dataclasses with inspect as much again (issue 17, item 6); a record compiles only __init__.
+HOOK_RECORDS = (
     "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
     "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
     "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
@@ -502,17 +502,19 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     others = [name for name in _tfslurm_modules() if name not in HOOK_MODULES]
     assert "tfslurm.descriptor" in others and "tfslurm.runtimes" in others
     stdlib = ("typing", "json", "subprocess", "socket", "signal", "pathlib", "shlex", "argparse", "zlib")
+    stdlib += ("dataclasses", "inspect", "ast", "dis", "tokenize")
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []
 
 
-def test_hook_path_defines_only_these_dataclasses() -> None:
-    made = sorted(
-        f"{name}.{value.__name__}"
+def test_hook_path_defines_records_and_no_dataclasses() -> None:
+    classes = [
+        value
         for name in HOOK_MODULES
         for value in vars(importlib.import_module(name)).values()
-        if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)
-    )
-    assert tuple(made) == HOOK_DATACLASSES
+        if isinstance(value, type) and value.__module__ == name
+    ]
+    assert [c for c in classes if dataclasses.is_dataclass(c)] == []
+    assert tuple(sorted(f"{c.__module__}.{c.__name__}" for c in classes if records.is_record(c))) == HOOK_RECORDS
 
 
 # --- --node: every task of a node in one run (the plugin's prolog= mode) ----------------

@@ -4,11 +4,11 @@ error of the same class as before that names the variable."""
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 
 import pytest
 
+from tfslurm import records
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError, TfslurmError
 from tfslurm.runtime import stops
 from tfslurm.runtime.peers import peer_timeout_from_env
@@ -152,7 +152,7 @@ def test_step_carries_the_settings_and_gpu_variables() -> None:
     assert Step.from_environ(env, settings=given).settings is given
     # a Step made by hand has empty ones; neither takes part in equality
     assert Step(step.context).gpus == GpuVariables() and Step(step.context).settings == Settings()
-    assert dataclasses.replace(step, settings=given) == step
+    assert records.replace(step, settings=given) == step
 
 
 def test_gpu_variables_never_fail_and_know_no_task_outside_a_step() -> None:

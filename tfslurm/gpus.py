@@ -33,12 +33,12 @@ is bounded by a timeout.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 from tfslurm.errors import GpuError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number, is_int_in
+from tfslurm.records import record
 from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
 
@@ -132,7 +132,7 @@ POLICY: dict[GpuBinding, dict[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class GpuAssignment:
     """The GPUs of one task, and the variables to export so its runtime sees only those.
 

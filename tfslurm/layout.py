@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 import operator
 from collections import Counter
-from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress, repeat
 
@@ -36,6 +35,7 @@ from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
 from tfslurm.numbers import is_ascii_number
+from tfslurm.records import record
 from tfslurm.step import Step
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -69,7 +69,7 @@ class Distribution(enum.Enum):
     GIVEN = "given"  # a map given rank by rank (a descriptor, a test), not from Slurm's rules
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """The rank -> node map of a step. Node indices refer to ``nodes``.
 

@@ -29,17 +29,17 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 
+from tfslurm import records
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
 from tfslurm.numbers import is_int_in
+from tfslurm.records import field, record
 from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE, JOBS_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -73,7 +73,7 @@ TF_CONFIG_MAX_BYTES = 131_060
 _NODE = "{node}"
 
 
-@dataclass(frozen=True)
+@record
 class TaskPlan:
     """One rank of the plan. ``gpus`` is None when this task cannot know that rank's GPUs."""
 
@@ -98,7 +98,7 @@ class GpuScope(enum.Enum):
     EVERY_NODE = "every node"  # every node's (TF's gpus_per_node: devices 0..N-1 everywhere)
 
 
-@dataclass(frozen=True)
+@record
 class GpuPlan:
     """What this task knows about the step's GPUs (see the module docstring).
 
@@ -126,7 +126,7 @@ class GpuPlan:
         return self.scope is GpuScope.EVERY_NODE or (self.scope is GpuScope.NODE and node == self.node)
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Plan:
     """The plan of one step. Build it with :func:`plan_for` or :meth:`from_descriptor`.
 
@@ -310,7 +310,7 @@ class Plan:
         """The plan another task of the same step sees (its rank, its GPUs), sharing what is
         the same for every task — node counts, hosts, addresses, the cluster's JSON — so the
         per-node hook (``tfslurm prolog --node``) builds the step's plan once per node."""
-        other = dataclasses.replace(self, rank=self._check_rank(rank), gpus=gpus)
+        other = records.replace(self, rank=self._check_rank(rank), gpus=gpus)
         for name in _STEP_WIDE_CACHES:
             if name in self.__dict__:
                 other.__dict__[name] = self.__dict__[name]
@@ -408,7 +408,7 @@ class Plan:
         plan._check_ports()
         if rank is not None:
             plan._check_rank(rank)
-            plan = dataclasses.replace(plan, rank=rank)
+            plan = records.replace(plan, rank=rank)
         return plan
 
     # -- internals -----------------------------------------------------------------------
@@ -432,7 +432,7 @@ class Plan:
             )
 
 
-@dataclass(frozen=True)
+@record
 class PlanOptions:
     """How :func:`plan_for` makes a plan; each default is tfslurm's own choice. Checked when
     made (the errors :func:`plan_for` would raise for them).
@@ -555,7 +555,7 @@ def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DE
     """:func:`plan_from_environ` for a step an entry point has read already."""
     text = step.settings.descriptor
     overridden = options is not _DEFAULT_OPTIONS and (
-        dataclasses.replace(options, assign=True) != _DEFAULT_OPTIONS
+        records.replace(options, assign=True) != _DEFAULT_OPTIONS
     )
     if not (text and jobs is None and not overridden):
         return plan_for(step, jobs, options)
@@ -573,7 +573,7 @@ def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DE
     from tfslurm.layout import Distribution, Layout
 
     layout = Layout(plan.nodes, plan.rank_node, plan.rank_local, Distribution.GIVEN, source="descriptor")
-    return dataclasses.replace(plan, gpus=gpu_plan_for(step, layout))
+    return records.replace(plan, gpus=gpu_plan_for(step, layout))
 
 
 EVALUATOR = "evaluator"

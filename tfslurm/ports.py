@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number, is_int_in
+from tfslurm.records import record
 from tfslurm.settings import PORT_BASE_VARIABLE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -106,7 +106,7 @@ _CODES = {PortKind.RESERVED: "r", PortKind.DERIVED: "d", PortKind.EXPLICIT: "e"}
 _KINDS_BY_CODE = {code: kind for kind, code in _CODES.items()}
 
 
-@dataclass(frozen=True)
+@record
 class PortRule:
     """How a task's port follows from its local id; the same rule for every task of a step.
 

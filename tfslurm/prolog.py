@@ -245,10 +245,9 @@ class _NodePlans:
         self.first: tuple[Plan, Layout, str] | None = None  # plan, layout, jobs spec
 
     def __call__(self, step: Step, spec: str) -> Plan:
-        from dataclasses import replace
-
         from tfslurm.layout import layout_for
         from tfslurm.plan import PlanOptions, gpu_plan_for, plan_for
+        from tfslurm.records import replace
 
         if self.first is None or self.first[2] != spec:
             layout = layout_for(step)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tfslurm import records
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
 from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
@@ -90,7 +91,7 @@ def apply_iface(plan: Plan, iface: str, own_node: str | None = None, template: s
     from tfslurm.iface import IfaceHosts  # socket, fcntl: only when an interface is named
 
     hosts = IfaceHosts(iface, template, own_node)
-    return dataclasses.replace(plan, host_names=hosts.addresses(plan.nodes), iface=iface)
+    return records.replace(plan, host_names=hosts.addresses(plan.nodes), iface=iface)
 
 
 def coordinator(plan: Plan) -> Coordinator:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import enum
 import math
 import os
-from dataclasses import dataclass
 
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
+from tfslurm.records import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class UnevenGpus(enum.Enum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """What the ``TFSLURM_*`` variables said; None where a variable was not set.
 

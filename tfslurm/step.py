@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tfslurm.errors import SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
+from tfslurm.records import field, record
 from tfslurm.settings import ASSIGNED_VARIABLE, Settings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -80,7 +80,7 @@ FIELD_VARIABLES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class HetComponent:
     """One component of a heterogeneous job, from its ``*_HET_GROUP_n`` variables.
 
@@ -97,7 +97,7 @@ class HetComponent:
     cpus_per_node: str | None  # SLURM_JOB_CPUS_PER_NODE_HET_GROUP_n
 
 
-@dataclass(frozen=True)
+@record
 class GpuVariables:
     """What Slurm (or the user) set about this task's GPUs, as set; ``tfslurm.gpus`` reads it.
 
@@ -144,7 +144,7 @@ class GpuVariables:
         return next((value for variable, value in self.visible if variable == name), None)
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """Immutable snapshot of what Slurm told this process; None where it told nothing.
 

@@ -136,8 +136,7 @@ def tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    import dataclasses
-
+    from tfslurm import records
     from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
 
@@ -177,7 +176,7 @@ def tf_gpu_plan(
                     f"{len(visible)} visible GPU(s) // {max_tasks} tasks on the busiest node; pass "
                     "gpus_per_task=N or request --gpus-per-task=N"
                 )
-                return dataclasses.replace(plan, warnings=(*plan.warnings, line))
+                return records.replace(plan, warnings=(*plan.warnings, line))
     return gpu_plan_for(
         step,
         layout,

@@ -1,0 +1,190 @@
+"""Frozen records for the core's plain data, made without the ``dataclasses`` module.
+
+Why not dataclasses there: the TaskProlog hook imports the core once per node of every step
+at a site. On Python 3.11 importing ``dataclasses`` (it imports ``inspect``, ``ast``, ``dis``
+and ``tokenize``) and creating the hook path's eleven classes with it took about 25 ms of a
+62 ms hook run (issue 17, item 6), more than the work and the interpreter's start together.
+A record writes only its ``__init__`` (one small compile per class) and shares one
+``__repr__``, ``__eq__`` and ``__hash__``; instances are as fast to make as a dataclass's.
+
+What a record is, as a frozen dataclass would be: fields are the class's annotations in
+order (``ClassVar`` ones excluded), with defaults or :func:`field`; ``__post_init__`` runs
+after ``__init__``; ``eq=False`` keeps identity equality and hashing; assignment raises
+:class:`FrozenInstanceError`; :func:`replace` copies with changes. Type checkers see a
+dataclass (``dataclass_transform``). Modules off the hook path keep using dataclasses.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing itself is not imported at run time (it costs a hook run too)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform
+
+    R = TypeVar("R")
+else:
+
+    def dataclass_transform(**kwargs):
+        return lambda function: function
+
+
+class FrozenInstanceError(AttributeError):
+    """Assignment to a field of a record (records are immutable, like frozen dataclasses)."""
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class Field:
+    """A field's options, as :func:`field` gives them (and the name, once its class is made)."""
+
+    __slots__ = ("compare", "default", "default_factory", "hash", "name", "repr")
+
+    def __init__(
+        self, default: Any, default_factory: Any, compare: bool, hash: bool | None, repr: bool
+    ) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("a field takes a default or a default_factory, not both")
+        self.name = ""
+        self.default = default
+        self.default_factory = default_factory
+        self.compare = compare
+        self.hash = compare if hash is None else hash
+        self.repr = repr
+
+
+def field(
+    *,
+    default: Any = MISSING,
+    default_factory: Callable[[], Any] = MISSING,
+    compare: bool = True,
+    hash: bool | None = None,
+    repr: bool = True,
+) -> Any:
+    """A field with options: ``compare=False`` leaves it out of ``==`` and the hash."""
+    return Field(default, default_factory, compare, hash, repr)
+
+
+def _fields_of(cls: type) -> tuple[Field, ...]:
+    found: dict[str, Field] = {}
+    for base in reversed(cls.__mro__[1:]):
+        found.update((f.name, f) for f in getattr(base, "__record_fields__", ()))
+    own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - inspect is what this module avoids
+    for name, annotation in own.items():
+        if str(annotation).startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        value = cls.__dict__.get(name, MISSING)
+        made = value if isinstance(value, Field) else Field(value, MISSING, True, None, True)
+        made.name = name
+        if isinstance(value, Field):  # the class attribute becomes the plain default, if any
+            if made.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, made.default)
+        found[name] = made
+    return tuple(found.values())
+
+
+def _init_source(fields: tuple[Field, ...], post_init: bool) -> str:
+    """``__init__``'s text: dataclasses' order rule (no required field after a default)."""
+    params, body = [], []
+    defaulted = ""
+    for f in fields:
+        if f.default is MISSING and f.default_factory is MISSING:
+            if defaulted:
+                raise TypeError(f"record field {f.name!r} without a default follows {defaulted!r}")
+            params.append(f.name)
+        else:
+            defaulted = f.name
+            params.append(f"{f.name}=_defaults[{f.name!r}]")
+        if f.default_factory is not MISSING:
+            body.append(f"if {f.name} is _MISSING: {f.name} = _factories[{f.name!r}]()")
+        body.append(f"_set(self, {f.name!r}, {f.name})")
+    if post_init:
+        body.append("self.__post_init__()")
+    return f"def __init__(self, {', '.join(params)}):\n " + "\n ".join(body or ["pass"]) + "\n"
+
+
+def _record_repr(self: Any) -> str:
+    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.__record_fields__ if f.repr)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _compared(self: Any) -> tuple[Any, ...]:
+    return tuple([getattr(self, f.name) for f in self.__record_fields__ if f.compare])
+
+
+def _record_eq(self: Any, other: object) -> object:  # a bool, or NotImplemented
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return _compared(self) == _compared(other)
+
+
+def _record_hash(self: Any) -> int:
+    return hash(tuple([getattr(self, f.name) for f in self.__record_fields__ if f.hash]))
+
+
+def _frozen_setattr(self: Any, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r} of a {type(self).__name__}")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r} of a {type(self).__name__}")
+
+
+def _make(cls: type[R], eq: bool) -> type[R]:
+    fields = _fields_of(cls)
+    names = {
+        "_set": object.__setattr__,
+        "_MISSING": MISSING,
+        "_defaults": {f.name: (MISSING if f.default_factory is not MISSING else f.default) for f in fields},
+        "_factories": {f.name: f.default_factory for f in fields},
+    }
+    exec(_init_source(fields, hasattr(cls, "__post_init__")), names)
+    init = names["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    attributes = {
+        "__record_fields__": fields,
+        "__init__": init,
+        "__repr__": _record_repr,
+        "__setattr__": _frozen_setattr,
+        "__delattr__": _frozen_delattr,
+    }
+    if eq:
+        attributes |= {"__eq__": _record_eq, "__hash__": _record_hash}
+    for name, value in attributes.items():
+        type.__setattr__(cls, name, value)
+    return cls
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def record(cls: Any = None, /, *, eq: bool = True) -> Any:
+    """Make ``cls`` a frozen record: ``@record`` or ``@record(eq=False)``."""
+    if cls is None:
+        return lambda given: _make(given, eq)
+    return _make(cls, eq)
+
+
+def is_record(value: object) -> bool:
+    """True for a record class or instance."""
+    return bool(hasattr(value, "__record_fields__"))
+
+
+def fields(value: object) -> tuple[Field, ...]:
+    """The fields of a record class or instance, in order."""
+    if not is_record(value):
+        raise TypeError(f"{value!r} is not a record")
+    return value.__record_fields__  # type: ignore[attr-defined, no-any-return]
+
+
+def replace(value: R, /, **changes: Any) -> R:
+    """A copy of the record ``value`` with ``changes`` (its ``__post_init__`` runs again)."""
+    for f in fields(value):
+        if f.name not in changes:
+            changes[f.name] = getattr(value, f.name)
+    return type(value)(**changes)
