@@ -91,8 +91,10 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
 
 
 def _init_source(fields: tuple[Field, ...], post_init: bool) -> str:
-    """``__init__``'s text: dataclasses' order rule (no required field after a default)."""
-    params, body = [], []
+    """``__init__``'s text, fields stored straight into the instance's ``__dict__`` (a frozen
+    record's own ``__setattr__`` refuses them). Every default is written ``_M`` here and
+    set as ``__defaults__`` afterwards; a ``_M`` left is a default_factory to call."""
+    params, body = [], ["_d_ = self.__dict__"]
     defaulted = ""
     for f in fields:
         if f.default is MISSING and f.default_factory is MISSING:
@@ -101,13 +103,13 @@ def _init_source(fields: tuple[Field, ...], post_init: bool) -> str:
             params.append(f.name)
         else:
             defaulted = f.name
-            params.append(f"{f.name}=_defaults[{f.name!r}]")
+            params.append(f"{f.name}=_M")
         if f.default_factory is not MISSING:
-            body.append(f"if {f.name} is _MISSING: {f.name} = _factories[{f.name!r}]()")
-        body.append(f"_set(self, {f.name!r}, {f.name})")
+            body.append(f"if {f.name} is _M: {f.name} = _F[{f.name!r}]()")
+    body.append("; ".join(f"_d_[{f.name!r}] = {f.name}" for f in fields) or "pass")
     if post_init:
         body.append("self.__post_init__()")
-    return f"def __init__(self, {', '.join(params)}):\n " + "\n ".join(body or ["pass"]) + "\n"
+    return f"def __init__(self, {', '.join(params)}):\n " + "\n ".join(body) + "\n"
 
 
 def _record_repr(self: Any) -> str:
@@ -139,14 +141,11 @@ def _frozen_delattr(self: Any, name: str) -> None:
 
 def _make(cls: type[R], eq: bool) -> type[R]:
     fields = _fields_of(cls)
-    names = {
-        "_set": object.__setattr__,
-        "_MISSING": MISSING,
-        "_defaults": {f.name: (MISSING if f.default_factory is not MISSING else f.default) for f in fields},
-        "_factories": {f.name: f.default_factory for f in fields},
-    }
+    names = {"_M": MISSING, "_F": {f.name: f.default_factory for f in fields}}
     exec(_init_source(fields, hasattr(cls, "__post_init__")), names)
     init = names["__init__"]
+    defaults = [f.default for f in fields if f.default is not MISSING or f.default_factory is not MISSING]
+    init.__defaults__ = tuple(defaults) or None
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     attributes = {
         "__record_fields__": fields,

@@ -13,6 +13,7 @@ the grammar accepts; the package re-exports them.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -153,9 +154,16 @@ _ITEM_REST = re.compile(r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++")
 # text before it), so that an expression past a bound stops soon after the item that
 # crosses it, as one read item by item does: after at most twice the text.
 _SIMPLE_ITEM = r"[^\[\],\t ]*+\[[^\[\]]*+\][^\[\],\t ]*+(?!\[)"
-_SIMPLE_RUNS = tuple(
-    re.compile(rf"{_SIMPLE_ITEM}(?:[,\t ]++{_SIMPLE_ITEM}){{0,{items - 1}}}+") for items in (16, 256, 4096)
-)
+_SIMPLE_RUN_ITEMS = (16, 256, 4096)
+
+
+@functools.cache  # compiled on first use: ~2 ms, kept off the TaskProlog's path
+def _simple_run(level: int) -> re.Pattern[str]:
+    """The pattern of a run of up to ``_SIMPLE_RUN_ITEMS[level]`` items."""
+    items = _SIMPLE_RUN_ITEMS[level]
+    return re.compile(rf"{_SIMPLE_ITEM}(?:[,\t ]++{_SIMPLE_ITEM}){{0,{items - 1}}}+")
+
+
 # (prefix, "body]tail") of each item of a run.
 _SIMPLE_PARTS = re.compile(r"([^\[\],\t ]*+)\[([^\[\]]*+\][^\[\],\t ]*+)")
 
@@ -424,7 +432,7 @@ def _plan(expr: str) -> list[_Plan]:
             # body, which leaves that item without its ']' and ends the run before it
             stop = expr.find(",", start + max(start, 1 << 16))
             stop = len(expr) if stop < 0 else stop
-            run = _SIMPLE_RUNS[min(runs, len(_SIMPLE_RUNS) - 1)].match(expr, start, stop)
+            run = _simple_run(min(runs, len(_SIMPLE_RUN_ITEMS) - 1)).match(expr, start, stop)
             runs += 1
             pos = match.end() if run is None else run.end()  # None: this item is longer
             found = _simple_parts(expr, start, pos)
