@@ -463,13 +463,12 @@ def test_cli_hook_prints_export_lines() -> None:
 # What a hook run may import of tfslurm. Its start-up is most of what a --tf-dist task (set-up
 # B) or node (set-up A) pays (docs/admin-guide.md, "Per-task cost"), so a module joins only
 # deliberately: the descriptor is imported only for a TF_CONFIG too large to export, runtimes
-# and iface only with TFSLURM_FOR / TFSLURM_IFACE.
+# and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
      "tfslurm.records", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
-     "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.compression",
-     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
-     "tfslurm.hostlist.natural"}
+     "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.expansion",
+     "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
 )  # fmt: skip
 # The records those modules define (tfslurm.records). As dataclasses they cost a quarter of a
 # hook run on Python 3.11 (dataclasses compiles five methods per class) and importing
@@ -514,7 +513,9 @@ def test_hook_path_defines_records_and_no_dataclasses() -> None:
         if isinstance(value, type) and value.__module__ == name
     ]
     assert [c for c in classes if dataclasses.is_dataclass(c)] == []
-    assert tuple(sorted(f"{c.__module__}.{c.__name__}" for c in classes if records.is_record(c))) == HOOK_RECORDS
+    assert (
+        tuple(sorted(f"{c.__module__}.{c.__name__}" for c in classes if records.is_record(c))) == HOOK_RECORDS
+    )
 
 
 # --- --node: every task of a node in one run (the plugin's prolog= mode) ----------------

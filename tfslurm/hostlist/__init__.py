@@ -48,9 +48,12 @@ The modules are not named after the functions (``expand``, ``compress``) so that
 from __future__ import annotations
 
 from tfslurm.errors import HostlistError
-from tfslurm.hostlist.compression import compress, compress_counts
 from tfslurm.hostlist.expansion import count, expand, expand_counts, index_of, nth
 from tfslurm.hostlist.grammar import MAX_CHARS, MAX_HOSTS, MAX_RANGE_HOSTS
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from tfslurm.hostlist.compression import compress, compress_counts
 
 __all__ = [
     "MAX_CHARS",
@@ -65,3 +68,13 @@ __all__ = [
     "index_of",
     "nth",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # compress is imported on first use: the TaskProlog only expands (Slurm gives the step's
+    # node list compressed), and compression with the natural order is a third of the package.
+    if name in ("compress", "compress_counts"):
+        from tfslurm.hostlist import compression
+
+        return getattr(compression, name)
+    raise AttributeError(f"module 'tfslurm.hostlist' has no attribute {name!r}")
