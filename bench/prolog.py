@@ -53,6 +53,8 @@ FLOOR_CODE = (
 FLOOR_VARIABLE = "TFSLURM_BENCH_FLOOR"  # set in (f)'s tasks: the (c3) cluster's hook runs FLOOR_CODE
 TARGET_B_MS = 1.0
 TARGET_C_MS = 30.0
+FLOOR_ANCHOR = "A's floor (f)"
+FLOOR_TIMES = 2.0  # (c2) per task within this many times (f)'s
 
 
 def build(work: Path, snapshot: bool) -> tuple[Path, Path]:
@@ -205,11 +207,14 @@ def rows(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> tupl
         raise SystemExit("cannot run the cluster bench: " + "; ".join(missing))
     med = measure(runs, warmup, nodes, tasks, snapshot).med
     per_task = {k: (med[k] - med["a"]) / tasks / 1000 for k in med}
+    # (c2) against set-up A's floor (f), issue 17: at most twice it, i.e. a ratio >= 0.5
+    floor = {FLOOR_ANCHOR: per_task["f"]} if per_task["f"] > 0 else {}
     out = [
         Row(
             f"prolog ({key}) {SETTINGS[key]}, per task over (a)",
             per_task[key],
-            {"empty TaskProlog": per_task["r"]},
+            {"empty TaskProlog": per_task["r"], **(floor if key in ("c", "c2") else {})},
+            least={FLOOR_ANCHOR: 1 / FLOOR_TIMES} if key == "c2" and floor else {},
         )
         for key, _ in TARGETS
     ]
@@ -220,6 +225,8 @@ def rows(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> tupl
         )
         for key, target in TARGETS
     ]
+    if not floor:  # the (c2)-against-(f) check cannot be made: say so, never pass it silently
+        checks.append((f"prolog (f) per task {per_task['f'] * 1000:.2f} ms over (a): noise, rerun", False))
     return out, checks
 
 
