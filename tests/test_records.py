@@ -76,11 +76,16 @@ def test_fields_are_frozen_and_defaults_are_fresh() -> None:
 
 
 def test_positional_and_keyword_arguments_and_their_errors() -> None:
-    assert Point(1, 2, ("a",)) == Point(x=1, y=2, tags=("a",))
-    with pytest.raises(TypeError):
+    assert Point(1, 2, ("a",)) == Point(x=1, y=2, tags=("a",)) == Point(1, tags=("a",), y=2)
+    assert Point(1, 0, (), "", {}, []) == Point(1)  # every field positionally: the quick path
+    with pytest.raises(TypeError, match=r"Point\(\) missing required arguments: 'x'"):
         Point()  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
         Point(1, z=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="multiple values for argument 'x'"):
+        Point(1, x=2)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="takes 6 positional arguments but 7 were given"):
+        Point(1, 0, (), "", {}, [], 9)  # type: ignore[call-arg]
 
 
 def test_replace_copies_with_changes_and_runs_post_init_again() -> None:

@@ -4,8 +4,10 @@ Why not dataclasses there: the TaskProlog hook imports the core once per node of
 at a site. On Python 3.11 importing ``dataclasses`` (it imports ``inspect``, ``ast``, ``dis``
 and ``tokenize``) and creating the hook path's eleven classes with it took about 25 ms of a
 62 ms hook run (issue 17, item 6), more than the work and the interpreter's start together.
-A record writes only its ``__init__`` (one small compile per class) and shares one
-``__repr__``, ``__eq__`` and ``__hash__``; instances are as fast to make as a dataclass's.
+Records compile nothing: every record shares one ``__init__``, ``__repr__``, ``__eq__`` and
+``__hash__`` driven by its fields. A call giving every field positionally is about as quick
+as a dataclass's generated ``__init__``; a call by keyword binds the names first (a few
+microseconds, for values made once per process such as ``Step`` or ``Settings``).
 
 What a record is, as a frozen dataclass would be: fields are the class's annotations in
 order (``ClassVar`` ones excluded), with defaults or :func:`field`; ``__post_init__`` runs
@@ -90,26 +92,65 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
     return tuple(found.values())
 
 
-def _init_source(fields: tuple[Field, ...], post_init: bool) -> str:
-    """``__init__``'s text, fields stored straight into the instance's ``__dict__`` (a frozen
-    record's own ``__setattr__`` refuses them). Every default is written ``_M`` here and
-    set as ``__defaults__`` afterwards; a ``_M`` left is a default_factory to call."""
-    params, body = [], ["_d_ = self.__dict__"]
-    defaulted = ""
-    for f in fields:
-        if f.default is MISSING and f.default_factory is MISSING:
-            if defaulted:
-                raise TypeError(f"record field {f.name!r} without a default follows {defaulted!r}")
-            params.append(f.name)
-        else:
-            defaulted = f.name
-            params.append(f"{f.name}=_M")
-        if f.default_factory is not MISSING:
-            body.append(f"if {f.name} is _M: {f.name} = _F[{f.name!r}]()")
-    body.append("; ".join(f"_d_[{f.name!r}] = {f.name}" for f in fields) or "pass")
-    if post_init:
-        body.append("self.__post_init__()")
-    return f"def __init__(self, {', '.join(params)}):\n " + "\n ".join(body) + "\n"
+class _Signature:
+    """What a record's ``__init__`` takes: field names in order, how many come first without
+    a default, each default (a default_factory called per instance)."""
+
+    __slots__ = ("defaults", "factories", "known", "names", "post_init", "required")
+
+    def __init__(self, fields: tuple[Field, ...], post_init: bool) -> None:
+        self.names = tuple(f.name for f in fields)
+        self.known = frozenset(self.names)
+        self.required = 0
+        defaulted = ""
+        for f in fields:
+            if f.default is MISSING and f.default_factory is MISSING:
+                if defaulted:
+                    raise TypeError(f"record field {f.name!r} without a default follows {defaulted!r}")
+                self.required += 1
+            else:
+                defaulted = f.name
+        self.defaults = {f.name: f.default for f in fields if f.default is not MISSING}
+        self.factories = {f.name: f.default_factory for f in fields if f.default_factory is not MISSING}
+        self.post_init = post_init
+
+    def bind(self, owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The field values of one call, or the TypeError Python gives for a bad call."""
+        names = self.names
+        if len(args) > len(names):
+            raise TypeError(f"{owner}() takes {len(names)} positional arguments but {len(args)} were given")
+        values = dict(self.defaults)
+        if args:
+            values.update(zip(names, args, strict=False))  # fewer args than fields: the rest by name
+        if kwargs:
+            if not kwargs.keys() <= self.known:
+                unknown = next(name for name in kwargs if name not in self.known)
+                raise TypeError(f"{owner}() got an unexpected keyword argument {unknown!r}")
+            if args and not kwargs.keys().isdisjoint(names[: len(args)]):
+                twice = next(name for name in names[: len(args)] if name in kwargs)
+                raise TypeError(f"{owner}() got multiple values for argument {twice!r}")
+            values.update(kwargs)
+        if len(values) < len(names):
+            for name, factory in self.factories.items():
+                if name not in values:
+                    values[name] = factory()
+            if len(values) < len(names):
+                missing = ", ".join(repr(name) for name in names if name not in values)
+                raise TypeError(f"{owner}() missing required arguments: {missing}")
+        return values
+
+
+def _record_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Every record's ``__init__`` (nothing is compiled per class: compiling the eleven
+    ``__init__`` functions took 1.3-2 ms of each hook run). A call with every field
+    positionally stores them at once; others are bound by name first."""
+    signature: _Signature = self.__record_signature__
+    if kwargs or len(args) != len(signature.names):
+        self.__dict__.update(signature.bind(type(self).__name__, args, kwargs))
+    else:
+        self.__dict__.update(zip(signature.names, args, strict=True))
+    if signature.post_init:
+        self.__post_init__()
 
 
 def _record_repr(self: Any) -> str:
@@ -141,15 +182,11 @@ def _frozen_delattr(self: Any, name: str) -> None:
 
 def _make(cls: type[R], eq: bool) -> type[R]:
     fields = _fields_of(cls)
-    names = {"_M": MISSING, "_F": {f.name: f.default_factory for f in fields}}
-    exec(_init_source(fields, hasattr(cls, "__post_init__")), names)
-    init = names["__init__"]
-    defaults = [f.default for f in fields if f.default is not MISSING or f.default_factory is not MISSING]
-    init.__defaults__ = tuple(defaults) or None
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    signature = _Signature(fields, hasattr(cls, "__post_init__"))
     attributes = {
         "__record_fields__": fields,
-        "__init__": init,
+        "__record_signature__": signature,
+        "__init__": _record_init,
         "__repr__": _record_repr,
         "__setattr__": _frozen_setattr,
         "__delattr__": _frozen_delattr,
