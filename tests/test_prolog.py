@@ -501,7 +501,7 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     others = [name for name in _tfslurm_modules() if name not in HOOK_MODULES]
     assert "tfslurm.descriptor" in others and "tfslurm.runtimes" in others
     stdlib = ("typing", "json", "subprocess", "socket", "signal", "pathlib", "shlex", "argparse", "zlib")
-    stdlib += ("dataclasses", "inspect", "ast", "dis", "tokenize")
+    stdlib += ("dataclasses", "inspect", "ast", "dis", "tokenize", "math")
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []
 
 

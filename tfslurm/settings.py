@@ -14,7 +14,6 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 from __future__ import annotations
 
 import enum
-import math
 import os
 
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
@@ -191,7 +190,7 @@ def parse_peer_timeout(raw: str, name: str = "peer timeout ") -> float:
     try:
         seconds = float(raw)
     except ValueError:
-        seconds = math.nan
+        seconds = float("nan")  # not math.nan: math is a shared library to load per hook run
     if not seconds > 0:
         raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
     return seconds

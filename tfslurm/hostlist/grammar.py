@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import operator
 import re
 from collections.abc import Iterable, Sequence
@@ -317,7 +316,7 @@ def _tail_overflow(texts: Sequence[str], groups: list[_Group]) -> str | None:
         first -= 1
     tail_groups = groups[first:]
     maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
-    if math.prod(map(len, maxima)) > 4096:
+    if functools.reduce(operator.mul, map(len, maxima), 1) > 4096:  # math.prod, without loading math
         return _over_64_bits(_item_text(texts, groups)[1:].split(","))
     lead = texts[first][len(texts[first].rstrip("0123456789")) :]
     for choice in itertools.product(*maxima):
