@@ -135,3 +135,14 @@ def test_records_pickle_and_keep_cached_properties() -> None:
     assert layout.task_counts == (3, 1)  # a cached_property, stored in the frozen instance
     assert pickle.loads(pickle.dumps(layout)) == layout
     assert records.is_record(layout) and not dataclasses.is_dataclass(layout)
+
+
+def test_fields_come_from_annotations_with_or_without_the_future_import() -> None:
+    """Python 3.14 keeps a class's annotations out of its __dict__ unless the module has
+    ``from __future__ import annotations`` (the core's modules do); a record made in a
+    module without it must still find its fields."""
+    namespace: dict[str, object] = {}
+    exec("class Plain:\n    x: int\n    y: 'list[str]' = ()\n", namespace)  # no future import
+    made = record(namespace["Plain"])  # type: ignore[arg-type]
+    assert [f.name for f in records.fields(made)] == ["x", "y"]
+    assert made(1) == made(x=1, y=()) and repr(made(1)) == "Plain(x=1, y=())"

@@ -76,7 +76,9 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
     found: dict[str, Field] = {}
     for base in reversed(cls.__mro__[1:]):
         found.update((f.name, f) for f in getattr(base, "__record_fields__", ()))
-    own = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - inspect is what this module avoids
+    own = cls.__dict__.get("__annotations__")  # noqa: RUF063 - inspect is what this module avoids
+    if own is None:  # Python 3.14 without `from __future__ import annotations`: made on demand
+        own = getattr(cls, "__annotations__", None) or {}
     for name, annotation in own.items():
         if str(annotation).startswith(("ClassVar", "typing.ClassVar")):
             continue
