@@ -95,26 +95,27 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
 
 
 class _Signature:
-    """What a record's ``__init__`` takes: field names in order, how many come first without
-    a default, each default (a default_factory called per instance)."""
+    """What a record class's shared methods need, derived once from its fields: the field
+    names in order, their defaults (a default_factory is called per instance), and the
+    names ``==``, the hash and the repr use."""
 
-    __slots__ = ("defaults", "factories", "known", "names", "post_init", "required")
+    __slots__ = ("compared", "defaults", "factories", "hashed", "known", "names", "post_init", "shown")
 
     def __init__(self, fields: tuple[Field, ...], post_init: bool) -> None:
+        defaulted = ""
+        for f in fields:  # dataclasses' rule: no field without a default after one with
+            if f.default is not MISSING or f.default_factory is not MISSING:
+                defaulted = f.name
+            elif defaulted:
+                raise TypeError(f"record field {f.name!r} without a default follows {defaulted!r}")
         self.names = tuple(f.name for f in fields)
         self.known = frozenset(self.names)
-        self.required = 0
-        defaulted = ""
-        for f in fields:
-            if f.default is MISSING and f.default_factory is MISSING:
-                if defaulted:
-                    raise TypeError(f"record field {f.name!r} without a default follows {defaulted!r}")
-                self.required += 1
-            else:
-                defaulted = f.name
         self.defaults = {f.name: f.default for f in fields if f.default is not MISSING}
         self.factories = {f.name: f.default_factory for f in fields if f.default_factory is not MISSING}
         self.post_init = post_init
+        self.compared = tuple(f.name for f in fields if f.compare)
+        self.hashed = tuple(f.name for f in fields if f.hash)
+        self.shown = tuple(f.name for f in fields if f.repr)
 
     def bind(self, owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The field values of one call, or the TypeError Python gives for a bad call."""
@@ -155,23 +156,25 @@ def _record_init(self: Any, *args: Any, **kwargs: Any) -> None:
         self.__post_init__()
 
 
+def _values(self: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple([getattr(self, name) for name in names])
+
+
 def _record_repr(self: Any) -> str:
-    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.__record_fields__ if f.repr)
+    names = self.__record_signature__.shown
+    shown = ", ".join(map("{}={!r}".format, names, _values(self, names)))
     return f"{type(self).__qualname__}({shown})"
 
 
-def _compared(self: Any) -> tuple[Any, ...]:
-    return tuple([getattr(self, f.name) for f in self.__record_fields__ if f.compare])
-
-
 def _record_eq(self: Any, other: object) -> object:  # a bool, or NotImplemented
+    names = self.__record_signature__.compared
     if other.__class__ is not self.__class__:
         return NotImplemented
-    return _compared(self) == _compared(other)
+    return _values(self, names) == _values(other, names)
 
 
 def _record_hash(self: Any) -> int:
-    return hash(tuple([getattr(self, f.name) for f in self.__record_fields__ if f.hash]))
+    return hash(_values(self, self.__record_signature__.hashed))
 
 
 def _frozen_setattr(self: Any, name: str, value: object) -> None:
@@ -210,7 +213,7 @@ def record(cls: Any = None, /, *, eq: bool = True) -> Any:
 
 def is_record(value: object) -> bool:
     """True for a record class or instance."""
-    return bool(hasattr(value, "__record_fields__"))
+    return hasattr(value, "__record_fields__")
 
 
 def fields(value: object) -> tuple[Field, ...]:
