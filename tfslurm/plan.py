@@ -405,6 +405,14 @@ class Plan:
             plan = records.replace(plan, rank=rank)
         return plan
 
+    def require_rank(self, what: str) -> int:
+        """This task's rank; PlanError naming ``what`` when the plan was not made by a task."""
+        return self._own_rank(what)
+
+    def on_hosts(self, hosts: tuple[str, ...], iface: str) -> Plan:
+        """This plan with each node reached at ``hosts`` (its address on ``iface``)."""
+        return records.replace(self, host_names=hosts, iface=iface)
+
     # -- internals -----------------------------------------------------------------------
     def _check_rank(self, rank: int) -> int:
         if not is_int_in(rank, 0, len(self.rank_node) - 1):
