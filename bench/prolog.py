@@ -38,6 +38,7 @@ from typing import Any
 
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster, missing_requirements
+from tfslurm.settings import TF_DIST_VARIABLE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
 from measure import Check, Row
@@ -102,7 +103,7 @@ def wrapper_alone(wrapper: Path, runs: int) -> tuple[float, float]:
     env = dict(observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"][0].env)
     out = []
     for marker in (None, "chief:1,worker:*"):
-        run_env = dict(env, **({prolog.MARKER: marker} if marker else {}))
+        run_env = dict(env, **({TF_DIST_VARIABLE: marker} if marker else {}))
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()

@@ -115,7 +115,7 @@ def check(env: dict[str, str]) -> str:
     try:
         step = Step.from_environ(env)
         plan = plan_for(step, options=PlanOptions(assign=True))
-        plan.tf_config() if plan.rank is not None else plan.cluster_spec()
+        plan.tf_config() if plan.rank is not None else plan.cluster.cluster_spec()
         outcome = "ok"
     except TfslurmError as exc:
         message = str(exc)
@@ -145,16 +145,18 @@ def declared_tasks(env: dict[str, str]) -> int:
 
 
 def _check_plan(plan: Plan, step: Step) -> None:
-    assert all(0 <= node < len(plan.nodes) for node in plan.rank_node)
+    assert all(0 <= node < len(plan.cluster.nodes) for node in plan.cluster.rank_node)
     per_node: dict[int, list[int]] = {}
-    for rank, node in enumerate(plan.rank_node):
-        per_node.setdefault(node, []).append(plan.rank_local[rank])
+    for rank, node in enumerate(plan.cluster.rank_node):
+        per_node.setdefault(node, []).append(plan.cluster.rank_local[rank])
     for locals_ in per_node.values():  # local ids 0..n-1 on every node: every rank once
         assert sorted(locals_) == list(range(len(locals_))), "local ids are not 0..n-1"
-    addresses = plan.addresses
+    addresses = plan.cluster.addresses
     assert len(set(addresses)) == len(addresses), "two tasks share host:port"
     if plan.rank is not None and step.node_name is not None:
-        assert plan.nodes[plan.rank_node[plan.rank]] == step.node_name, "own rank on another node"
+        assert plan.cluster.nodes[plan.cluster.rank_node[plan.rank]] == step.node_name, (
+            "own rank on another node"
+        )
 
 
 def run(inputs: int, seed: int | None, report: Callable[[str], None]) -> Counter[str]:

@@ -120,7 +120,7 @@ def test_t3_the_resolver_refuses_a_host_tf_cannot_carry_in_one_line() -> None:
     with pytest.raises(TfslurmError, match=r"is not UTF-8 text.*TFSLURM_HOST_TEMPLATE") as caught:
         resolver.cluster_spec()
     assert "\n" not in str(caught.value)
-    assert resolver.plan.addresses[0].startswith(name)  # the plan itself keeps the name
+    assert resolver.plan.cluster.addresses[0].startswith(name)  # the plan itself keeps the name
 
 
 def test_t8_a_node_with_no_task_is_refused_not_divided_by() -> None:

@@ -27,11 +27,11 @@ from tfslurm.layout import Distribution, Layout, block_layout, cyclic_layout, la
 from tfslurm.plan import (
     DESCRIPTOR_VARIABLE,
     TF_CONFIG_MAX_BYTES,
+    Cluster,
     Plan,
     PlanOptions,
     plan_for,
     plan_from_environ,
-    tf_config_json,
 )
 from tfslurm.ports import PortKind, PortRule
 from tfslurm.step import Step
@@ -87,7 +87,7 @@ def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tm
             own = plan.own
             assert own.rank == task.procid
             assert own.node == own.host == env["SLURMD_NODENAME"] == task.hostname, (fid, label)
-            spec = plan.cluster_spec()
+            spec = plan.cluster.cluster_spec()
             specs.add(json.dumps(spec))
             assert spec["worker"][task.procid] == f"{own.host}:{own.port}"
             config = json.loads(plan.tf_config())
@@ -112,7 +112,7 @@ def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
             plan = plan_for(Step.from_environ(env))
             low = int(env["SLURM_STEP_RESV_PORTS"].split("-")[0])
             assert plan.own.port == low + int(env["SLURM_LOCALID"])
-            assert plan.ports.kind is PortKind.RESERVED
+            assert plan.cluster.ports.kind is PortKind.RESERVED
 
 
 def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> N
             plan = plan_for(Step.from_environ(env))
             owned.setdefault(task.hostname, []).append(plan.own.gpus)
             # Every task predicts the same devices for the other tasks of its node.
-            for rank in range(plan.num_tasks):
+            for rank in range(plan.cluster.num_tasks):
                 if plan.task_of(rank).node == task.hostname:
                     assert plan.gpus_of(rank) is not None
                 else:
@@ -139,7 +139,7 @@ def test_per_task_binding_is_kept_and_others_are_unknown(tmp_path: Path) -> None
         for task, env in tasks:
             plan = plan_for(Step.from_environ(env))
             assert plan.own.gpus == (env["CUDA_VISIBLE_DEVICES"],)
-            others = [r for r in range(plan.num_tasks) if r != task.procid]
+            others = [r for r in range(plan.cluster.num_tasks) if r != task.procid]
             assert all(plan.gpus_of(r) is None for r in others)
 
 
@@ -158,26 +158,26 @@ def test_gpu_bind_none_and_no_gpus_never_crash(tmp_path: Path) -> None:
 def test_jobs_are_assigned_in_written_order_or_tf_order() -> None:
     step = Step.from_environ(task_env())
     written = plan_for(step, "worker:2,ps:1")
-    assert written.cluster_spec() == {
-        "worker": ["n9:" + str(written.port_of(0)), written.addresses[1]],
-        "ps": [written.addresses[2]],
+    assert written.cluster.cluster_spec() == {
+        "worker": ["n9:" + str(written.cluster.port_of(0)), written.cluster.addresses[1]],
+        "ps": [written.cluster.addresses[2]],
     }
-    assert written.job_of(1) == ("worker", 1)
+    assert written.cluster.job_of(1) == ("worker", 1)
     tf = plan_for(step, "worker:2,ps:1", PlanOptions(job_order=TF_JOB_ORDER))
-    assert list(tf.cluster_spec()) == ["ps", "worker"]
-    assert tf.job_of(0) == ("ps", 0) and tf.job_of(1) == ("worker", 0)
+    assert list(tf.cluster.cluster_spec()) == ["ps", "worker"]
+    assert tf.cluster.job_of(0) == ("ps", 0) and tf.cluster.job_of(1) == ("worker", 0)
 
 
 def test_default_jobs_come_from_tfslurm_tf_dist() -> None:
     plan = plan_for(Step.from_environ(task_env(TFSLURM_TF_DIST="chief:1,worker:*")))
-    assert plan.jobs == (("chief", 1), ("worker", 2))
-    assert plan_for(Step.from_environ(task_env())).jobs == (("worker", 3),)
+    assert plan.cluster.jobs == (("chief", 1), ("worker", 2))
+    assert plan_for(Step.from_environ(task_env())).cluster.jobs == (("worker", 3),)
 
 
 def test_hosts_keep_slurm_node_order_and_ports_follow_local_ids() -> None:
     plan = plan_for(Step.from_environ(task_env()), options=PlanOptions(port_base=15000))
     # TF's resolver would sort n10 before n9; Slurm puts ranks 0,1 on n9.
-    assert plan.addresses == ("n9:15000", "n9:15001", "n10:15000")
+    assert plan.cluster.addresses == ("n9:15000", "n9:15001", "n10:15000")
 
 
 def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
@@ -193,26 +193,35 @@ def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
     assert json.loads(grpc.tf_config())["rpc_layer"] == "grpc"
 
 
+def tf_config_oracle(cluster: dict[str, list[str]], job: str, index: int, rpc: str | None = None) -> str:
+    """TF_CONFIG by json.dumps: the evaluator sees every job, training tasks neither the
+    evaluator nor empty jobs."""
+    shown = cluster if job == "evaluator" else {n: t for n, t in cluster.items() if n != "evaluator" and t}
+    value: dict[str, object] = {"cluster": shown, "task": {"type": job, "index": index}}
+    if rpc is not None:
+        value["rpc_layer"] = rpc
+    return json.dumps(value, separators=(",", ":"))
+
+
 def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> None:
     """One evaluator rule (docs/ps.md): the hook's TF_CONFIG equals what `tfslurm run`
-    writes (Role.tf_config, through tf_config_json): the evaluator sees everything, the
-    training tasks do not see it."""
-    from tfslurm.runtime.roles import role_from_tf_config
+    writes (Role.tf_config): the evaluator sees everything, the training tasks do not see it."""
+    from tfslurm.runtime.roles import Role, role_from_tf_config
 
     plan = plan_for(
         Step.from_environ(task_env()), "chief:1,evaluator:1,worker:*", PlanOptions(port_base=2222)
     )
     full = {"chief": ["n9:2222"], "evaluator": ["n9:2223"], "worker": ["n10:2222"]}
-    assert plan.cluster_spec() == full
+    assert plan.cluster.cluster_spec() == full
     assert json.loads(plan.tf_config(0))["cluster"] == {"chief": ["n9:2222"], "worker": ["n10:2222"]}
     assert json.loads(plan.tf_config(2))["cluster"] == {"chief": ["n9:2222"], "worker": ["n10:2222"]}
     assert json.loads(plan.tf_config(1)) == {"cluster": full, "task": {"type": "evaluator", "index": 0}}
     for rank in range(3):
-        job, index = plan.job_of(rank)
-        assert plan.tf_config(rank) == tf_config_json(full, job, index)
+        job, index = plan.cluster.job_of(rank)
+        assert plan.tf_config(rank) == tf_config_oracle(full, job, index)
         # tfslurm run, given the evaluator's full view, writes the same text for every task
         evaluator_view = role_from_tf_config(plan.tf_config(1))
-        rebuilt = type(evaluator_view)(job, index, evaluator_view.cluster, "test")
+        rebuilt = Role(evaluator_view.cluster, job, index, "test")
         assert rebuilt.tf_config() == plan.tf_config(rank)
 
 
@@ -235,9 +244,9 @@ def test_plan_tf_config_fast_path_equals_the_one_writer(
                    TFSLURM_HOST_TEMPLATE=template)  # fmt: skip
     plan = plan_for(Step.from_environ(env), spec, PlanOptions(port_base=3000, rpc_layer=rpc))
     for rank in range(tasks):
-        job, index = plan.job_of(rank)
+        job, index = plan.cluster.job_of(rank)
         text = plan.tf_config(rank)
-        assert text == tf_config_json(plan.cluster_spec(), job, index, rpc)
+        assert text == tf_config_oracle(plan.cluster.cluster_spec(), job, index, rpc)
         assert ("evaluator" in json.loads(text)["cluster"]) == (job == "evaluator")
 
 
@@ -246,12 +255,12 @@ def test_host_template_maps_node_names_to_addresses() -> None:
         Step.from_environ(task_env()),
         options=PlanOptions(port_base=2222, host_template="{node}-ib.example.org"),
     )
-    assert plan.addresses[2] == "n10-ib.example.org:2222"
+    assert plan.cluster.addresses[2] == "n10-ib.example.org:2222"
     assert plan.own.node == "n9" and plan.own.host == "n9-ib.example.org"
     from_env = plan_for(
         Step.from_environ(task_env(TFSLURM_HOST_TEMPLATE="{node}.x")), options=PlanOptions(port_base=1)
     )
-    assert from_env.hosts == ("n9.x", "n10.x")
+    assert from_env.cluster.hosts == ("n9.x", "n10.x")
     for bad in ("node", "{node}:1", "{node};x", "{host}", "{node}{x}", "a b{node}"):
         with pytest.raises(PlanError, match="must contain"):
             plan_for(Step.from_environ(task_env()), options=PlanOptions(host_template=bad))
@@ -277,7 +286,7 @@ def test_plan_errors_are_one_line_tfslurm_errors() -> None:
         with pytest.raises(PlanError, match="rank"):
             plan.task_of(rank)
     with pytest.raises(PlanError, match="no job 'ps'"):
-        plan.rank_of("ps", 0)
+        plan.cluster.rank_of("ps", 0)
 
 
 def test_table_is_aligned_and_marks_this_task() -> None:
@@ -334,10 +343,10 @@ def test_a_missing_slurm_localid_comes_from_the_layout() -> None:
 def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     env = task_env(TFSLURM_TF_DIST="chief:1,worker:*")
     plan = plan_for(Step.from_environ(env))
-    text = plan.descriptor()
+    text = plan.cluster.descriptor()
     assert text.startswith("tfslurm1;") and len(text) < 200
     rebuilt = Plan.from_descriptor(text, rank=1)
-    assert rebuilt.cluster_spec() == plan.cluster_spec()
+    assert rebuilt.cluster.cluster_spec() == plan.cluster.cluster_spec()
     assert rebuilt.tf_config() == plan.tf_config()
     env[DESCRIPTOR_VARIABLE] = text
     env["SLURM_STEP_TASKS_PER_NODE"] = "garbage"  # the descriptor is used, not Slurm's vars
@@ -467,42 +476,52 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
         ports=tuple(range(30000, 30000 + max(layout.tasks_on(i) for i in range(len(layout.nodes))))),
     )
     rule = data.draw(st.sampled_from([ports, reserved]))
-    plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, jobs, rule, rank=0)
-    text = plan.descriptor()
+    plan = Plan(Cluster(layout.nodes, layout.rank_node, layout.rank_local, jobs, rule), rank=0)
+    text = plan.cluster.descriptor()
     rebuilt = Plan.from_descriptor(text, rank=0)
-    assert rebuilt.nodes == plan.nodes
-    assert rebuilt.rank_node == plan.rank_node and rebuilt.rank_local == plan.rank_local
-    assert rebuilt.cluster_spec() == plan.cluster_spec()
+    assert rebuilt.cluster.nodes == plan.cluster.nodes
+    assert (
+        rebuilt.cluster.rank_node == plan.cluster.rank_node
+        and rebuilt.cluster.rank_local == plan.cluster.rank_local
+    )
+    assert rebuilt.cluster.cluster_spec() == plan.cluster.cluster_spec()
     assert rebuilt.tf_config() == plan.tf_config()
     assert Descriptor.decode(text).encode() == text
     assert json.loads(plan.tf_config()) == {
-        "cluster": plan.cluster_spec(),
+        "cluster": plan.cluster.cluster_spec(),
         "task": {"type": jobs[0][0], "index": 0},
     }
-    assert plan.tf_config().startswith('{"cluster":' + json.dumps(plan.cluster_spec(), separators=(",", ":")))
+    assert plan.tf_config().startswith(
+        '{"cluster":' + json.dumps(plan.cluster.cluster_spec(), separators=(",", ":"))
+    )
     # Every (node, port) pair is used by exactly one rank.
-    assert len(set(plan.addresses)) == n
+    assert len(set(plan.cluster.addresses)) == n
 
 
 def test_tf_config_escapes_what_json_must_escape() -> None:
-    plan = Plan(
-        ('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule(PortKind.EXPLICIT, base=5000), rank=0
-    )
+    cluster = Cluster(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule(PortKind.EXPLICIT, base=5000))
+    plan = Plan(cluster, rank=0)
     assert json.loads(plan.tf_config())["cluster"] == {"worker": ['n"1:5000', "nø:5000"]}
 
 
 def test_explicit_local_ids_round_trip() -> None:
     layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), Distribution.GIVEN, source="odd")
     plan = Plan(
-        layout.nodes,
-        layout.rank_node,
-        layout.rank_local,
-        (("worker", 3),),
-        PortRule(PortKind.EXPLICIT, base=5000),
+        Cluster(
+            layout.nodes,
+            layout.rank_node,
+            layout.rank_local,
+            (("worker", 3),),
+            PortRule(PortKind.EXPLICIT, base=5000),
+        )
     )
-    text = plan.descriptor()
+    text = plan.cluster.descriptor()
     assert ";local=" in text
-    assert Plan.from_descriptor(text).addresses == plan.addresses == ("a:5001", "b:5000", "a:5000")
+    assert (
+        Plan.from_descriptor(text).cluster.addresses
+        == plan.cluster.addresses
+        == ("a:5001", "b:5000", "a:5000")
+    )
 
 
 def test_long_explicit_maps_are_compressed() -> None:
@@ -518,11 +537,13 @@ def test_long_explicit_maps_are_compressed() -> None:
         seen[node] += 1
     nodes = tuple(f"n{i}" for i in range(50))
     plan = Plan(
-        nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule(PortKind.EXPLICIT, base=5000)
+        Cluster(
+            nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule(PortKind.EXPLICIT, base=5000)
+        )
     )
-    text = plan.descriptor()
+    text = plan.cluster.descriptor()
     assert ";map=z:" in text
-    assert Plan.from_descriptor(text).rank_node == tuple(order)
+    assert Plan.from_descriptor(text).cluster.rank_node == tuple(order)
 
 
 # -- CLI ---------------------------------------------------------------------------------------
@@ -651,13 +672,13 @@ def test_every_rank_of_any_step_agrees_and_finds_itself(shape, jobs, reserved) -
                    SLURM_GTIDS=",".join(map(str, layout.ranks_on(node))))  # fmt: skip
         plan = plan_for(Step.from_environ(env), jobs)
         assert plan.own.host == names[node]
-        configs.add(json.dumps(plan.cluster_spec()))
-        assert Plan.from_descriptor(plan.descriptor(), rank=rank).tf_config() == plan.tf_config()
+        configs.add(json.dumps(plan.cluster.cluster_spec()))
+        assert Plan.from_descriptor(plan.cluster.descriptor(), rank=rank).tf_config() == plan.tf_config()
     assert len(configs) == 1
     spec = json.loads(configs.pop())
     addresses = [a for job in spec.values() for a in job]
     assert len(addresses) == len(set(addresses)) == n
-    assert [a.rpartition(":")[0] for a in plan.addresses] == [names[i] for i in layout.rank_node]
+    assert [a.rpartition(":")[0] for a in plan.cluster.addresses] == [names[i] for i in layout.rank_node]
 
 
 def test_the_taskprolog_path_imports_only_what_it_needs() -> None:

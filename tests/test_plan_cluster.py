@@ -53,8 +53,8 @@ except TfslurmError as exc:
     sys.exit(0)
 own = plan.own
 out.update(host=own.host, node=own.node, port=own.port, role=[own.job, own.index], gpus=own.gpus,
-           spec=plan.cluster_spec(), tf_config=plan.tf_config(), exported=plan.task_env(),
-           rule=plan.ports.encode())
+           spec=plan.cluster.cluster_spec(), tf_config=plan.tf_config(), exported=plan.task_env(),
+           rule=plan.cluster.ports.encode())
 if args.get("resolver"):  # the compat resolver's logic (without importing TF) in the same task
     from tfslurm.resolver import SlurmResolverMixin
     resolver = SlurmResolverMixin()
@@ -88,8 +88,8 @@ def serve():
         served.set()
 if out["bound"]:
     threading.Thread(target=serve, daemon=True).start()
-    target = (own.rank + 1) % plan.num_tasks
-    host, _, port = plan.addresses[target].rpartition(":")
+    target = (own.rank + 1) % plan.cluster.num_tasks
+    host, _, port = plan.cluster.addresses[target].rpartition(":")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
-from tfslurm import hostlist, records
+from tfslurm import hostlist
 from tfslurm.errors import LayoutError, PortError, SlurmEnvError
 from tfslurm.layout import layout_for
 from tfslurm.ports import (
@@ -29,7 +29,7 @@ from tfslurm.ports import (
     port_rule,
     read_ephemeral_range,
 )
-from tfslurm.step import Step
+from tfslurm.step import FIELD_VARIABLES, Step
 
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
 STEPS = [(fid, label) for fid, fx in sorted(FIXTURES.items()) for label in fx.steps]
@@ -103,19 +103,24 @@ def test_het_step_over_two_components_does_not_trust_the_union_of_reservations()
 USUAL_MPI_RANGES = [(12000, 12999), (20000, 32767), (20000, 20100)]
 
 
+def with_ids(step: Step, job_id: int, step_id: int) -> Step:
+    """``step`` as a step of another job and step id."""
+    fields = {name: getattr(step, name) for name in FIELD_VARIABLES}
+    fields.update(job_id=job_id, step_id=step_id)
+    return Step(step.context, **fields, gpus=step.gpus, settings=step.settings, env=step.env)
+
+
 def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> None:
     """Recorded het steps (MpiParams=ports=20000-20100): for every job id, their derived
-    ports stay outside every usual MpiParams range and every port they were shown.  Before,
-    derived_base(2, 2, 4) = 20018 sat inside 20000-20100."""
+    ports stay outside every usual MpiParams range and every port they were shown (such as
+    derived_base(2, 2, 4) = 20018, inside 20000-20100, would not)."""
     multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
     for fid, label in multi:
         _task, step, _rule = rules_of(fid, label)[0]
         shown = parse_port_list(step.resv_ports)
         for job_id in [*range(1, 3000), 2, 4242, 2**31 + 7]:
             for step_id in (0, 1, 2, 7):
-                rule = port_rule(
-                    records.replace(step, job_id=job_id, step_id=step_id), 4, ephemeral_range=LINUX
-                )
+                rule = port_rule(with_ids(step, job_id, step_id), 4, ephemeral_range=LINUX)
                 ports = [rule.port(i) for i in range(4)]
                 assert rule.kind is PortKind.DERIVED
                 assert not any(lo <= p <= hi for p in ports for lo, hi in USUAL_MPI_RANGES), (job_id, ports)

@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 
 import observed
 from importcost import added_by
-from tfslurm import prolog, records
+from tfslurm import prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan
+from tfslurm.settings import TF_DIST_VARIABLE
 from tfslurm.step import GPU_VARIABLES
+from tfslurm.value import Value
 
 PACKAGE_PARENT = str(Path(prolog.__file__).resolve().parent.parent)
 
@@ -144,7 +146,7 @@ def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None
     jobs = expected_jobs(spec, num_tasks)
     clusters = set()
     for task in tasks:
-        env = dict(task.env, **{prolog.MARKER: spec})
+        env = dict(task.env, **{TF_DIST_VARIABLE: spec})
         try:
             lines = prolog.prolog_lines(env)
         except LayoutError as exc:
@@ -179,7 +181,7 @@ def test_devices_are_the_tasks_own_and_never_shared_on_a_node(case) -> None:
     spec = spec_for(len(tasks))
     per_node: dict[str, list[str]] = {}
     for task in tasks:
-        env = dict(task.env, **{prolog.MARKER: spec})
+        env = dict(task.env, **{TF_DIST_VARIABLE: spec})
         new_env, _ = apply_taskprolog_output(env, "\n".join(prolog.prolog_lines(env)) + "\n")
         given_by_slurm = set(filter(None, task.env["CUDA_VISIBLE_DEVICES"].split(",")))
         mine = [d for d in new_env["CUDA_VISIBLE_DEVICES"].split(",") if d]
@@ -192,18 +194,11 @@ def test_devices_are_the_tasks_own_and_never_shared_on_a_node(case) -> None:
 # --- when the hook does nothing ---------------------------------------------------------
 
 
-def test_the_marker_is_the_plans_jobs_variable() -> None:
-    # spelled out in prolog.py so that the hook never imports the plan for jobs without it
-    from tfslurm.plan import JOBS_VARIABLE
-
-    assert prolog.MARKER == JOBS_VARIABLE == "TFSLURM_TF_DIST"
-
-
 def test_without_the_marker_nothing_is_printed_and_nothing_fails() -> None:
     task = observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"][0]
     assert prolog.prolog_lines(task.env) == []
     assert run_main(dict(task.env)) == (0, "")
-    assert run_main(dict(task.env, **{prolog.MARKER: "  "})) == (0, "")
+    assert run_main(dict(task.env, **{TF_DIST_VARIABLE: "  "})) == (0, "")
     # even an environment tfslurm cannot read is no reason to fail a job that did not ask
     assert run_main({"SLURM_JOB_ID": "x", "SLURM_PROCID": "-3"}) == (0, "")
 
@@ -211,8 +206,8 @@ def test_without_the_marker_nothing_is_printed_and_nothing_fails() -> None:
 def test_batch_script_and_outside_slurm_get_nothing() -> None:
     batch = observed.load(observed.DATA / "20_sbatch_steps.txt").batch
     assert batch is not None
-    assert run_main(dict(batch.env, **{prolog.MARKER: "worker:*"})) == (0, "")
-    assert run_main({prolog.MARKER: "worker:*"}) == (0, "")
+    assert run_main(dict(batch.env, **{TF_DIST_VARIABLE: "worker:*"})) == (0, "")
+    assert run_main({TF_DIST_VARIABLE: "worker:*"}) == (0, "")
 
 
 # --- errors reach the user as one print line --------------------------------------------
@@ -230,11 +225,11 @@ def fixture_env(name: str = "11_gres_gpu2.txt", rank: int = 0, **extra: str) -> 
      ("chief:*,worker:1", "at most one")],
 )  # fmt: skip
 def test_bad_spec_prints_one_line_and_fails_the_task(spec: str, needle: str) -> None:
-    rc, text = run_main(fixture_env(**{prolog.MARKER: spec}))
+    rc, text = run_main(fixture_env(**{TF_DIST_VARIABLE: spec}))
     assert rc == 2
     _, printed = apply_taskprolog_output({}, text)
     assert len(printed) == 1 and text.count("\n") == 1
-    assert printed[0].startswith(f"tfslurm prolog ({prolog.MARKER}=") and needle in printed[0]
+    assert printed[0].startswith(f"tfslurm prolog ({TF_DIST_VARIABLE}=") and needle in printed[0]
 
 
 def test_internal_errors_are_reported_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,11 +239,11 @@ def test_internal_errors_are_reported_the_same_way(monkeypatch: pytest.MonkeyPat
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr(tfslurm.plan, "plan_for", broken)
-    rc, text = run_main(fixture_env(**{prolog.MARKER: "worker:*"}))
+    rc, text = run_main(fixture_env(**{TF_DIST_VARIABLE: "worker:*"}))
     assert (
         rc == 1
         and text
-        == f"print tfslurm prolog ({prolog.MARKER}=worker:*): internal error: RuntimeError: boom second line\n"
+        == f"print tfslurm prolog ({TF_DIST_VARIABLE}=worker:*): internal error: RuntimeError: boom second line\n"
     )
     assert run_main(fixture_env()) == (0, "")
 
@@ -269,7 +264,7 @@ def test_a_newline_in_a_value_is_refused_never_passed_on() -> None:
 
 
 def test_a_newline_from_the_environment_fails_the_task_with_a_message() -> None:
-    env = fixture_env(**{prolog.MARKER: "worker:*", "CUDA_VISIBLE_DEVICES": "0,1\nexport EVIL=1"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "CUDA_VISIBLE_DEVICES": "0,1\nexport EVIL=1"})
     rc, text = run_main(env)
     assert rc != 0
     new_env, printed = apply_taskprolog_output(env, text)
@@ -302,7 +297,7 @@ def test_lines_mean_exactly_the_changes_to_slurm_or_are_refused(changes) -> None
 def test_oversized_tf_config_is_replaced_by_the_descriptor() -> None:
     template = "{node}." + "d" * 40_000  # 4 tasks x 40 kB hosts > 131,060 bytes
     rank_envs = [
-        dict(t.env, **{prolog.MARKER: "chief:1,worker:*", "TFSLURM_HOST_TEMPLATE": template,
+        dict(t.env, **{TF_DIST_VARIABLE: "chief:1,worker:*", "TFSLURM_HOST_TEMPLATE": template,
                        "TF_CONFIG": '{"stale": true}'})
         for t in observed.load(observed.DATA / "11_gres_gpu2.txt").steps["s0"]
     ]  # fmt: skip
@@ -322,7 +317,7 @@ def test_oversized_tf_config_is_replaced_by_the_descriptor() -> None:
 
 
 def test_a_fitting_tf_config_unsets_a_stale_descriptor() -> None:
-    env = fixture_env(**{prolog.MARKER: "worker:*", "TFSLURM_DESCRIPTOR": "stale"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "TFSLURM_DESCRIPTOR": "stale"})
     lines = prolog.prolog_lines(env)
     assert "unset TFSLURM_DESCRIPTOR" in lines
     new_env, _ = apply_taskprolog_output(env, "\n".join(lines) + "\n")
@@ -364,7 +359,7 @@ def test_wrapper_without_marker_starts_no_python(tmp_path: Path) -> None:
     done = run_wrapper(path, env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "unset SLURM_SCRIPT_CONTEXT\n", "")
     # with the marker it would have to start Python: that one fails (proving the other did not)
-    done = run_wrapper(path, dict(env, **{prolog.MARKER: "worker:*"}))
+    done = run_wrapper(path, dict(env, **{TF_DIST_VARIABLE: "worker:*"}))
     assert done.returncode != 0
 
 
@@ -373,7 +368,7 @@ def test_wrapper_output_equals_the_hook(wrapper: Path, shell: str | None) -> Non
     if shell and shutil.which(shell) is None:
         pytest.skip(f"{shell} not installed")
     argv_shell = f"{shell} sh" if shell == "busybox" else shell
-    env = fixture_env(rank=3, **{prolog.MARKER: "ps:1,worker:*"})
+    env = fixture_env(rank=3, **{TF_DIST_VARIABLE: "ps:1,worker:*"})
     cmd = [*(argv_shell.split() if argv_shell else []), str(wrapper)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -388,7 +383,7 @@ def test_wrapper_ignores_the_jobs_python_settings(wrapper: Path, tmp_path: Path)
     fake = tmp_path / "shadow" / "tfslurm"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise SystemExit('shadow tfslurm imported')\n")
-    env = fixture_env(**{prolog.MARKER: "worker:*", "PYTHONPATH": str(fake.parent),
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "PYTHONPATH": str(fake.parent),
                          "PYTHONSTARTUP": str(fake / "__init__.py"), "PYTHONWARNINGS": "error"})  # fmt: skip
     done = run_wrapper(wrapper, env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -396,7 +391,7 @@ def test_wrapper_ignores_the_jobs_python_settings(wrapper: Path, tmp_path: Path)
 
 
 def test_wrapper_reports_errors_as_print_lines(wrapper: Path) -> None:
-    env = fixture_env(**{prolog.MARKER: "ps:9,worker:*"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "ps:9,worker:*"})
     done = run_wrapper(wrapper, env)
     assert done.returncode == 2
     _, printed = apply_taskprolog_output({}, done.stdout)
@@ -448,7 +443,7 @@ def test_cli_writes_the_wrapper(tmp_path: Path) -> None:
 
 
 def test_cli_hook_prints_export_lines() -> None:
-    env = fixture_env(rank=1, **{prolog.MARKER: "worker:*", "PATH": os.environ.get("PATH", "")})
+    env = fixture_env(rank=1, **{TF_DIST_VARIABLE: "worker:*", "PATH": os.environ.get("PATH", "")})
     done = subprocess.run(
         [sys.executable, "-m", "tfslurm", "prolog"], env=env, capture_output=True, text=True, timeout=120
     )
@@ -466,16 +461,15 @@ def test_cli_hook_prints_export_lines() -> None:
 # and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
-     "tfslurm.records", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
+     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
      "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.expansion",
      "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
 )  # fmt: skip
-# The records those modules define (tfslurm.records). As dataclasses they cost a quarter of a
-# hook run on Python 3.11 (dataclasses compiles five methods per class) and importing
-# dataclasses with inspect as much again (issue 17, item 6); records compile nothing.
-HOOK_RECORDS = (
-    "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
-    "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
+# The value types those modules define (tfslurm.value): written-out classes, which compile
+# nothing at import, where dataclasses would compile five methods each and import inspect.
+HOOK_VALUES = (
+    "tfslurm.cluster.Cluster", "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout",
+    "tfslurm.plan.GpuPlan", "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
     "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
     "tfslurm.step.Step",
 )  # fmt: skip
@@ -491,7 +485,7 @@ def _tfslurm_modules() -> list[str]:
 def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     """The hook as the wrapper runs it (``-I -S``, the task's environment) imports no
     TensorFlow, none of these standard modules and of tfslurm only HOOK_MODULES."""
-    env = fixture_env(**{prolog.MARKER: "worker:*"})  # GPUs: the GPU code runs too
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*"})  # GPUs: the GPU code runs too
     assert any(line.startswith("export TF_CONFIG=") for line in prolog.prolog_lines(env))
     code = (
         f"import os, sys; os.environ.clear(); os.environ.update({env!r})\n"
@@ -505,7 +499,7 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []
 
 
-def test_hook_path_defines_records_and_no_dataclasses() -> None:
+def test_hook_path_defines_values_and_no_dataclasses() -> None:
     classes = [
         value
         for name in HOOK_MODULES
@@ -514,7 +508,10 @@ def test_hook_path_defines_records_and_no_dataclasses() -> None:
     ]
     assert [c for c in classes if dataclasses.is_dataclass(c)] == []
     assert (
-        tuple(sorted(f"{c.__module__}.{c.__name__}" for c in classes if records.is_record(c))) == HOOK_RECORDS
+        tuple(
+            sorted(f"{c.__module__}.{c.__name__}" for c in classes if issubclass(c, Value) and c is not Value)
+        )
+        == HOOK_VALUES
     )
 
 
@@ -562,7 +559,7 @@ def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> No
         per_node.setdefault((task.env["SLURMD_NODENAME"], task.env["SLURM_GTIDS"]), []).append(task)
     for (node, _), on_node in per_node.items():
         on_node.sort(key=lambda t: int(t.env["SLURM_LOCALID"]))
-        first = dict(on_node[0].env, **{prolog.MARKER: spec})
+        first = dict(on_node[0].env, **{TF_DIST_VARIABLE: spec})
         assert first["SLURM_LOCALID"] == "0"
         rc = io.StringIO()
         assert prolog.main(first, rc, ["--node"]) == 0
@@ -570,7 +567,7 @@ def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> No
         assert sorted(blocks) == list(range(len(on_node))), node
         for task in on_node:
             status, inputs, own = blocks[int(task.env["SLURM_LOCALID"])]
-            actual = dict(task.env, **{prolog.MARKER: spec})
+            actual = dict(task.env, **{TF_DIST_VARIABLE: spec})
             assert inputs == {
                 "SLURM_PROCID": actual["SLURM_PROCID"],
                 "SLURM_LOCALID": actual["SLURM_LOCALID"],
@@ -586,7 +583,7 @@ def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> No
 
 def test_node_output_does_not_depend_on_the_task_pid() -> None:
     """The pid is the one per-task variable the plugin does not compare: nothing reads it."""
-    env = fixture_env(**{prolog.MARKER: "chief:1,worker:*"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "chief:1,worker:*"})
     outputs = set()
     for pid in ("1", "987654", "not-a-pid", ""):
         out = io.StringIO()
@@ -600,7 +597,7 @@ def test_node_output_does_not_depend_on_the_task_pid() -> None:
 def test_node_mode_gives_up_silently_on_odd_task_ids(gtids: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 3 and no output: the plugin then runs the hook in every task, which reports."""
     out = io.StringIO()
-    env = fixture_env(**{prolog.MARKER: "worker:*", "SLURM_GTIDS": gtids})
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "SLURM_GTIDS": gtids})
     assert prolog.main(env, out, ["--node"]) == 3
     assert out.getvalue() == "" and capsys.readouterr().err == ""
 
@@ -612,7 +609,7 @@ def test_hook_refuses_unknown_arguments(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_node_mode_reports_a_bad_spec_in_every_block() -> None:
-    env = fixture_env(**{prolog.MARKER: "ps:1,worker:7"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "ps:1,worker:7"})
     out = io.StringIO()
     assert prolog.main(env, out, ["--node"]) == 0
     blocks = node_blocks(out.getvalue())
@@ -622,7 +619,7 @@ def test_node_mode_reports_a_bad_spec_in_every_block() -> None:
 
 
 def test_wrapper_passes_node_mode_on(wrapper: Path) -> None:
-    env = fixture_env(**{prolog.MARKER: "chief:1,worker:*"})
+    env = fixture_env(**{TF_DIST_VARIABLE: "chief:1,worker:*"})
     done = run_wrapper_args(wrapper, env, "--node")
     assert done.returncode == 0, done.stderr
     out = io.StringIO()

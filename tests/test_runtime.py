@@ -102,7 +102,7 @@ def test_tf_config_round_trip(workers, ps, evaluator, data):
     again = role_from_tf_config(role.tf_config())
     assert (again.job, again.index) == (job, index)
     expected = {j: tuple(v) for j, v in cluster.items() if job == "evaluator" or j != "evaluator"}
-    assert dict(again.cluster) == expected
+    assert {job: tuple(tasks) for job, tasks in again.cluster.cluster_spec().items()} == expected
     peers, own = watch_spec(role)
     assert role.address() not in peers
     if job in ("evaluator", "ps") or (job == "worker" and ps):
@@ -141,7 +141,8 @@ def test_resolve_from_a_step_plan():
     env = dict(STEP_ENV)
     role = resolve_role(env, jobs="chief:1,ps:1,worker:*")
     assert (role.job, role.index, role.strategy) == ("ps", 0, "ps")
-    assert role.cluster["chief"] == ("n1:30000",) and len(role.cluster["worker"]) == 2
+    spec = role.cluster.cluster_spec()
+    assert spec["chief"] == ["n1:30000"] and len(spec["worker"]) == 2
     assert role.plan_table and "RANK" in role.plan_table
 
 
@@ -150,11 +151,11 @@ def test_resolve_from_the_descriptor_matches_the_plan():
 
     env = {**STEP_ENV, "TFSLURM_TF_DIST": "chief:1,ps:1,worker:*"}
     planned = resolve_role(env)
-    descriptor = plan_from_environ(env).descriptor()
+    descriptor = plan_from_environ(env).cluster.descriptor()
     env = {**STEP_ENV, "TFSLURM_DESCRIPTOR": descriptor, "TFSLURM_TF_DIST": "worker:*"}
     role = resolve_role(env, jobs="worker:*")  # the descriptor wins over any jobs spec
     assert role.source == "TFSLURM_DESCRIPTOR"
-    assert (role.job, role.index, dict(role.cluster)) == (planned.job, planned.index, dict(planned.cluster))
+    assert (role.job, role.index, role.cluster) == (planned.job, planned.index, planned.cluster)
 
 
 # ---------------------------------------------------------------- programs and signals
@@ -561,14 +562,10 @@ def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {message}")
 
 
-def test_runtime_and_plan_share_one_evaluator_rule() -> None:
-    from tfslurm.plan import training_cluster
-
+def test_training_cluster_drops_the_evaluator_and_empty_jobs() -> None:
     cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": [], "evaluator": ["e:1"]}
     role = role_from_tf_config(tf_config(cluster, "worker", 1))
-    assert (
-        role.training_cluster() == training_cluster(cluster) == {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
-    )
+    assert role.training_cluster() == {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
 
 
 def test_a_process_handle_never_signals_a_later_process_with_the_same_pid() -> None:

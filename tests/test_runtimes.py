@@ -41,24 +41,32 @@ ALL = ("tf", "keras", "jax", "torch")
 
 def check_runtimes(plan: Plan, rank: int) -> dict[str, str]:
     """Every runtime's variables of ``rank`` against the plan's layout; returns them."""
-    node = plan.rank_node[rank]
+    node = plan.cluster.rank_node[rank]
     torch = torch_env(plan, rank)
-    assert torch["RANK"] == str(rank) and torch["WORLD_SIZE"] == str(plan.num_tasks)
-    assert torch["LOCAL_RANK"] == str(plan.rank_local[rank])
-    assert torch["LOCAL_WORLD_SIZE"] == str(plan.rank_node.count(node))
+    assert torch["RANK"] == str(rank) and torch["WORLD_SIZE"] == str(plan.cluster.num_tasks)
+    assert torch["LOCAL_RANK"] == str(plan.cluster.rank_local[rank])
+    assert torch["LOCAL_WORLD_SIZE"] == str(plan.cluster.rank_node.count(node))
     assert torch["GROUP_RANK"] == str(node)
     jax = jax_env(plan, rank)
     keras = keras_env(plan, rank)
     assert jax["JAX_PROCESS_ID"] == keras["KERAS_DISTRIBUTION_PROCESS_ID"] == str(rank)
-    assert jax["JAX_NUM_PROCESSES"] == keras["KERAS_DISTRIBUTION_NUM_PROCESSES"] == str(plan.num_tasks)
+    assert (
+        jax["JAX_NUM_PROCESSES"] == keras["KERAS_DISTRIBUTION_NUM_PROCESSES"] == str(plan.cluster.num_tasks)
+    )
     # One coordinator for all: rank 0's host, on a port no task of rank 0's node uses.
     where = coordinator(plan)
-    assert where.host == plan.host_of(0) == torch["MASTER_ADDR"] and torch["MASTER_PORT"] == str(where.port)
+    assert where.host == plan.cluster.host_of(0) == torch["MASTER_ADDR"] and torch["MASTER_PORT"] == str(
+        where.port
+    )
     assert jax["JAX_COORDINATOR_ADDRESS"] == where.address
     listed = keras["KERAS_DISTRIBUTION_JOB_ADDRESSES"].split(",")
-    assert listed[0] == where.address and listed[1:] == list(plan.addresses[1:])
-    taken = {plan.port_of(r) for r in range(plan.num_tasks) if plan.rank_node[r] == plan.rank_node[0]}
-    assert where.port not in taken or plan.ports.capacity() == max(plan.counts)
+    assert listed[0] == where.address and listed[1:] == list(plan.cluster.addresses[1:])
+    taken = {
+        plan.cluster.port_of(r)
+        for r in range(plan.cluster.num_tasks)
+        if plan.cluster.rank_node[r] == plan.cluster.rank_node[0]
+    }
+    assert where.port not in taken or plan.cluster.ports.capacity() == max(plan.cluster.counts)
     return {**torch, **jax, **keras}
 
 
@@ -79,7 +87,7 @@ def test_recorded_steps_give_every_runtime_slurms_real_placement(fid: str, tmp_p
             assert variables["RANK"] == env["SLURM_PROCID"]
             assert variables["LOCAL_RANK"] == env["SLURM_LOCALID"]
             assert variables["LOCAL_WORLD_SIZE"] == str(per_node[task.hostname])
-            assert plan.nodes[int(variables["GROUP_RANK"])] == task.hostname
+            assert plan.cluster.nodes[int(variables["GROUP_RANK"])] == task.hostname
             assert variables["WORLD_SIZE"] == str(len(hosts))
             assert variables["MASTER_ADDR"] == hosts[0], (fid, label)
             everything = runtime_env(plan, ALL)

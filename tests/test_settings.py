@@ -8,13 +8,13 @@ import signal
 
 import pytest
 
-from tfslurm import records
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError, TfslurmError
 from tfslurm.runtime import stops
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.preemption import signal_number
 from tfslurm.settings import Settings, UnevenGpus
 from tfslurm.step import (
+    FIELD_VARIABLES,
     GpuVariables,
     Step,
     is_rank_zero,
@@ -42,11 +42,11 @@ EVERY = {
 
 def test_every_setting_is_read_and_parsed() -> None:
     settings = Settings.from_environ(EVERY | {"PATH": "/bin"})
-    assert settings.tf_dist == settings.jobs == "ps:1,worker:*" and settings.asked_for_cluster
+    assert settings.tf_dist == "ps:1,worker:*" and settings.asked_for_cluster
     assert settings.descriptor == "v1:abc"
     assert settings.host_template == "{node}-ib"
     assert settings.port_base() == 30000
-    assert settings.runtimes == "tf,jax"
+    assert settings.frameworks == "tf,jax"
     assert settings.iface == "ib0"
     assert settings.uneven_gpus() is UnevenGpus.ERROR
     assert settings.peer_timeout() == 2.5
@@ -60,7 +60,7 @@ def test_every_setting_is_read_and_parsed() -> None:
 def test_unset_and_empty_settings_are_the_defaults() -> None:
     for env in ({}, dict.fromkeys(EVERY, "")):
         settings = Settings.from_environ(env)
-        assert settings.jobs is None and not settings.asked_for_cluster
+        assert settings.tf_dist is None and not settings.asked_for_cluster
         assert settings.host_template is None and settings.iface is None
         assert settings.port_base() is None
         assert settings.uneven_gpus() is UnevenGpus.WARN
@@ -152,7 +152,8 @@ def test_step_carries_the_settings_and_gpu_variables() -> None:
     assert Step.from_environ(env, settings=given).settings is given
     # a Step made by hand has empty ones; neither takes part in equality
     assert Step(step.context).gpus == GpuVariables() and Step(step.context).settings == Settings()
-    assert records.replace(step, settings=given) == step
+    fields = {name: getattr(step, name) for name in FIELD_VARIABLES}
+    assert Step(step.context, **fields, settings=given) == step
 
 
 def test_gpu_variables_never_fail_and_know_no_task_outside_a_step() -> None:

@@ -85,8 +85,8 @@ def test_a_given_layout_and_job_order_go_through_plan_options():
         Step.from_environ({**STEP, "SLURM_STEP_TASKS_PER_NODE": "1,2"}), {"n9": 1, "n10": 2}
     )
     plan = plan_for(step, "worker:2,ps:1", PlanOptions(port_base=2000, layout=given, job_order=TF_JOB_ORDER))
-    assert plan.cluster_spec() == {"ps": ["n9:2000"], "worker": ["n10:2000", "n10:2001"]}
-    assert plan_for(step, "worker:2,ps:1", PlanOptions(port_base=2000)).addresses == (
+    assert plan.cluster.cluster_spec() == {"ps": ["n9:2000"], "worker": ["n10:2000", "n10:2001"]}
+    assert plan_for(step, "worker:2,ps:1", PlanOptions(port_base=2000)).cluster.addresses == (
         "n9:2000",
         "n9:2001",
         "n10:2000",

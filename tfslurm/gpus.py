@@ -38,12 +38,14 @@ from enum import Enum
 from tfslurm.errors import GpuError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number, is_int_in
-from tfslurm.records import record
 from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
+    from typing import Final
+
     from tfslurm.layout import Layout
     from tfslurm.step import Step
 
@@ -132,8 +134,7 @@ POLICY: dict[GpuBinding, dict[str, str]] = {
 }
 
 
-@record
-class GpuAssignment:
+class GpuAssignment(Value):
     """The GPUs of one task, and the variables to export so its runtime sees only those.
 
     ``devices`` are values for ``variable`` (cgroup-relative indices or MIG/GPU UUIDs);
@@ -147,15 +148,40 @@ class GpuAssignment:
     other tasks' devices can be worked out the same way.
     """
 
-    devices: tuple[str, ...]
-    node_devices: tuple[str, ...]
-    variable: str
-    source: str
-    unbound: int = 0
-    exports: tuple[tuple[str, str], ...] | None = None
-    per_task: bool = False
-    split_per_task: int | None = None
-    kind: GpuBinding = GpuBinding.NO_GPUS
+    __match_args__ = (
+        "devices",
+        "node_devices",
+        "variable",
+        "source",
+        "unbound",
+        "exports",
+        "per_task",
+        "split_per_task",
+        "kind",
+    )
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        devices: tuple[str, ...],
+        node_devices: tuple[str, ...],
+        variable: str,
+        source: str,
+        unbound: int = 0,
+        exports: tuple[tuple[str, str], ...] | None = None,
+        per_task: bool = False,
+        split_per_task: int | None = None,
+        kind: GpuBinding = GpuBinding.NO_GPUS,
+    ) -> None:
+        self.devices: Final = devices
+        self.node_devices: Final = node_devices
+        self.variable: Final = variable
+        self.source: Final = source
+        self.unbound: Final = unbound
+        self.exports: Final = exports
+        self.per_task: Final = per_task
+        self.split_per_task: Final = split_per_task
+        self.kind: Final = kind
 
     @property
     def count(self) -> int:

@@ -38,13 +38,13 @@ def initialize(plan: Plan | None = None, *, iface: str | None = None, **options:
 
     plan = _task_plan(plan, iface)
     ids = local_device_ids(plan)
-    if plan.iface is not None:
-        os.environ.update(NCCL_SOCKET_IFNAME=plan.iface, GLOO_SOCKET_IFNAME=plan.iface)
-        _gloo_on(plan.iface)
+    if plan.cluster.iface is not None:
+        os.environ.update(NCCL_SOCKET_IFNAME=plan.cluster.iface, GLOO_SOCKET_IFNAME=plan.cluster.iface)
+        _gloo_on(plan.cluster.iface)
     jax.distributed.initialize(
         coordinator_address=coordinator(plan).address,
-        num_processes=plan.num_tasks,
-        process_id=plan._own_rank("jax.distributed.initialize"),
+        num_processes=plan.cluster.num_tasks,
+        process_id=plan.require_rank("jax.distributed.initialize"),
         local_device_ids=list(ids) if ids else None,
         cluster_detection_method="deactivate",
         **options,
@@ -76,4 +76,4 @@ def _task_plan(plan: Plan | None, iface: str | None) -> Plan:
         plan, settings = plan_from_step(step), step.settings
     else:
         settings = Settings.from_environ()
-    return plan_with_iface(plan, settings, iface) if plan.iface is None else plan
+    return plan_with_iface(plan, settings, iface) if plan.cluster.iface is None else plan

@@ -25,13 +25,13 @@ def initialize(plan: Plan | None = None, *, iface: str | None = None) -> Plan:
     """Set the ``KERAS_DISTRIBUTION_*`` variables, call Keras' initialize, return the plan."""
     plan = _task_plan(plan, iface)
     variables = keras_env(plan)
-    if plan.iface is not None:
-        variables.update(NCCL_SOCKET_IFNAME=plan.iface, GLOO_SOCKET_IFNAME=plan.iface)
+    if plan.cluster.iface is not None:
+        variables.update(NCCL_SOCKET_IFNAME=plan.cluster.iface, GLOO_SOCKET_IFNAME=plan.cluster.iface)
     os.environ.update(variables)
     import keras
 
-    if plan.iface is not None and keras.backend.backend() == "jax":
-        _gloo_on(plan.iface)
+    if plan.cluster.iface is not None and keras.backend.backend() == "jax":
+        _gloo_on(plan.cluster.iface)
 
     keras.distribution.initialize()
     return plan

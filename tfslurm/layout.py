@@ -35,12 +35,13 @@ from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
 from tfslurm.numbers import is_ascii_number
-from tfslurm.records import record
 from tfslurm.step import Step
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Final
 
 __all__ = [
     "MAX_HOSTFILE_BYTES",
@@ -69,28 +70,46 @@ class Distribution(enum.Enum):
     GIVEN = "given"  # a map given rank by rank (a descriptor, a test), not from Slurm's rules
 
 
-@record
-class Layout:
+class Layout(Value):
     """The rank -> node map of a step. Node indices refer to ``nodes``.
 
     ``distribution`` says how the map was made, with ``plane_size`` for
     :attr:`Distribution.PLANE` and ``source`` naming where a map came from (a hostfile, the
     caller's per-node counts; shown by :attr:`method`). ``component_sizes`` is the task count
     of each component of a heterogeneous step (ranks of component 0 first), empty for an
-    ordinary step.
+    ordinary step. Derived tables are cached on first use (``__dict__``).
     """
 
-    nodes: tuple[str, ...]
-    rank_node: tuple[int, ...]
-    rank_local: tuple[int, ...]
-    distribution: Distribution
-    component_sizes: tuple[int, ...] = ()
-    plane_size: int | None = None
-    source: str | None = None
+    __match_args__ = (
+        "nodes",
+        "rank_node",
+        "rank_local",
+        "distribution",
+        "component_sizes",
+        "plane_size",
+        "source",
+    )
+    __slots__ = (*__match_args__, "__dict__")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.distribution, Distribution):
-            raise TypeError(f"Layout distribution {self.distribution!r} is not a layout.Distribution")
+    def __init__(
+        self,
+        nodes: tuple[str, ...],
+        rank_node: tuple[int, ...],
+        rank_local: tuple[int, ...],
+        distribution: Distribution,
+        component_sizes: tuple[int, ...] = (),
+        plane_size: int | None = None,
+        source: str | None = None,
+    ) -> None:
+        if not isinstance(distribution, Distribution):
+            raise TypeError(f"Layout distribution {distribution!r} is not a layout.Distribution")
+        self.nodes: Final = nodes
+        self.rank_node: Final = rank_node
+        self.rank_local: Final = rank_local
+        self.distribution: Final = distribution
+        self.component_sizes: Final = component_sizes
+        self.plane_size: Final = plane_size
+        self.source: Final = source
 
     @property
     def method(self) -> str:

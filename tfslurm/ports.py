@@ -51,11 +51,13 @@ from collections.abc import Sequence
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number, is_int_in
-from tfslurm.records import record
 from tfslurm.settings import PORT_BASE_VARIABLE
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
+    from typing import Final
+
     from tfslurm.layout import Layout
     from tfslurm.step import Step
 
@@ -106,8 +108,7 @@ _CODES = {PortKind.RESERVED: "r", PortKind.DERIVED: "d", PortKind.EXPLICIT: "e"}
 _KINDS_BY_CODE = {code: kind for kind, code in _CODES.items()}
 
 
-@record
-class PortRule:
+class PortRule(Value):
     """How a task's port follows from its local id; the same rule for every task of a step.
 
     ``kind`` is :attr:`PortKind.RESERVED` (``ports`` lists Slurm's reservation, indexed by
@@ -116,23 +117,18 @@ class PortRule:
     for its member.
     """
 
-    kind: PortKind
-    ports: tuple[int, ...] = ()
-    base: int | None = None
+    __match_args__ = ("kind", "ports", "base")
+    __slots__ = __match_args__
 
-    def __post_init__(self) -> None:
-        given: object = self.kind  # a kind's text is taken for it
-        if not isinstance(given, PortKind):
-            try:
-                object.__setattr__(self, "kind", PortKind(given))  # type: ignore[arg-type]  # bad: named below
-            except (ValueError, TypeError):
-                known = ", ".join(kind.value for kind in PortKind)
-                raise PortError(f"port rule kind {given!r} is not one of {known}") from None
+    def __init__(self, kind: PortKind | str, ports: tuple[int, ...] = (), base: int | None = None) -> None:
+        self.kind: Final = _port_kind(kind)
+        self.ports: Final = ports
+        self.base: Final = base
         if self.kind is PortKind.RESERVED:
-            if not self.ports or any(not 1 <= p <= _MAX_PORT for p in self.ports):
-                raise PortError(f"reserved ports {self.ports!r} must be a non-empty list of ports")
-        elif not is_int_in(self.base, 1, _MAX_PORT):
-            raise PortError(f"{self.kind.value} port base {self.base!r} is not a port (1..65535)")
+            if not ports or any(not 1 <= p <= _MAX_PORT for p in ports):
+                raise PortError(f"reserved ports {ports!r} must be a non-empty list of ports")
+        elif not is_int_in(base, 1, _MAX_PORT):
+            raise PortError(f"{self.kind.value} port base {base!r} is not a port (1..65535)")
 
     def port(self, local_id: int) -> int:
         """The port of local task ``local_id``; PortError if the rule gives it none."""
@@ -181,6 +177,16 @@ class PortRule:
         if self.kind is PortKind.RESERVED:
             return f"reserved by Slurm: {format_port_list(self.ports)} by local id"
         return f"{self.kind.value}: {self.base} + local id"
+
+
+def _port_kind(given: object) -> PortKind:
+    if isinstance(given, PortKind):
+        return given
+    try:
+        return PortKind(str(given))
+    except (ValueError, TypeError):
+        known = ", ".join(kind.value for kind in PortKind)
+        raise PortError(f"port rule kind {given!r} is not one of {known}") from None
 
 
 def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int, ...]:

@@ -25,7 +25,7 @@ import os
 import sys
 
 from tfslurm.errors import PrologError, TfslurmError, clip
-from tfslurm.settings import JOBS_VARIABLE, Settings
+from tfslurm.settings import TF_DIST_VARIABLE, Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
     PlanSource = Callable[[Step, str], Plan]
 
 __all__ = [
-    "MARKER",
     "SLURM_ENV_STRLEN_MAX",
     "PrologError",
     "format_lines",
@@ -52,8 +51,6 @@ __all__ = [
     "write_wrapper",
 ]
 
-#: Set (to the jobs spec) in the tasks of a ``--tf-dist`` step; absent = the hook does nothing.
-MARKER = JOBS_VARIABLE  # the jobs spec of --tf-dist marks a task that wants a TF cluster
 #: Slurm drops a variable when ``len(name) + len(value) + 2 >= 131072`` (``setenvf`` in
 #: ``src/common/env.c``); ``execve`` has the same per-string limit on 4 KiB-page kernels.
 SLURM_ENV_STRLEN_MAX = 131_072
@@ -99,10 +96,10 @@ def _task_output(
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 
     plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
-    if (settings.runtimes or "").strip() or settings.iface:
+    if (settings.frameworks or "").strip() or settings.iface:
         from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
 
-        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.runtimes))
+        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.frameworks))
     else:
         variables = plan.task_env()
     changes: dict[str, str | None] = {}
@@ -246,16 +243,15 @@ class _NodePlans:
 
     def __call__(self, step: Step, spec: str) -> Plan:
         from tfslurm.layout import layout_for
-        from tfslurm.plan import PlanOptions, gpu_plan_for, plan_for
-        from tfslurm.records import replace
+        from tfslurm.plan import Plan, PlanOptions, gpu_plan_for, plan_for
 
         if self.first is None or self.first[2] != spec:
             layout = layout_for(step)
             given = plan_for(step, spec, PlanOptions(layout=layout))
             # The layout is the step's own, so Slurm's compact strings describe it (the
             # descriptor uses them), as in a plan that computed its layout itself.
-            plan = replace(given, nodelist=step.nodelist, tasks_per_node=step.tasks_per_node)
-            plan.__dict__["counts"] = given.counts
+            cluster = given.cluster.described_by(step.require_nodelist(), step.require_tasks_per_node())
+            plan = Plan(cluster, given.rank, given.gpus)
             self.first = (plan, layout, spec)
             return plan
         plan, layout, _ = self.first
@@ -267,7 +263,7 @@ def _fail(out: TextIO, settings: Settings, message: str, code: int) -> int:
     if not settings.asked_for_cluster:
         return 0
     text = " ".join(message.split())  # one line whatever the message holds
-    _write(out, f"print tfslurm prolog ({MARKER}={_clip(settings.tf_dist or '')}): {text}\n")
+    _write(out, f"print tfslurm prolog ({TF_DIST_VARIABLE}={_clip(settings.tf_dist or '')}): {text}\n")
     return code
 
 

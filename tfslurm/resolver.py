@@ -118,7 +118,7 @@ class SlurmResolverMixin:
 
             layout = layout_for(step)
         order = tfcompat.resolver_job_order(job_order, explicit_jobs=jobs is not None)
-        spec: JobsSpec = step.settings.jobs if jobs is None else jobs
+        spec: JobsSpec = step.settings.tf_dist if jobs is None else jobs
         _check_count("port_base", port_base, low=1, high=65535)
         port_base = tfcompat.fallback_port_base(step, port_base)
         _check_count("gpus_per_node", gpus_per_node)
@@ -132,7 +132,7 @@ class SlurmResolverMixin:
         self._rank: int = rank
         self._task_type: str | None
         self._task_id: int | None
-        self._task_type, self._task_id = plan.job_of(rank)
+        self._task_type, self._task_id = plan.cluster.job_of(rank)
         self._rpc_layer = rpc_layer
         self._auto_set_gpu = auto_set_gpu
         for line in plan.gpus.warnings if plan.gpus is not None else ():
@@ -147,10 +147,10 @@ class SlurmResolverMixin:
 
     def cluster_spec(self) -> Any:
         """The cluster as ``tf.train.ClusterSpec`` (a dict of lists without TF)."""
-        spec = self._plan.cluster_spec()
+        spec = self._plan.cluster.cluster_spec()
         if self._cluster_spec_type is None:
             return spec
-        self._plan.require_text_hosts("TensorFlow's ClusterSpec")
+        self._plan.cluster.require_text_hosts("TensorFlow's ClusterSpec")
         return self._cluster_spec_type(spec)
 
     def master(
@@ -161,7 +161,7 @@ class SlurmResolverMixin:
         task_id = self.task_id if task_id is None else task_id
         if task_type is None or task_id is None:
             return ""
-        address = self._plan.addresses[self._plan.rank_of(task_type, int(task_id))]
+        address = self._plan.cluster.addresses[self._plan.cluster.rank_of(task_type, int(task_id))]
         layer = rpc_layer or self.rpc_layer
         return f"{layer}://{address}" if layer else address
 
@@ -183,7 +183,7 @@ class SlurmResolverMixin:
         plan = self._plan
         gpus = None
         if task_type is not None and task_id is not None:
-            gpus = plan.gpus_of(plan.rank_of(task_type, int(task_id)))
+            gpus = plan.gpus_of(plan.cluster.rank_of(task_type, int(task_id)))
         if gpus is None:
             gpus = plan.gpus_of(self._rank) or ()
         return {"GPU": len(gpus)} if gpus else {}
@@ -234,7 +234,7 @@ class SlurmResolverMixin:
     def __repr__(self) -> str:
         return (
             f"SlurmClusterResolver(rank={self._rank}, task={self.task_type}:{self.task_id}, "
-            f"tasks={self._plan.num_tasks}, nodes={len(self._plan.nodes)})"
+            f"tasks={self._plan.cluster.num_tasks}, nodes={len(self._plan.cluster.nodes)})"
         )
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfslurm import records
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
 from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
@@ -91,14 +90,15 @@ def apply_iface(plan: Plan, iface: str, own_node: str | None = None, template: s
     from tfslurm.iface import IfaceHosts  # socket, fcntl: only when an interface is named
 
     hosts = IfaceHosts(iface, template, own_node)
-    return records.replace(plan, host_names=hosts.addresses(plan.nodes), iface=iface)
+    return plan.on_hosts(hosts.addresses(plan.cluster.nodes), iface)
 
 
 def coordinator(plan: Plan) -> Coordinator:
     """Rank 0's host and the coordinator port (module docstring)."""
-    most = max(plan.counts)
-    port = plan.ports.port(most) if plan.ports.capacity() > most else plan.port_of(0)
-    return Coordinator(plan.host_of(0).strip("[]"), port)
+    most = max(plan.cluster.counts)
+    rule = plan.cluster.ports
+    port = rule.port(most) if rule is not None and rule.capacity() > most else plan.cluster.port_of(0)
+    return Coordinator(plan.cluster.host_of(0).strip("[]"), port)
 
 
 def keras_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
@@ -110,12 +110,12 @@ def keras_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     """
     rank = _rank(plan, rank)
     first = coordinator(plan).address
-    addresses = plan.addresses
+    addresses = plan.cluster.addresses
     size = len(first) + sum(len(a) + 1 for a in addresses[1:])
     listed = first if size > TF_CONFIG_MAX_BYTES - 40 else ",".join([first, *addresses[1:]])
     out = {
         "KERAS_DISTRIBUTION_JOB_ADDRESSES": listed,
-        "KERAS_DISTRIBUTION_NUM_PROCESSES": str(plan.num_tasks),
+        "KERAS_DISTRIBUTION_NUM_PROCESSES": str(plan.cluster.num_tasks),
         "KERAS_DISTRIBUTION_PROCESS_ID": str(rank),
     }
     # Keras passes no device ids: JAX reads these, else guesses SLURM_LOCALID (wrong here).
@@ -143,7 +143,7 @@ def jax_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     rank = _rank(plan, rank)
     out = {
         "JAX_COORDINATOR_ADDRESS": coordinator(plan).address,
-        "JAX_NUM_PROCESSES": str(plan.num_tasks),
+        "JAX_NUM_PROCESSES": str(plan.cluster.num_tasks),
         "JAX_PROCESS_ID": str(rank),
     }
     ids = local_device_ids(plan) if rank == plan.rank else None
@@ -160,14 +160,14 @@ def torch_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     """
     rank = _rank(plan, rank)
     where = coordinator(plan)
-    node = plan.rank_node[rank]
+    node = plan.cluster.rank_node[rank]
     return {
         "MASTER_ADDR": where.host,
         "MASTER_PORT": str(where.port),
         "RANK": str(rank),
-        "WORLD_SIZE": str(plan.num_tasks),
-        "LOCAL_RANK": str(plan.rank_local[rank]),
-        "LOCAL_WORLD_SIZE": str(plan.counts[node]),
+        "WORLD_SIZE": str(plan.cluster.num_tasks),
+        "LOCAL_RANK": str(plan.cluster.rank_local[rank]),
+        "LOCAL_WORLD_SIZE": str(plan.cluster.counts[node]),
         "GROUP_RANK": str(node),
     }
 
@@ -187,8 +187,8 @@ def runtime_env(plan: Plan, runtimes: tuple[str, ...] = ("tf",)) -> dict[str, st
         out.update(jax_env(plan))
     if "torch" in runtimes:
         out.update(torch_env(plan))
-    if plan.iface is not None:
-        out.update({"NCCL_SOCKET_IFNAME": plan.iface, "GLOO_SOCKET_IFNAME": plan.iface})
+    if plan.cluster.iface is not None:
+        out.update({"NCCL_SOCKET_IFNAME": plan.cluster.iface, "GLOO_SOCKET_IFNAME": plan.cluster.iface})
     return out
 
 
@@ -205,12 +205,12 @@ def plan_with_iface(plan: Plan, env: Mapping[str, str] | Settings, iface: str | 
         name = (env if isinstance(env, Settings) else Settings.from_environ(env)).iface or ""
     if not name:
         return plan
-    template = None if plan.host_template == "{node}" else plan.host_template
-    own = None if plan.rank is None else plan.nodes[plan.rank_node[plan.rank]]
+    template = None if plan.cluster.host_template == "{node}" else plan.cluster.host_template
+    own = None if plan.rank is None else plan.cluster.nodes[plan.cluster.rank_node[plan.rank]]
     return apply_iface(plan, name, own, template)
 
 
 def _rank(plan: Plan, rank: int | None) -> int:
     if rank is None:
-        return plan._own_rank("a runtime's variables")
-    return plan._check_rank(rank)
+        return plan.require_rank("a runtime's variables")
+    return plan.cluster.check_rank(rank)

@@ -19,11 +19,12 @@ import os
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
-from tfslurm.records import record
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Final
 
 __all__ = [
     "ASSIGNED_VARIABLE",
@@ -31,7 +32,7 @@ __all__ = [
     "FOR_VARIABLE",
     "HOST_TEMPLATE_VARIABLE",
     "IFACE_VARIABLE",
-    "JOBS_VARIABLE",
+    "TF_DIST_VARIABLE",
     "UNEVEN_VARIABLE",
     "Settings",
     "UnevenGpus",
@@ -42,14 +43,14 @@ __all__ = [
     "stop_signals",
 ]
 
-#: The jobs spec (``ps:1,worker:*``), set by the SPANK plugin's ``--tf-dist``; the
-#: TaskProlog's marker.
-JOBS_VARIABLE = "TFSLURM_TF_DIST"
+#: ``--tf-dist``: the jobs spec (``ps:1,worker:*``), set by the SPANK plugin's option or by
+#: the user; set in a task, it asks the TaskProlog hook for a TF cluster.
+TF_DIST_VARIABLE = "TFSLURM_TF_DIST"
 #: The plan, compressed, where TF_CONFIG would be too large (``tfslurm.descriptor``).
 DESCRIPTOR_VARIABLE = "TFSLURM_DESCRIPTOR"
 #: A host name template such as ``{node}-ib``.
 HOST_TEMPLATE_VARIABLE = "TFSLURM_HOST_TEMPLATE"
-#: The runtimes to give variables for (``tf,keras,jax,torch``).
+#: The frameworks to give variables for (``tf,keras,jax,torch``).
 FOR_VARIABLE = "TFSLURM_FOR"
 #: The network interface to advertise every node on.
 IFACE_VARIABLE = "TFSLURM_IFACE"
@@ -82,27 +83,63 @@ class UnevenGpus(enum.Enum):
     ERROR = "error"
 
 
-@record
-class Settings:
+class Settings(Value):
     """What the ``TFSLURM_*`` variables said; None where a variable was not set.
 
     Texts are kept as they were set (a message quotes them); the accessors parse them.
     """
 
-    tf_dist: str | None = None  # TFSLURM_TF_DIST, as set (``jobs`` is the spec, or None)
-    descriptor: str | None = None  # TFSLURM_DESCRIPTOR
-    host_template: str | None = None  # TFSLURM_HOST_TEMPLATE; an empty one is None
-    port_base_text: str | None = None  # TFSLURM_PORT_BASE, as set
-    runtimes: str | None = None  # TFSLURM_FOR, as set (tfslurm.runtimes.parse_runtimes)
-    iface: str | None = None  # TFSLURM_IFACE, stripped; a blank one is None
-    uneven_gpus_text: str | None = None  # TFSLURM_UNEVEN_GPUS, as set
-    peer_timeout_text: str = ""  # TFSLURM_PEER_TIMEOUT, as set
-    preempt_signal_text: str | None = None  # TFSLURM_PREEMPT_SIGNAL; an empty one is None
-    stop_signals_text: str | None = None  # TFSLURM_STOP_SIGNALS; an empty one is None
-    max_restarts_text: str | None = None  # TFSLURM_MAX_RESTARTS; an empty one is None
-    stop_grace_text: str | None = None  # TFSLURM_STOP_GRACE; an empty one is None
-    requeue_on_ps_failure: bool = False  # TFSLURM_REQUEUE_ON_PS_FAILURE is 1, yes or true
-    watched: bool = False  # TFSLURM_WATCHED is set and not empty
+    __match_args__ = (
+        "tf_dist",
+        "descriptor",
+        "host_template",
+        "port_base_text",
+        "frameworks",
+        "iface",
+        "uneven_gpus_text",
+        "peer_timeout_text",
+        "preempt_signal_text",
+        "stop_signals_text",
+        "max_restarts_text",
+        "stop_grace_text",
+        "requeue_on_ps_failure",
+        "watched",
+    )
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        *,
+        tf_dist: str | None = None,
+        descriptor: str | None = None,
+        host_template: str | None = None,
+        port_base_text: str | None = None,
+        frameworks: str | None = None,
+        iface: str | None = None,
+        uneven_gpus_text: str | None = None,
+        peer_timeout_text: str = "",
+        preempt_signal_text: str | None = None,
+        stop_signals_text: str | None = None,
+        max_restarts_text: str | None = None,
+        stop_grace_text: str | None = None,
+        requeue_on_ps_failure: bool = False,
+        watched: bool = False,
+    ) -> None:
+        #: The jobs spec of ``--tf-dist`` (TFSLURM_TF_DIST) as set; None when unset or empty.
+        self.tf_dist: Final = tf_dist or None
+        self.descriptor: Final = descriptor  # TFSLURM_DESCRIPTOR
+        self.host_template: Final = host_template  # TFSLURM_HOST_TEMPLATE; an empty one is None
+        self.port_base_text: Final = port_base_text  # TFSLURM_PORT_BASE, as set
+        self.frameworks: Final = frameworks  # TFSLURM_FOR, as set (tfslurm.frameworks)
+        self.iface: Final = iface  # TFSLURM_IFACE, stripped; a blank one is None
+        self.uneven_gpus_text: Final = uneven_gpus_text  # TFSLURM_UNEVEN_GPUS, as set
+        self.peer_timeout_text: Final = peer_timeout_text  # TFSLURM_PEER_TIMEOUT, as set
+        self.preempt_signal_text: Final = preempt_signal_text  # TFSLURM_PREEMPT_SIGNAL
+        self.stop_signals_text: Final = stop_signals_text  # TFSLURM_STOP_SIGNALS
+        self.max_restarts_text: Final = max_restarts_text  # TFSLURM_MAX_RESTARTS
+        self.stop_grace_text: Final = stop_grace_text  # TFSLURM_STOP_GRACE
+        self.requeue_on_ps_failure: Final = requeue_on_ps_failure  # TFSLURM_REQUEUE_ON_PS_FAILURE
+        self.watched: Final = watched  # TFSLURM_WATCHED is set and not empty
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -112,11 +149,11 @@ class Settings:
         """
         source = os.environ if env is None else env
         return cls(
-            tf_dist=source.get(JOBS_VARIABLE),
+            tf_dist=source.get(TF_DIST_VARIABLE),
             descriptor=source.get(DESCRIPTOR_VARIABLE),
             host_template=source.get(HOST_TEMPLATE_VARIABLE) or None,
             port_base_text=source.get(PORT_BASE_VARIABLE),
-            runtimes=source.get(FOR_VARIABLE),
+            frameworks=source.get(FOR_VARIABLE),
             iface=source.get(IFACE_VARIABLE, "").strip() or None,
             uneven_gpus_text=source.get(UNEVEN_VARIABLE),
             peer_timeout_text=source.get(PEER_TIMEOUT_VARIABLE, ""),
@@ -127,11 +164,6 @@ class Settings:
             requeue_on_ps_failure=source.get(REQUEUE_VARIABLE, "") in ("1", "yes", "true"),
             watched=bool(source.get(WATCHED_VARIABLE)),
         )
-
-    @property
-    def jobs(self) -> str | None:
-        """The jobs spec of ``TFSLURM_TF_DIST``; None when unset or empty."""
-        return self.tf_dist or None
 
     @property
     def asked_for_cluster(self) -> bool:

@@ -18,12 +18,13 @@ from types import MappingProxyType
 from tfslurm.errors import SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_ascii_number
-from tfslurm.records import field, record
 from tfslurm.settings import ASSIGNED_VARIABLE, Settings
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Final
 
 __all__ = ["Context", "GpuVariables", "HetComponent", "Settings", "Step"]
 
@@ -80,41 +81,88 @@ FIELD_VARIABLES: dict[str, str] = {
 }
 
 
-@record
-class HetComponent:
+class HetComponent(Value):
     """One component of a heterogeneous job, from its ``*_HET_GROUP_n`` variables.
 
     These are *job* (allocation) values of the component: a step may use fewer tasks.
     Raw hostlist / task-count strings are kept unexpanded; ``tfslurm.hostlist`` expands them.
     """
 
-    index: int
-    job_id: int | None
-    nodelist: str | None  # SLURM_JOB_NODELIST_HET_GROUP_n
-    num_nodes: int | None  # SLURM_JOB_NUM_NODES_HET_GROUP_n
-    num_tasks: int | None  # SLURM_NTASKS_HET_GROUP_n (sbatch/salloc het jobs only)
-    tasks_per_node: str | None  # SLURM_TASKS_PER_NODE_HET_GROUP_n (sbatch/salloc only)
-    cpus_per_node: str | None  # SLURM_JOB_CPUS_PER_NODE_HET_GROUP_n
+    __match_args__ = (
+        "index",
+        "job_id",
+        "nodelist",
+        "num_nodes",
+        "num_tasks",
+        "tasks_per_node",
+        "cpus_per_node",
+    )
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        index: int,
+        job_id: int | None,
+        nodelist: str | None,
+        num_nodes: int | None,
+        num_tasks: int | None,
+        tasks_per_node: str | None,
+        cpus_per_node: str | None,
+    ) -> None:
+        self.index: Final = index
+        self.job_id: Final = job_id
+        self.nodelist: Final = nodelist  # SLURM_JOB_NODELIST_HET_GROUP_n
+        self.num_nodes: Final = num_nodes  # SLURM_JOB_NUM_NODES_HET_GROUP_n
+        self.num_tasks: Final = num_tasks  # SLURM_NTASKS_HET_GROUP_n (sbatch/salloc het jobs only)
+        self.tasks_per_node: Final = tasks_per_node  # SLURM_TASKS_PER_NODE_HET_GROUP_n (sbatch/salloc)
+        self.cpus_per_node: Final = cpus_per_node  # SLURM_JOB_CPUS_PER_NODE_HET_GROUP_n
 
 
-@record
-class GpuVariables:
+class GpuVariables(Value):
     """What Slurm (or the user) set about this task's GPUs, as set; ``tfslurm.gpus`` reads it.
 
     Texts are kept as they were (None: unset), since which of them is set, and how, decides
     the binding, and a malformed one is an error only where ``tfslurm.gpus`` needs it.
     """
 
-    visible: tuple[tuple[str, str], ...] = ()  # (name, value) of each VISIBLE_DEVICE_VARIABLES set
-    gpus_on_node: str | None = None  # SLURM_GPUS_ON_NODE
-    step_gpus: str | None = None  # SLURM_STEP_GPUS (global ids)
-    job_gpus: str | None = None  # SLURM_JOB_GPUS (global ids; the batch script's)
-    tres_bind: str = ""  # SLURMD_TRES_BIND
-    tres_per_task: str = ""  # SLURM_TRES_PER_TASK
-    gpus_per_task: str = ""  # SLURM_GPUS_PER_TASK
-    gpus_total: str = ""  # SLURM_GPUS, stripped
-    assigned: str = ""  # TFSLURM_ASSIGNED_GPUS (tfslurm.gpus.ASSIGNED_VARIABLE)
-    task_key: str | None = None  # ``job.step.procid`` of this task; None outside a step
+    __match_args__ = (
+        "visible",
+        "gpus_on_node",
+        "step_gpus",
+        "job_gpus",
+        "tres_bind",
+        "tres_per_task",
+        "gpus_per_task",
+        "gpus_total",
+        "assigned",
+        "task_key",
+    )
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        *,
+        visible: tuple[tuple[str, str], ...] = (),
+        gpus_on_node: str | None = None,
+        step_gpus: str | None = None,
+        job_gpus: str | None = None,
+        tres_bind: str = "",
+        tres_per_task: str = "",
+        gpus_per_task: str = "",
+        gpus_total: str = "",
+        assigned: str = "",
+        task_key: str | None = None,
+    ) -> None:
+        self.visible: Final = visible  # (name, value) of each VISIBLE_DEVICE_VARIABLES set
+        self.gpus_on_node: Final = gpus_on_node  # SLURM_GPUS_ON_NODE
+        self.step_gpus: Final = step_gpus  # SLURM_STEP_GPUS (global ids)
+        self.job_gpus: Final = job_gpus  # SLURM_JOB_GPUS (global ids; the batch script's)
+        self.tres_bind: Final = tres_bind  # SLURMD_TRES_BIND
+        self.tres_per_task: Final = tres_per_task  # SLURM_TRES_PER_TASK
+        self.gpus_per_task: Final = gpus_per_task  # SLURM_GPUS_PER_TASK
+        self.gpus_total: Final = gpus_total  # SLURM_GPUS, stripped
+        self.assigned: Final = assigned  # TFSLURM_ASSIGNED_GPUS (tfslurm.gpus.ASSIGNED_VARIABLE)
+        self.task_key: Final = task_key  # ``job.step.procid`` of this task; None outside a step
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> GpuVariables:
@@ -144,38 +192,85 @@ class GpuVariables:
         return next((value for variable, value in self.visible if variable == name), None)
 
 
-@record
-class Step:
+class Step(Value):
     """Immutable snapshot of what Slurm told this process; None where it told nothing.
 
     ``het`` is empty for a job that is not heterogeneous and ``gtids`` is None when
-    ``SLURM_GTIDS`` is unset. Build it with :meth:`from_environ`.
+    ``SLURM_GTIDS`` is unset. Build it with :meth:`from_environ`. Two steps are equal when
+    Slurm's variables are; ``gpus``, ``settings`` and ``env`` are carried along, not compared.
     """
 
-    context: Context
-    job_id: int | None = None
-    step_id: int | None = None
-    restart_count: int = 0
-    procid: int | None = None
-    localid: int | None = None
-    nodeid: int | None = None
-    node_name: str | None = None
-    nodelist: str | None = None
-    tasks_per_node: str | None = None
-    num_tasks: int | None = None
-    num_nodes: int | None = None
-    distribution: str | None = None
-    plane_size: int | None = None
-    het: tuple[HetComponent, ...] = ()
-    hostfile: str | None = None
-    arbitrary_nodelist: str | None = None
-    gtids: tuple[int, ...] | None = None
-    resv_ports: str | None = None
-    gpus: GpuVariables = field(default_factory=GpuVariables, compare=False, repr=False)
-    settings: Settings = field(default_factory=Settings, compare=False, repr=False)
-    env: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False, hash=False, repr=False
+    __match_args__ = (
+        "context",
+        "job_id",
+        "step_id",
+        "restart_count",
+        "procid",
+        "localid",
+        "nodeid",
+        "node_name",
+        "nodelist",
+        "tasks_per_node",
+        "num_tasks",
+        "num_nodes",
+        "distribution",
+        "plane_size",
+        "het",
+        "hostfile",
+        "arbitrary_nodelist",
+        "gtids",
+        "resv_ports",
     )
+    __slots__ = (*__match_args__, "gpus", "settings", "env")
+
+    def __init__(
+        self,
+        context: Context,
+        *,
+        job_id: int | None = None,
+        step_id: int | None = None,
+        restart_count: int = 0,
+        procid: int | None = None,
+        localid: int | None = None,
+        nodeid: int | None = None,
+        node_name: str | None = None,
+        nodelist: str | None = None,
+        tasks_per_node: str | None = None,
+        num_tasks: int | None = None,
+        num_nodes: int | None = None,
+        distribution: str | None = None,
+        plane_size: int | None = None,
+        het: tuple[HetComponent, ...] = (),
+        hostfile: str | None = None,
+        arbitrary_nodelist: str | None = None,
+        gtids: tuple[int, ...] | None = None,
+        resv_ports: str | None = None,
+        gpus: GpuVariables | None = None,
+        settings: Settings | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.context: Final = context
+        self.job_id: Final = job_id
+        self.step_id: Final = step_id
+        self.restart_count: Final = restart_count
+        self.procid: Final = procid
+        self.localid: Final = localid
+        self.nodeid: Final = nodeid
+        self.node_name: Final = node_name
+        self.nodelist: Final = nodelist
+        self.tasks_per_node: Final = tasks_per_node
+        self.num_tasks: Final = num_tasks
+        self.num_nodes: Final = num_nodes
+        self.distribution: Final = distribution
+        self.plane_size: Final = plane_size
+        self.het: Final = het
+        self.hostfile: Final = hostfile
+        self.arbitrary_nodelist: Final = arbitrary_nodelist
+        self.gtids: Final = gtids
+        self.resv_ports: Final = resv_ports
+        self.gpus: Final = GpuVariables() if gpus is None else gpus
+        self.settings: Final = Settings() if settings is None else settings
+        self.env: Final[Mapping[str, str]] = MappingProxyType({}) if env is None else env
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> Step:

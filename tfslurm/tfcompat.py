@@ -136,7 +136,6 @@ def tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm import records
     from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
     from tfslurm.plan import gpu_plan_for
 
@@ -176,7 +175,7 @@ def tf_gpu_plan(
                     f"{len(visible)} visible GPU(s) // {max_tasks} tasks on the busiest node; pass "
                     "gpus_per_task=N or request --gpus-per-task=N"
                 )
-                return records.replace(plan, warnings=(*plan.warnings, line))
+                return plan.with_warning(line)
     return gpu_plan_for(
         step,
         layout,

@@ -38,8 +38,8 @@ def init_process_group(
 
     plan = _task_plan(plan, iface)
     variables = torch_env(plan)
-    if plan.iface is not None:
-        variables.update(NCCL_SOCKET_IFNAME=plan.iface, GLOO_SOCKET_IFNAME=plan.iface)
+    if plan.cluster.iface is not None:
+        variables.update(NCCL_SOCKET_IFNAME=plan.cluster.iface, GLOO_SOCKET_IFNAME=plan.cluster.iface)
     os.environ.update(variables)
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from tfslurm.step import Settings, Step
 
     settings = Settings.from_environ()  # read once: the runtimes, then the plan's settings
-    chosen = ",".join(args.runtimes) if args.runtimes else settings.runtimes
+    chosen = ",".join(args.runtimes) if args.runtimes else settings.frameworks
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
     plan = plan_from_step(Step.from_environ(settings=settings), args.jobs, plan_options(args))
     print_gpu_warnings(plan)

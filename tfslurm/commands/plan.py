@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 0  # checked here too; rank 0 prints the step's one table
     table = plan.table()
     print(table)
-    if not args.all_tasks and plan.num_tasks > 1 and "?" in table:
+    if not args.all_tasks and plan.cluster.num_tasks > 1 and "?" in table:
         print(
             "(? = GPUs of a task on another node, known only there: --all-tasks prints each task's own view)"
         )

@@ -215,7 +215,7 @@ def _plan_table(role: Role, jobs: str | None) -> str:
         return plan_from_environ(env, jobs).table()
     except ValueError:  # TF_CONFIG without a Slurm step: show what TF_CONFIG says
         rows = [f"{'job':<10} {'index':>5}  address"]
-        for job, addrs in role.cluster.items():
+        for job, addrs in role.cluster.cluster_spec().items():
             rows += [f"{job:<10} {i:>5}  {a}" for i, a in enumerate(addrs)]
         return "\n".join(rows)
 

@@ -79,7 +79,7 @@ def train(ctx: RunContext, args: argparse.Namespace) -> int:
         return loss
 
     first = int(step.numpy())
-    workers = len(ctx.role.cluster.get("worker", ()))
+    workers = ctx.role.cluster.count_of("worker")
     common.say("chief:0", f"scheduling steps {first + 1}..{args.steps} on {workers} workers")
     started = time.time()
     scheduled, loss = 0, None

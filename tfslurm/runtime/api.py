@@ -203,7 +203,7 @@ def run(
         if refused:
             print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
             raise SystemExit(stops.EXIT_RESTART_CAP)
-    role = resolve_role(jobs=settings.jobs or jobs, settings=settings)
+    role = resolve_role(jobs=settings.tf_dist or jobs, settings=settings)
     signum = _preemption.signal_number(preemption_signal, settings)
     stop = settings.stop_signals(signum)
     # Under tfslurm run the child already handles them (and its parent translates SIGTERM).

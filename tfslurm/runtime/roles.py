@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from tfslurm.cluster import Cluster
 from tfslurm.errors import RoleError
+from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from typing import Final
+
     from tfslurm.plan import Plan
     from tfslurm.settings import Settings
 
@@ -31,19 +34,25 @@ TRAINING_JOBS = ("chief", "worker", "ps")
 KNOWN_JOBS = ("chief", "worker", "ps", "evaluator")
 
 
-@dataclass(frozen=True)
-class Address:
+class Address(Value):
     """One task's ``host:port``."""
 
-    job: str
-    index: int
-    host: str
-    port: int
+    __match_args__ = ("job", "index", "host", "port")
+    __slots__ = __match_args__
+
+    def __init__(self, job: str, index: int, host: str, port: int) -> None:
+        self.job: Final = job
+        self.index: Final = index
+        self.host: Final = host
+        self.port: Final = port
 
     @classmethod
     def parse(cls, job: str, index: int, text: str) -> Address:
+        """``host:port`` text (from TF_CONFIG or a command line) of ``job`` task ``index``."""
         host, sep, port = text.rpartition(":")
-        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        if not (
+            sep and host and port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
+        ):
             raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")
         return cls(job, index, host, int(port))
 
@@ -51,31 +60,51 @@ class Address:
         return f"{self.job}:{self.index} at {self.host}:{self.port}"
 
 
-@dataclass(frozen=True)
 class Role:
-    """This task's job and index plus the whole cluster (job -> list of ``host:port``)."""
+    """This task's job and index in its TF cluster (:class:`tfslurm.cluster.Cluster`), and
+    where that came from; a view of the cluster, as a plan is for the hook."""
 
-    job: str
-    index: int
-    cluster: Mapping[str, tuple[str, ...]]
-    source: str
-    rpc_layer: str = "grpc"
-    plan_table: str | None = field(default=None, compare=False)
-    # Variables to set before TF starts (this task's GPUs, when tfslurm made the plan).
-    env: Mapping[str, str] = field(default_factory=dict, compare=False)
-    # One-line warnings about this task's GPUs (tfslurm.gpus.gpu_warnings), for stderr.
-    gpu_warnings: tuple[str, ...] = field(default=(), compare=False)
+    __slots__ = ("cluster", "env", "gpu_warnings", "index", "job", "plan_table", "source")
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        job: str,
+        index: int,
+        source: str,
+        *,
+        plan_table: str | None = None,
+        env: Mapping[str, str] | None = None,
+        gpu_warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.cluster: Final = cluster
+        self.job: Final = job
+        self.index: Final = index
+        self.source: Final = source
+        self.plan_table: Final = plan_table
+        #: Variables to set before TF starts (this task's GPUs, when tfslurm made the plan).
+        self.env: Final[Mapping[str, str]] = {} if env is None else env
+        #: One-line warnings about this task's GPUs (tfslurm.gpus.gpu_warnings), for stderr.
+        self.gpu_warnings: Final = gpu_warnings
+
+    @property
+    def rank(self) -> int:
+        return self.cluster.rank_of(self.job, self.index)
+
+    @property
+    def rpc_layer(self) -> str:
+        return self.cluster.rpc_layer or "grpc"
 
     @property
     def strategy(self) -> str:
         """``"ps"`` (ParameterServerStrategy) when the cluster has parameter servers, else
         ``"mwms"`` (MultiWorkerMirroredStrategy)."""
-        return "ps" if self.cluster.get("ps") else "mwms"
+        return "ps" if self.cluster.count_of("ps") else "mwms"
 
     @property
     def is_chief(self) -> bool:
         """The task that writes checkpoints and summaries: chief 0, or worker 0 without one."""
-        if self.cluster.get("chief"):
+        if self.cluster.count_of("chief"):
             return self.job == "chief"
         return self.job == "worker" and self.index == 0
 
@@ -87,64 +116,54 @@ class Role:
     def address(self, job: str | None = None, index: int | None = None) -> Address:
         job = self.job if job is None else job
         index = self.index if index is None else index
-        return Address.parse(job, index, self.cluster[job][index])
+        rank = self.cluster.rank_of(job, index)
+        return Address(job, index, self.cluster.host_of(rank), self.cluster.port_of(rank))
 
     def addresses(self, jobs: tuple[str, ...] = TRAINING_JOBS) -> list[Address]:
-        return [
-            Address.parse(job, i, text) for job in jobs for i, text in enumerate(self.cluster.get(job, ()))
-        ]
+        return [self.address(job, i) for job in jobs for i in range(self.cluster.count_of(job))]
 
     @property
     def chief(self) -> Address:
         """The coordinator (PSS) or the MWMS leader."""
-        if self.cluster.get("chief"):
+        if self.cluster.count_of("chief"):
             return self.address("chief", 0)
         return self.address("worker", 0)
 
     def training_cluster(self) -> dict[str, list[str]]:
-        """The cluster without the evaluator (plan.training_cluster: the one rule)."""
-        from tfslurm.plan import training_cluster
-
-        return training_cluster(self.cluster)
+        """The cluster training tasks see: without the evaluator and empty jobs."""
+        return self.cluster.cluster_spec(include_evaluator=False)
 
     def tf_config(self) -> str:
         """The TF_CONFIG this task's TensorFlow should see (compact JSON), written by the
-        plan's writer, so that ``tfslurm run`` and the hook follow one evaluator rule."""
-        from tfslurm.plan import tf_config_json
-
-        return tf_config_json(self.cluster, self.job, self.index)
+        cluster's one writer, so that ``tfslurm run`` and the hook follow one evaluator rule."""
+        return self.cluster.tf_config(self.rank)
 
     def describe(self) -> str:
         return f"{self.job}:{self.index} ({self.strategy}, from {self.source})"
 
 
-def _validate(job: str, index: int, cluster: dict[str, tuple[str, ...]], source: str) -> None:
-    for name in cluster:
+def _validate(job: str, index: int, counts: Mapping[str, int], source: str) -> None:
+    for name in counts:
         if name not in KNOWN_JOBS:
             raise RoleError(f"{source}: job {name!r} is not one TF knows (chief, worker, ps, evaluator)")
-    if job not in cluster:
-        raise RoleError(f"{source}: task type {job!r} is not a job of the cluster {sorted(cluster)}")
-    if not 0 <= index < len(cluster[job]):
-        raise RoleError(
-            f"{source}: task index {index} is out of range for job {job!r} ({len(cluster[job])} tasks)"
-        )
-    if len(cluster.get("chief", ())) > 1:
-        raise RoleError(f"{source}: TF allows at most one chief, got {len(cluster['chief'])}")
-    if len(cluster.get("evaluator", ())) > 1:
+    if job not in counts:
+        raise RoleError(f"{source}: task type {job!r} is not a job of the cluster {sorted(counts)}")
+    if not 0 <= index < counts[job]:
+        raise RoleError(f"{source}: task index {index} is out of range for job {job!r} ({counts[job]} tasks)")
+    if counts.get("chief", 0) > 1:
+        raise RoleError(f"{source}: TF allows at most one chief, got {counts['chief']}")
+    if counts.get("evaluator", 0) > 1:
         raise RoleError(f"{source}: TF allows at most one evaluator")
-    if cluster.get("ps"):
-        if not cluster.get("chief"):
+    if counts.get("ps"):
+        if not counts.get("chief"):
             raise RoleError(
                 f"{source}: ParameterServerStrategy needs a chief (the coordinator): "
                 "add chief:1 to the jobs spec, e.g. chief:1,ps:1,worker:*"
             )
-        if not cluster.get("worker"):
+        if not counts.get("worker"):
             raise RoleError(f"{source}: ParameterServerStrategy needs at least one worker")
-    elif not cluster.get("worker") and not cluster.get("chief"):
+    elif not counts.get("worker") and not counts.get("chief"):
         raise RoleError(f"{source}: the cluster has no chief and no worker to train")
-    for name, tasks in cluster.items():
-        for i, text in enumerate(tasks):
-            Address.parse(name, i, text)
 
 
 def role_from_tf_config(text: str) -> Role:
@@ -155,6 +174,8 @@ def role_from_tf_config(text: str) -> Role:
         raise RoleError(f"TF_CONFIG is not valid JSON: {exc.msg} at position {exc.pos}") from None
     except RecursionError:
         raise RoleError("TF_CONFIG is nested too deeply to be a cluster description") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise RoleError("TF_CONFIG holds a number too long to be a task index or port") from None
     if not isinstance(value, dict):
         raise RoleError("TF_CONFIG must be a JSON object with 'cluster' and 'task'")
     cluster_raw, task = value.get("cluster"), value.get("task")
@@ -181,8 +202,16 @@ def role_from_tf_config(text: str) -> Role:
         raise RoleError(f"TF_CONFIG task index {str(raw_index)[:40]!r} is not an integer")
     index = int(raw_index)
     job = str(task["type"])
-    _validate(job, index, cluster, "TF_CONFIG")
-    return Role(job, index, cluster, "TF_CONFIG", str(value.get("rpc_layer") or "grpc"))
+    counts = {name: len(tasks) for name, tasks in cluster.items()}
+    _validate(job, index, counts, "TF_CONFIG")
+    addresses = [
+        (name, [(a.host, a.port) for a in (Address.parse(name, i, text) for i, text in enumerate(tasks))])
+        for name, tasks in cluster.items()
+    ]
+    rpc_layer = value.get("rpc_layer")
+    return Role(
+        Cluster.from_addresses(addresses, str(rpc_layer) if rpc_layer else None), job, index, "TF_CONFIG"
+    )
 
 
 def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
@@ -190,12 +219,11 @@ def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
         task = plan.task_of(rank)
     except (IndexError, KeyError, ValueError):
         raise RoleError(f"{source}: rank {rank} is not in the plan") from None
-    cluster = {job: tuple(addrs) for job, addrs in plan.cluster_spec().items()}
-    _validate(task.job, task.index, cluster, source)
+    _validate(task.job, task.index, dict(plan.cluster.jobs), source)
     return Role(
+        plan.cluster,
         task.job,
         task.index,
-        cluster,
         source,
         plan_table=plan.table(),
         env=dict(plan.gpus.env) if plan.gpus is not None else {},
@@ -222,7 +250,7 @@ def resolve_role(
     step.require_tasks_per_node()
     if (step.settings.descriptor or "").strip():
         return _role_from_plan(_on_iface(plan_from_step(step), step.settings), procid, DESCRIPTOR_VARIABLE)
-    spec = jobs or step.settings.jobs
+    spec = jobs or step.settings.tf_dist
     source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
