@@ -528,11 +528,11 @@ def test_assign_gpus_does_not_touch_the_process_environment() -> None:
 
 
 def test_binding_helpers() -> None:
-    from tfslurm.gpus import _PER_TASK_BINDINGS, slurm_gpu_binding
+    from tfslurm.gpus import PER_TASK_BINDINGS, slurm_gpu_binding
 
     def bound_per_task(env: dict[str, str]) -> bool:
         """Slurm already chose each task's own devices (they are not split again)."""
-        return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
+        return slurm_gpu_binding(env) in PER_TASK_BINDINGS
 
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:per_task:1"}) == "per_task"
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:none"}) == "none"

@@ -467,14 +467,15 @@ def test_cli_hook_prints_export_lines() -> None:
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
      "tfslurm.records", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
-     "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.expansion",
+     "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices", "tfslurm.gpus.policy",
+     "tfslurm.gpus.probes", "tfslurm.gpus.warnings", "tfslurm.value", "tfslurm.hostlist", "tfslurm.hostlist.expansion",
      "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
 )  # fmt: skip
 # The records those modules define (tfslurm.records). As dataclasses they cost a quarter of a
 # hook run on Python 3.11 (dataclasses compiles five methods per class) and importing
 # dataclasses with inspect as much again (issue 17, item 6); records compile nothing.
 HOOK_RECORDS = (
-    "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
+    "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
     "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
     "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
     "tfslurm.step.Step",
