@@ -528,11 +528,11 @@ def test_assign_gpus_does_not_touch_the_process_environment() -> None:
 
 
 def test_binding_helpers() -> None:
-    from tfslurm.gpus import _PER_TASK_BINDINGS, slurm_gpu_binding
+    from tfslurm.gpus import PER_TASK_BINDINGS, slurm_gpu_binding
 
     def bound_per_task(env: dict[str, str]) -> bool:
         """Slurm already chose each task's own devices (they are not split again)."""
-        return slurm_gpu_binding(env) in _PER_TASK_BINDINGS
+        return slurm_gpu_binding(env) in PER_TASK_BINDINGS
 
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:per_task:1"}) == "per_task"
     assert slurm_gpu_binding({"SLURMD_TRES_BIND": "gpu:none"}) == "none"
@@ -655,6 +655,27 @@ def test_gpus_3_over_two_nodes_warns_exactly_the_uneven_tasks(version: str) -> N
             + UNEVEN_TAIL,
         )
     assert got == wanted
+
+
+def test_every_task_of_an_uneven_node_finds_it_one_says_it() -> None:
+    from tfslurm.gpus.warnings import GpuFinding, review_gpus
+
+    found = {}
+    for task in FIXTURES["13c_gpus_total_3"].steps["s0"]:
+        step = Step.from_environ(task.env)
+        layout = layout_for(step)
+        review = review_gpus(step, layout, assign_gpus(step, layout, nvidia_smi=NO_SMI))
+        found[task.procid] = [(f, review.says(f)) for f in review.findings]
+    assert found == {
+        0: [],
+        1: [],
+        2: [(GpuFinding.FEWER_THAN_TASKS, True), (GpuFinding.UNEVEN_ON_NODE, True)],
+        3: [
+            (GpuFinding.ZERO_HERE, True),
+            (GpuFinding.FEWER_THAN_TASKS, False),
+            (GpuFinding.UNEVEN_ON_NODE, False),
+        ],
+    }
 
 
 @pytest.mark.parametrize(

@@ -461,14 +461,15 @@ def test_cli_hook_prints_export_lines() -> None:
 # and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
-     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec", "tfslurm.plan",
-     "tfslurm.ports", "tfslurm.gpus", "tfslurm.hostlist", "tfslurm.hostlist.expansion",
-     "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
+     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec",
+     "tfslurm.plan", "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices",
+     "tfslurm.gpus.policy", "tfslurm.gpus.probes", "tfslurm.gpus.warnings", "tfslurm.hostlist",
+     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
 )  # fmt: skip
 # The value types those modules define (tfslurm.value): written-out classes, which compile
 # nothing at import, where dataclasses would compile five methods each and import inspect.
 HOOK_VALUES = (
-    "tfslurm.cluster.Cluster", "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout",
+    "tfslurm.cluster.Cluster", "tfslurm.gpus.assignment.GpuAssignment", "tfslurm.layout.Layout",
     "tfslurm.plan.GpuPlan", "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
     "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
     "tfslurm.step.Step",

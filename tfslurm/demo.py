@@ -17,29 +17,69 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 from tfslurm.errors import DemoError
+from tfslurm.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfslurm.localcluster import LocalCluster
 
 
-@dataclass(frozen=True)
-class DemoOptions:
-    nodes: int = 2
-    steps: int = 200
-    gpus_per_node: int = 2  # fake GPUs: shows the GPU column; tensorflow-cpu ignores them
-    timeout: float = 180.0
-    keep_logs: bool = False
-    # where the cluster lives and which ports it takes (None: a fresh temporary directory,
-    # a free slurmctld port, MpiParams=ports=20000-20100); see tfslurm.localcluster
-    state_dir: str | None = None
-    ctld_port: int | None = None
-    resv_ports: str | None = "20000-20100"
+class DemoOptions(Value):
+    """What ``tfslurm demo`` runs: the cluster's size, the training's length, where it lives.
+
+    ``gpus_per_node`` fake GPUs show the plan's GPU column (tensorflow-cpu ignores them).
+    ``state_dir``, ``ctld_port``, ``resv_ports``: where the cluster lives and which ports it
+    takes (``state_dir`` and ``ctld_port`` None: a fresh temporary directory and a free
+    slurmctld port; ``resv_ports`` None: no ``MpiParams``); see :mod:`tfslurm.localcluster`.
+    """
+
+    __slots__ = (
+        "ctld_port",
+        "gpus_per_node",
+        "keep_logs",
+        "nodes",
+        "resv_ports",
+        "state_dir",
+        "steps",
+        "timeout",
+    )
+    __match_args__ = (
+        "nodes",
+        "steps",
+        "gpus_per_node",
+        "timeout",
+        "keep_logs",
+        "state_dir",
+        "ctld_port",
+        "resv_ports",
+    )
+
+    def __init__(
+        self,
+        nodes: int = 2,
+        steps: int = 200,
+        gpus_per_node: int = 2,
+        timeout: float = 180.0,
+        keep_logs: bool = False,
+        state_dir: str | None = None,
+        ctld_port: int | None = None,
+        resv_ports: str | None = "20000-20100",
+    ) -> None:
+        self.nodes: Final = nodes
+        self.steps: Final = steps
+        self.gpus_per_node: Final = gpus_per_node
+        self.timeout: Final = timeout
+        self.keep_logs: Final = keep_logs
+        self.state_dir: Final = state_dir
+        self.ctld_port: Final = ctld_port
+        self.resv_ports: Final = resv_ports
+
+
+_DEFAULT_OPTIONS = DemoOptions()
 
 
 def check_requirements() -> None:
@@ -96,7 +136,7 @@ def _stream(path: Path, position: int, out: TextIO) -> int:
     return position + end + 1
 
 
-def run_demo(options: DemoOptions = DemoOptions(), out: TextIO = sys.stdout) -> int:
+def run_demo(options: DemoOptions = _DEFAULT_OPTIONS, out: TextIO = sys.stdout) -> int:
     """Run the demo; 0 when the training finished with identical weights on every worker."""
     check_requirements()
     from tfslurm.localcluster import LocalCluster

@@ -23,7 +23,6 @@ Only the standard library is used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import chain
 
 from tfslurm import hostlist
@@ -31,6 +30,11 @@ from tfslurm.errors import HostlistError, PlanError
 from tfslurm.errors import shown as _show
 from tfslurm.jobspec import is_job_name
 from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
+from tfslurm.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["TAG", "Descriptor", "block_map", "cyclic_map", "local_ids"]
 
@@ -42,17 +46,32 @@ _PLAIN_MAP_CHARS = 256
 _MAX_DESCRIPTOR_CHARS = 1 << 26
 
 
-@dataclass(frozen=True)
-class Descriptor:
-    """The fields of a descriptor, decoded (plain data; ``tfslurm.plan`` makes a Plan of it)."""
+class Descriptor(Value):
+    """The fields of a descriptor, decoded (plain data; ``tfslurm.plan`` makes a Plan of it).
 
-    nodes: tuple[str, ...]
-    counts: tuple[int, ...]
-    rank_node: tuple[int, ...]
-    rank_local: tuple[int, ...]
-    ports: str  # PortRule.encode()
-    jobs: tuple[tuple[str, int], ...]
-    host_template: str
+    ``ports`` is the port rule's own encoding (``PortRule.encode()``).
+    """
+
+    __slots__ = ("counts", "host_template", "jobs", "nodes", "ports", "rank_local", "rank_node")
+    __match_args__ = ("nodes", "counts", "rank_node", "rank_local", "ports", "jobs", "host_template")
+
+    def __init__(
+        self,
+        nodes: tuple[str, ...],
+        counts: tuple[int, ...],
+        rank_node: tuple[int, ...],
+        rank_local: tuple[int, ...],
+        ports: str,
+        jobs: tuple[tuple[str, int], ...],
+        host_template: str,
+    ) -> None:
+        self.nodes: Final = nodes
+        self.counts: Final = counts
+        self.rank_node: Final = rank_node
+        self.rank_local: Final = rank_local
+        self.ports: Final = ports
+        self.jobs: Final = jobs
+        self.host_template: Final = host_template
 
     def encode(self, nodelist: str | None = None, tasks_per_node: str | None = None) -> str:
         """The compact text form (see the module docstring).
@@ -89,65 +108,11 @@ class Descriptor:
     @classmethod
     def decode(cls, text: str) -> Descriptor:
         """Parse and check a descriptor; PlanError names what is wrong with it."""
-        if not isinstance(text, str):
-            raise PlanError(f"plan descriptor {text!r} is not a string")
-        if len(text) > _MAX_DESCRIPTOR_CHARS:
-            raise PlanError(f"plan descriptor is {len(text)} characters long, more than any plan needs")
-        head, _, rest = text.strip().partition(";")
-        if head != TAG:
-            raise PlanError(
-                f"plan descriptor {_show(text)} does not start with {TAG!r}; "
-                "was it written by another tfslurm version?"
-            )
-        values: dict[str, str] = {}
-        for part in rest.split(";"):
-            key, sep, value = part.partition("=")
-            if not sep or key not in _KEYS:
-                raise PlanError(f"plan descriptor {_show(text)}: unknown field {part[:40]!r}")
-            if key in values:
-                raise PlanError(f"plan descriptor {_show(text)}: field {key!r} given twice")
-            values[key] = value
-        missing = [key for key in _REQUIRED if key not in values]
-        if missing:
-            raise PlanError(f"plan descriptor {_show(text)} lacks {', '.join(missing)}")
-        try:
-            nodes = tuple(hostlist.expand(values["nodes"]))
-            counts = tuple(hostlist.expand_counts(values["tasks"]))
-        except HostlistError as exc:
-            raise PlanError(f"plan descriptor {_show(text)}: {exc}") from None
-        if not nodes or len(nodes) != len(counts):
-            raise PlanError(
-                f"plan descriptor {_show(text)}: {len(nodes)} nodes but {len(counts)} task counts"
-            )
-        if min(counts) < 1:
-            raise PlanError(f"plan descriptor {_show(text)}: a node has no task")
+        values = _fields(text)
+        nodes, counts = _nodes_and_counts(text, values)
         num_tasks = sum(counts)
-        if num_tasks > MAX_TASKS:
-            raise PlanError(f"plan descriptor {_show(text)}: {num_tasks} tasks, more than tfslurm handles")
-        layout = values["map"]
-        if layout == "block":
-            rank_node = block_map(counts)
-        elif layout == "cyclic":
-            rank_node = cyclic_map(counts)
-        else:
-            rank_node = _decode_list(text, "map", layout, num_tasks)
-            _check_map(text, rank_node, counts)
-        if "local" in values:
-            rank_local = _decode_list(text, "local", values["local"], num_tasks)
-            _check_local(text, rank_node, rank_local, counts)
-        else:
-            rank_local = local_ids(rank_node, len(nodes))
-        jobs = []
-        for part in values["jobs"].split(","):
-            name, _, count = part.partition(":")
-            if not is_job_name(name) or not count.isdecimal() or not count.isascii():
-                raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {part!r}")
-            jobs.append((name, int(count)))
-        if sum(count for _, count in jobs) != num_tasks:
-            raise PlanError(
-                f"plan descriptor {_show(text)}: jobs add up to "
-                f"{sum(count for _, count in jobs)} tasks, the map has {num_tasks}"
-            )
+        rank_node, rank_local = _rank_maps(text, values, counts, num_tasks)
+        jobs = _jobs(text, values["jobs"], num_tasks)
         if "{node}" not in values["host"]:
             raise PlanError(f"plan descriptor {_show(text)}: host template lacks '{{node}}'")
         return cls(
@@ -156,9 +121,87 @@ class Descriptor:
             rank_node=rank_node,
             rank_local=rank_local,
             ports=values["ports"],
-            jobs=tuple(jobs),
+            jobs=jobs,
             host_template=values["host"],
         )
+
+
+def _fields(text: str) -> dict[str, str]:
+    """The ``key=value`` fields of a descriptor, each known and given once, none missing."""
+    if not isinstance(text, str):
+        raise PlanError(f"plan descriptor {text!r} is not a string")
+    if len(text) > _MAX_DESCRIPTOR_CHARS:
+        raise PlanError(f"plan descriptor is {len(text)} characters long, more than any plan needs")
+    head, _, rest = text.strip().partition(";")
+    if head != TAG:
+        raise PlanError(
+            f"plan descriptor {_show(text)} does not start with {TAG!r}; "
+            "was it written by another tfslurm version?"
+        )
+    values: dict[str, str] = {}
+    for part in rest.split(";"):
+        key, sep, value = part.partition("=")
+        if not sep or key not in _KEYS:
+            raise PlanError(f"plan descriptor {_show(text)}: unknown field {part[:40]!r}")
+        if key in values:
+            raise PlanError(f"plan descriptor {_show(text)}: field {key!r} given twice")
+        values[key] = value
+    missing = [key for key in _REQUIRED if key not in values]
+    if missing:
+        raise PlanError(f"plan descriptor {_show(text)} lacks {', '.join(missing)}")
+    return values
+
+
+def _nodes_and_counts(text: str, values: dict[str, str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The node names and their task counts: as many of each, every node with a task."""
+    try:
+        nodes = tuple(hostlist.expand(values["nodes"]))
+        counts = tuple(hostlist.expand_counts(values["tasks"]))
+    except HostlistError as exc:
+        raise PlanError(f"plan descriptor {_show(text)}: {exc}") from None
+    if not nodes or len(nodes) != len(counts):
+        raise PlanError(f"plan descriptor {_show(text)}: {len(nodes)} nodes but {len(counts)} task counts")
+    if min(counts) < 1:
+        raise PlanError(f"plan descriptor {_show(text)}: a node has no task")
+    num_tasks = sum(counts)
+    if num_tasks > MAX_TASKS:
+        raise PlanError(f"plan descriptor {_show(text)}: {num_tasks} tasks, more than tfslurm handles")
+    return nodes, counts
+
+
+def _rank_maps(
+    text: str, values: dict[str, str], counts: tuple[int, ...], num_tasks: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Rank -> node index and rank -> local id, checked against the task counts."""
+    layout = values["map"]
+    if layout == "block":
+        rank_node = block_map(counts)
+    elif layout == "cyclic":
+        rank_node = cyclic_map(counts)
+    else:
+        rank_node = _decode_list(text, "map", layout, num_tasks)
+        _check_map(text, rank_node, counts)
+    if "local" not in values:
+        return rank_node, local_ids(rank_node, len(counts))
+    rank_local = _decode_list(text, "local", values["local"], num_tasks)
+    _check_local(text, rank_node, rank_local, counts)
+    return rank_node, rank_local
+
+
+def _jobs(text: str, value: str, num_tasks: int) -> tuple[tuple[str, int], ...]:
+    """The resolved jobs in rank order, adding up to the map's tasks."""
+    jobs = []
+    for part in value.split(","):
+        name, _, count = part.partition(":")
+        if not is_job_name(name) or not count.isdecimal() or not count.isascii():
+            raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {part!r}")
+        jobs.append((name, int(count)))
+    if sum(count for _, count in jobs) != num_tasks:
+        raise PlanError(
+            f"plan descriptor {_show(text)}: jobs add up to "
+            f"{sum(count for _, count in jobs)} tasks, the map has {num_tasks}"
+        )
+    return tuple(jobs)
 
 
 def block_map(counts: list[int] | tuple[int, ...]) -> tuple[int, ...]:

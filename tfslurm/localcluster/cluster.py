@@ -16,7 +16,6 @@ checked free under a host-wide lock, and stopping touches only PIDs this cluster
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import fcntl
 import json
 import os
@@ -102,7 +101,7 @@ class LocalCluster:
         if config is None:
             config = ClusterConfig.from_options(**options)
         elif options:
-            config = dataclasses.replace(config, **options)
+            config = config.with_options(**options)
         self.config = config
         self._state_dir = os.path.normpath(config.state_dir) if config.state_dir else None
         self._ephemeral = config.state_dir is None
@@ -347,7 +346,7 @@ class LocalCluster:
     # ------------------------------------------------------------------ records
     def _write_record(self) -> None:
         record = {
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.as_dict(),
             "state_dir": self.state_dir,
             "subnet": self.subnet,
             "net_tag": self._network.tag if self._network else None,

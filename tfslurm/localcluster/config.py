@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 from tfslurm.errors import ClusterConfigError
+from tfslurm.value import Value
 
 MAX_NODES = 200  # node addresses are SUBNET.11 .. SUBNET.210 in one /24
 _NAME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -20,52 +21,119 @@ _PORT_RANGE = re.compile(r"^(\d+)-(\d+)$")
 _CONF_UNSAFE = "#%\\\"'"  # besides blanks: comment, Slurm's %n expansion, escapes, quotes
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(Value):
     """Options of one throwaway cluster (defaults = the ``slurm_cluster`` test fixture).
 
     ``state_dir=None`` means "a fresh temporary directory under /tmp". ``ctld_port=None``
     and ``subnet=None`` mean "pick a free one" (derived from the state dir, then probed).
+    ``node_digits`` is the zero-pad width of node numbers (3: ``node001``); ``cpus`` the
+    CPUs advertised per node (may exceed the real core count); ``gpus`` the fake GPUs per
+    node (char devices; 0: no gres at all); ``task_prolog`` the absolute path of a
+    TaskProlog executable; ``plugstack_lines`` the lines of our own plugstack.conf and
+    ``extra_conf_lines`` lines appended verbatim to slurm.conf (lists are accepted, kept as
+    tuples so the config hashes); ``resv_ports`` is ``MpiParams=ports=`` (srun
+    ``--resv-ports``; None: no MpiParams); ``subnet`` the first three octets (e.g.
+    ``10.213.140``); ``timeout`` the seconds to wait for daemons, nodes and the smoke srun;
+    ``smoke_test`` runs one srun over all nodes before the cluster counts as up.
+
+    ``preempt_grace``: preemption (partition_prio) with this GraceTime in seconds; None =
+    none. Partitions "low" (PreemptMode=REQUEUE), "low-cancel" (CANCEL), both
+    PriorityTier=1 with the GraceTime, and "high" (PriorityTier=10), all over every node;
+    "debug" stays the default.
     """
 
-    num_nodes: int = 4
-    node_prefix: str = "node"
-    node_digits: int = 0  # zero-pad width: 3 -> node001
-    cpus: int = 4  # CPUs advertised per node (may exceed the real core count)
-    gpus: int = 4  # fake GPUs per node (char devices); 0 = no gres at all
-    task_prolog: str | None = None  # absolute path of a TaskProlog executable
-    plugstack_lines: tuple[str, ...] = ()  # lines of our own plugstack.conf
-    extra_conf_lines: tuple[str, ...] = ()  # appended verbatim to slurm.conf
-    resv_ports: str | None = "20000-20100"  # MpiParams=ports= (srun --resv-ports); None = no MpiParams
-    state_dir: str | None = None
-    ctld_port: int | None = None
-    subnet: str | None = None  # first three octets, e.g. "10.213.140"
-    timeout: float = 30.0  # seconds to wait for daemons / nodes / the smoke srun
-    smoke_test: bool = True  # run one srun over all nodes before declaring the cluster up
-    # Preemption (partition_prio) with this GraceTime in seconds; None = none. Partitions
-    # "low" (PreemptMode=REQUEUE), "low-cancel" (CANCEL), both PriorityTier=1 with the
-    # GraceTime, and "high" (PriorityTier=10), all over every node; "debug" stays the default.
-    preempt_grace: int | None = None
+    __slots__ = (
+        "cpus",
+        "ctld_port",
+        "extra_conf_lines",
+        "gpus",
+        "node_digits",
+        "node_prefix",
+        "num_nodes",
+        "plugstack_lines",
+        "preempt_grace",
+        "resv_ports",
+        "smoke_test",
+        "state_dir",
+        "subnet",
+        "task_prolog",
+        "timeout",
+    )
+    __match_args__ = (
+        "num_nodes",
+        "node_prefix",
+        "node_digits",
+        "cpus",
+        "gpus",
+        "task_prolog",
+        "plugstack_lines",
+        "extra_conf_lines",
+        "resv_ports",
+        "state_dir",
+        "ctld_port",
+        "subnet",
+        "timeout",
+        "smoke_test",
+        "preempt_grace",
+    )
 
-    def __post_init__(self) -> None:
-        # Lists are accepted for convenience but stored as tuples so the config hashes.
-        for name in ("plugstack_lines", "extra_conf_lines"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                raise ClusterConfigError(f"{name}: expected a list of lines, got the string {value!r}")
-            object.__setattr__(self, name, tuple(value))
+    def __init__(
+        self,
+        num_nodes: int = 4,
+        node_prefix: str = "node",
+        node_digits: int = 0,
+        cpus: int = 4,
+        gpus: int = 4,
+        task_prolog: str | None = None,
+        plugstack_lines: Sequence[str] = (),
+        extra_conf_lines: Sequence[str] = (),
+        resv_ports: str | None = "20000-20100",
+        state_dir: str | None = None,
+        ctld_port: int | None = None,
+        subnet: str | None = None,
+        timeout: float = 30.0,
+        smoke_test: bool = True,
+        preempt_grace: int | None = None,
+    ) -> None:
+        self.num_nodes: Final = num_nodes
+        self.node_prefix: Final = node_prefix
+        self.node_digits: Final = node_digits
+        self.cpus: Final = cpus
+        self.gpus: Final = gpus
+        self.task_prolog: Final = task_prolog
+        self.plugstack_lines: Final = _lines("plugstack_lines", plugstack_lines)
+        self.extra_conf_lines: Final = _lines("extra_conf_lines", extra_conf_lines)
+        self.resv_ports: Final = resv_ports
+        self.state_dir: Final = state_dir
+        self.ctld_port: Final = ctld_port
+        self.subnet: Final = subnet
+        self.timeout: Final = timeout
+        self.smoke_test: Final = smoke_test
+        self.preempt_grace: Final = preempt_grace
         self._validate()
 
     def _validate(self) -> None:
-        def int_in(name: str, lo: int, hi: int) -> None:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise ClusterConfigError(f"{name}={value!r}: expected an integer in {lo}..{hi}")
+        for name, lo, hi in (
+            ("num_nodes", 1, MAX_NODES),
+            ("node_digits", 0, 9),
+            ("cpus", 1, 1024),
+            ("gpus", 0, 64),
+        ):
+            _check_int(name, getattr(self, name), lo, hi)
+        self._check_names()
+        self._check_paths()
+        for name in ("plugstack_lines", "extra_conf_lines"):
+            for line in getattr(self, name):
+                if not isinstance(line, str) or "\n" in line:
+                    raise ClusterConfigError(f"{name}: {line!r} is not a single line of text")
+        self._check_placement()
+        if self.preempt_grace is not None:
+            _check_int("preempt_grace", self.preempt_grace, 0, 3600)
+        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
+            raise ClusterConfigError(f"timeout={self.timeout!r}: expected a positive number of seconds")
 
-        int_in("num_nodes", 1, MAX_NODES)
-        int_in("node_digits", 0, 9)
-        int_in("cpus", 1, 1024)
-        int_in("gpus", 0, 64)
+    def _check_names(self) -> None:
+        """The node names: a prefix slurm.conf and hostlists take, digits wide enough."""
         if not isinstance(self.node_prefix, str) or not _NAME_PREFIX.match(self.node_prefix):
             raise ClusterConfigError(
                 f"node_prefix={self.node_prefix!r}: expected a letter followed by letters, digits, '-' or '_'"
@@ -76,6 +144,9 @@ class ClusterConfig:
             raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: must not end in a digit")
         if self.node_digits and len(str(self.num_nodes)) > self.node_digits:
             raise ClusterConfigError(f"node_digits={self.node_digits}: too narrow for {self.num_nodes} nodes")
+
+    def _check_paths(self) -> None:
+        """The paths written into slurm.conf: absolute, nothing it would misread."""
         if self.task_prolog is not None and not os.path.isabs(str(self.task_prolog)):
             raise ClusterConfigError(f"task_prolog={self.task_prolog!r}: must be an absolute path")
         for name in ("task_prolog", "state_dir"):
@@ -84,10 +155,9 @@ class ClusterConfig:
                 raise ClusterConfigError(
                     f"{name}={value!r}: blanks, quotes, '#', '%' and '\\' cannot be written into slurm.conf"
                 )
-        for name in ("plugstack_lines", "extra_conf_lines"):
-            for line in getattr(self, name):
-                if not isinstance(line, str) or "\n" in line:
-                    raise ClusterConfigError(f"{name}: {line!r} is not a single line of text")
+
+    def _check_placement(self) -> None:
+        """Where the cluster lives: ports and subnet in the ranges it may use, a state dir."""
         m = _PORT_RANGE.match(str(self.resv_ports))
         if self.resv_ports is not None and (not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535):
             raise ClusterConfigError(f"resv_ports={self.resv_ports!r}: expected LOW-HIGH within 1024-65535")
@@ -110,15 +180,11 @@ class ClusterConfig:
             path = str(self.state_dir)
             if not os.path.isabs(path) or os.path.normpath(path) == "/":
                 raise ClusterConfigError(f"state_dir={path!r}: must be an absolute path other than /")
-        if self.preempt_grace is not None:
-            int_in("preempt_grace", 0, 3600)
-        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
-            raise ClusterConfigError(f"timeout={self.timeout!r}: expected a positive number of seconds")
 
     @classmethod
     def from_options(cls, **options: Any) -> ClusterConfig:
         """Build from keyword options, naming any unknown option (fixture/CLI input)."""
-        known = {f.name for f in fields(cls)}
+        known = set(cls.__match_args__)
         unknown = sorted(set(options) - known)
         if unknown:
             raise ClusterConfigError(
@@ -134,7 +200,27 @@ class ClusterConfig:
     def cache_key(self) -> tuple[Any, ...]:
         """Everything that shapes the cluster, excluding where it lives."""
         return tuple(
-            getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("state_dir", "ctld_port", "subnet", "timeout")
+            getattr(self, name)
+            for name in self.__match_args__
+            if name not in ("state_dir", "ctld_port", "subnet", "timeout")
         )
+
+    def with_options(self, **options: Any) -> ClusterConfig:
+        """A copy with ``options`` changed (keyword names as :meth:`__init__` takes them)."""
+        return ClusterConfig(**{**self.as_dict(), **options})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options by name, as :meth:`__init__` takes them (a cluster record stores it)."""
+        return {name: getattr(self, name) for name in self.__match_args__}
+
+
+def _lines(name: str, value: Sequence[str]) -> tuple[str, ...]:
+    """Lines given as a list or tuple, kept as a tuple; one string is a mistake, not lines."""
+    if isinstance(value, str):
+        raise ClusterConfigError(f"{name}: expected a list of lines, got the string {value!r}")
+    return tuple(value)
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ClusterConfigError(f"{name}={value!r}: expected an integer in {lo}..{hi}")

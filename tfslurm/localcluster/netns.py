@@ -29,9 +29,10 @@ import ipaddress
 import os
 import shlex
 import subprocess
-from dataclasses import dataclass
+from typing import Final
 
 from tfslurm.errors import ClusterError
+from tfslurm.value import Value
 
 # Subnets we derive automatically come from 10.213.100-254 so that they stay clear of
 # hand-picked ones (people and scripts tend to use small third octets).
@@ -142,23 +143,34 @@ def _umount(target: str) -> bool:
     return bool(_libc.umount2(target.encode(), _MNT_DETACH) == 0)
 
 
-@dataclass(frozen=True)
-class NodeNet:
-    name: str
-    address: str
-    veth: str
-    address2: str = ""  # on eth1, the second network
-    veth2: str = ""
+class NodeNet(Value):
+    """One node's addresses and host-side veths (``address2``/``veth2``: eth1, the second network)."""
+
+    __slots__ = ("address", "address2", "name", "veth", "veth2")
+    __match_args__ = ("name", "address", "veth", "address2", "veth2")
+
+    def __init__(self, name: str, address: str, veth: str, address2: str = "", veth2: str = "") -> None:
+        self.name: Final = name
+        self.address: Final = address
+        self.veth: Final = veth
+        self.address2: Final = address2
+        self.veth2: Final = veth2
 
 
-@dataclass(frozen=True)
-class Network:
-    """The namespaces, bridge and veths of one cluster."""
+class Network(Value):
+    """The namespaces, bridge and veths of one cluster.
 
-    state_dir: str
-    subnet: str
-    nodes: tuple[NodeNet, ...]
-    tag: str  # names the bridges and veths (tfl<tag>b, tfl<tag>v1, ...)
+    ``tag`` names the bridges and veths (``tfl<tag>b``, ``tfl<tag>v1``, ...).
+    """
+
+    __slots__ = ("nodes", "state_dir", "subnet", "tag")
+    __match_args__ = ("state_dir", "subnet", "nodes", "tag")
+
+    def __init__(self, state_dir: str, subnet: str, nodes: tuple[NodeNet, ...], tag: str) -> None:
+        self.state_dir: Final = state_dir
+        self.subnet: Final = subnet
+        self.nodes: Final = nodes
+        self.tag: Final = tag
 
     @classmethod
     def plan(cls, state_dir: str, subnet: str, node_names: list[str], tag: str | None = None) -> Network:

@@ -13,18 +13,26 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+from tfslurm.value import Value
 
 
-@dataclass(frozen=True)
-class ProcessRecord:
-    """A process we started: enough to recognise it later, even from another process."""
+class ProcessRecord(Value):
+    """A process we started: enough to recognise it later, even from another process.
 
-    name: str  # "slurmctld" or "slurmd" (Debian's binaries are called slurmctld-wlm/slurmd-wlm)
-    pid: int
-    start_time: int  # field 22 of /proc/PID/stat, in clock ticks since boot
-    node: str | None = None
+    ``name`` is "slurmctld" or "slurmd" (Debian's binaries are called slurmctld-wlm and
+    slurmd-wlm); ``start_time`` is field 22 of /proc/PID/stat, in clock ticks since boot.
+    """
+
+    __slots__ = ("name", "node", "pid", "start_time")
+    __match_args__ = ("name", "pid", "start_time", "node")
+
+    def __init__(self, name: str, pid: int, start_time: int, node: str | None = None) -> None:
+        self.name: Final = name
+        self.pid: Final = pid
+        self.start_time: Final = start_time
+        self.node: Final = node
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "pid": self.pid, "start_time": self.start_time, "node": self.node}

@@ -7,16 +7,20 @@ the files can be checked in unit tests without root.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from tfslurm.localcluster.config import ClusterConfig
+from tfslurm.value import Value
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Value):
     """Where a cluster's files live inside its state dir."""
 
-    state_dir: str
+    __slots__ = ("state_dir",)
+    __match_args__ = ("state_dir",)
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir: Final = state_dir
 
     def path(self, *parts: str) -> str:
         return "/".join([self.state_dir.rstrip("/"), *parts])
