@@ -133,12 +133,12 @@ def test_a_planted_read_fails_the_package_check(tmp_path: Path) -> None:
     with open(copy / "runtime" / "api.py", "a", encoding="utf-8") as module:
         module.write('\n\ndef _grace():\n    return os.environ.get("TFSLURM_STOP_GRACE")\n')
     with open(copy / "plan.py", "a", encoding="utf-8") as module:
-        module.write("\n\ndef _jobs(env):\n    return env[JOBS_VARIABLE]\n")
+        module.write("\n\ndef _jobs(env):\n    return env[TF_DIST_VARIABLE]\n")
     (copy / "runtime" / "step.py").write_text('import os\nX = os.environ.get("SLURM_PROCID")\n')
     found = offenders(copy)
     assert sorted(found) == ["plan.py", "runtime/api.py", "runtime/step.py"]
     assert found["runtime/api.py"][0].endswith('return os.environ.get("TFSLURM_STOP_GRACE")')
-    assert found["plan.py"][0].endswith("return env[JOBS_VARIABLE]")
+    assert found["plan.py"][0].endswith("return env[TF_DIST_VARIABLE]")
     # the examples and the test cluster harness are not checked
     (copy / "examples" / "reads.py").write_text('import os\nX = os.environ["SLURM_PROCID"]\n')
     assert sorted(offenders(copy)) == sorted(found)

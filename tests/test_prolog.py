@@ -469,7 +469,8 @@ HOOK_MODULES = frozenset(
 # The value types those modules define (tfslurm.value): written-out classes, which compile
 # nothing at import, where dataclasses would compile five methods each and import inspect.
 HOOK_VALUES = (
-    "tfslurm.cluster.Cluster", "tfslurm.gpus.assignment.GpuAssignment", "tfslurm.layout.Layout",
+    "tfslurm.cluster.Cluster", "tfslurm.gpus.assignment.GpuAssignment", "tfslurm.gpus.assignment._VisibleList",
+    "tfslurm.gpus.warnings.GpuReview", "tfslurm.layout.Layout",
     "tfslurm.plan.GpuPlan", "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
     "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
     "tfslurm.step.Step",

@@ -16,7 +16,7 @@ and step instead of once per task.
 
 Only the standard library is imported, and only what the plan needs: this module runs in
 every task of every tf-dist job at a site (no ``typing`` or ``json`` at run time; which of
-tfslurm's modules and dataclasses a run loads is pinned by ``tests/test_prolog.py``).
+tfslurm's modules and value types a run loads is pinned by ``tests/test_prolog.py``).
 """
 
 from __future__ import annotations
