@@ -93,7 +93,7 @@ class Settings:
     descriptor: str | None = None  # TFSLURM_DESCRIPTOR
     host_template: str | None = None  # TFSLURM_HOST_TEMPLATE; an empty one is None
     port_base_text: str | None = None  # TFSLURM_PORT_BASE, as set
-    runtimes: str | None = None  # TFSLURM_FOR, as set (tfslurm.runtimes.parse_runtimes)
+    runtimes: str | None = None  # TFSLURM_FOR, as set (tfslurm.frameworks.parse_runtimes)
     iface: str | None = None  # TFSLURM_IFACE, stripped; a blank one is None
     uneven_gpus_text: str | None = None  # TFSLURM_UNEVEN_GPUS, as set
     peer_timeout_text: str = ""  # TFSLURM_PEER_TIMEOUT, as set

@@ -92,13 +92,14 @@ def main() -> None:
         peers = peer_addresses()
         jax.distributed.shutdown()
     elif runtime == "keras":
-        os.environ["KERAS_BACKEND"] = "jax"
-        import keras
         import numpy as np
 
         import tfslurm.keras
 
-        plan = tfslurm.keras.initialize(iface=iface)
+        plan = tfslurm.keras.initialize(iface=iface)  # before Keras' import: it sets the backend
+        import keras
+
+        assert keras.backend.backend() == "jax", keras.backend.backend()
         devices = keras.distribution.list_devices()
         distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
         keras.distribution.set_distribution(distribution)
