@@ -457,7 +457,7 @@ def test_cli_hook_prints_export_lines() -> None:
 
 # What a hook run may import of tfslurm. Its start-up is most of what a --tf-dist task (set-up
 # B) or node (set-up A) pays (docs/admin-guide.md, "Per-task cost"), so a module joins only
-# deliberately: the descriptor is imported only for a TF_CONFIG too large to export, runtimes
+# deliberately: the descriptor is imported only for a TF_CONFIG too large to export, frameworks
 # and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
@@ -495,7 +495,7 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
         f"assert main(argv={argv!r}) == 0\n"
     )
     others = [name for name in _tfslurm_modules() if name not in HOOK_MODULES]
-    assert "tfslurm.descriptor" in others and "tfslurm.runtimes" in others
+    assert "tfslurm.descriptor" in others and "tfslurm.frameworks" in others
     stdlib = ("typing", "json", "subprocess", "socket", "signal", "pathlib", "shlex", "argparse", "zlib")
     stdlib += ("dataclasses", "inspect", "ast", "dis", "tokenize", "math")
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []

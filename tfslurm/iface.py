@@ -21,7 +21,7 @@ from __future__ import annotations
 import socket
 
 from tfslurm.errors import IfaceError
-from tfslurm.runtimes import IFACE_VARIABLE
+from tfslurm.settings import IFACE_VARIABLE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

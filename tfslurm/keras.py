@@ -3,16 +3,17 @@
 Keras 3's multi-process mode (JAX backend) reads ``KERAS_DISTRIBUTION_JOB_ADDRESSES``,
 ``..._NUM_PROCESSES`` and ``..._PROCESS_ID`` and hands the first address to
 ``jax.distributed.initialize`` as coordinator; those come from the plan
-(``tfslurm.runtimes.keras_env``). ``tfslurm env --for keras`` (or ``TFSLURM_FOR=keras``)
-sets the same variables without this call.
+(``tfslurm.frameworks.keras_env``), and so does ``KERAS_BACKEND=jax`` where the task names
+no backend (multi-process Keras runs on JAX only). ``tfslurm env --for keras`` (or
+``TFSLURM_FOR=keras``) sets the same variables without this call.
 """
 
 from __future__ import annotations
 
 import os
 
-from tfslurm.jax import _gloo_on, _task_plan
-from tfslurm.runtimes import keras_env
+from tfslurm.adapters import gloo_on, task_plan
+from tfslurm.frameworks import keras_backend_env, keras_env, socket_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,16 +23,20 @@ __all__ = ["initialize"]
 
 
 def initialize(plan: Plan | None = None, *, iface: str | None = None) -> Plan:
-    """Set the ``KERAS_DISTRIBUTION_*`` variables, call Keras' initialize, return the plan."""
-    plan = _task_plan(plan, iface)
+    """Set the ``KERAS_DISTRIBUTION_*`` variables (and ``KERAS_BACKEND`` where none is
+    set), call Keras' initialize, return the plan.
+
+    The backend counts only when Keras is not imported yet: Keras reads it on import.
+    """
+    plan = task_plan(plan, iface)
     variables = keras_env(plan)
-    if plan.cluster.iface is not None:
-        variables.update(NCCL_SOCKET_IFNAME=plan.cluster.iface, GLOO_SOCKET_IFNAME=plan.cluster.iface)
+    variables.update(keras_backend_env(os.environ))
+    variables.update(socket_env(plan))
     os.environ.update(variables)
     import keras
 
     if plan.cluster.iface is not None and keras.backend.backend() == "jax":
-        _gloo_on(plan.cluster.iface)
+        gloo_on(plan.cluster.iface)
 
     keras.distribution.initialize()
     return plan

@@ -97,9 +97,9 @@ def _task_output(
 
     plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
     if (settings.frameworks or "").strip() or settings.iface:
-        from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
+        from tfslurm.frameworks import parse_runtimes, plan_with_iface, runtime_env
 
-        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.frameworks))
+        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.frameworks), env)
     else:
         variables = plan.task_env()
     changes: dict[str, str | None] = {}

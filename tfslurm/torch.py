@@ -1,6 +1,6 @@
 """``tfslurm.torch.init_process_group()``: ``torch.distributed`` from tfslurm's plan.
 
-Rank, world size and the store's address come from the plan (``tfslurm.runtimes``), not
+Rank, world size and the store's address come from the plan (``tfslurm.frameworks``), not
 from torchrun or a second reading of Slurm's variables, so uneven, cyclic, plane,
 arbitrary and heterogeneous steps get the ranks Slurm really gave.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from tfslurm.jax import _task_plan
-from tfslurm.runtimes import torch_env
+from tfslurm.adapters import task_plan
+from tfslurm.frameworks import socket_env, torch_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,10 +36,9 @@ def init_process_group(
     import torch
     import torch.distributed as dist
 
-    plan = _task_plan(plan, iface)
+    plan = task_plan(plan, iface)
     variables = torch_env(plan)
-    if plan.cluster.iface is not None:
-        variables.update(NCCL_SOCKET_IFNAME=plan.cluster.iface, GLOO_SOCKET_IFNAME=plan.cluster.iface)
+    variables.update(socket_env(plan))
     os.environ.update(variables)
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"

@@ -92,19 +92,20 @@ def main() -> None:
         peers = peer_addresses()
         jax.distributed.shutdown()
     elif runtime == "keras":
-        os.environ["KERAS_BACKEND"] = "jax"
-        import keras
         import numpy as np
 
         import tfslurm.keras
 
-        plan = tfslurm.keras.initialize(iface=iface)
+        plan = tfslurm.keras.initialize(iface=iface)  # before Keras' import: it sets the backend
+        import keras
+
+        assert keras.backend.backend() == "jax", keras.backend.backend()
         devices = keras.distribution.list_devices()
         distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
         keras.distribution.set_distribution(distribution)
         keras.utils.set_random_seed(1)
         x = np.linspace(-1, 1, 64, dtype="float32").reshape(-1, 1)
-        x = x[rank :: plan.num_tasks]  # each process feeds its own shard of every batch
+        x = x[rank :: plan.cluster.num_tasks]  # each process feeds its own shard of every batch
         y = 3 * x + 1
         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
         model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")

@@ -5,13 +5,14 @@ exec, ``TFSLURM_DESCRIPTOR``, from which tfslurm rebuilds the plan in-process) a
 task's GPU variables (``CUDA_VISIBLE_DEVICES`` ...). ``eval "$(tfslurm env)"`` in a task.
 ``--for keras,jax,torch`` adds (or, without ``tf``, gives instead of TF's) the variables
 of those runtimes from the same plan, and ``--iface NAME`` advertises every node by its
-address on that interface (``tfslurm.runtimes``, ``tfslurm.iface``).
+address on that interface (``tfslurm.frameworks``, ``tfslurm.iface``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 
 from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options, print_gpu_warnings
@@ -37,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tfslurm.frameworks import parse_runtimes, plan_with_iface, runtime_env
     from tfslurm.plan import plan_from_step
-    from tfslurm.runtimes import parse_runtimes, plan_with_iface, runtime_env
     from tfslurm.step import Settings, Step
 
     settings = Settings.from_environ()  # read once: the runtimes, then the plan's settings
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
     plan = plan_from_step(Step.from_environ(settings=settings), args.jobs, plan_options(args))
     print_gpu_warnings(plan)
-    variables = runtime_env(plan_with_iface(plan, settings, args.iface), runtimes)
+    on_iface = plan_with_iface(plan, settings, args.iface, host_template=args.host_template)
+    variables = runtime_env(on_iface, runtimes, os.environ)  # the task's own KERAS_BACKEND counts
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))
     else:

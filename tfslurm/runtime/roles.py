@@ -258,9 +258,9 @@ def resolve_role(
 
 
 def _on_iface(plan: Plan, settings: Settings) -> Plan:
-    """``plan`` on the interface ``TFSLURM_IFACE`` names, if any (tfslurm.runtimes)."""
+    """``plan`` on the interface ``TFSLURM_IFACE`` names, if any (tfslurm.frameworks)."""
     if not settings.iface:
         return plan
-    from tfslurm.runtimes import plan_with_iface
+    from tfslurm.frameworks import plan_with_iface
 
     return plan_with_iface(plan, settings)

@@ -1,12 +1,13 @@
-"""Every runtime's variables from the one plan: recorded real steps, any layout, errors.
+"""Every framework's variables from the one plan: recorded real steps, any layout, errors.
 
-The real runs (JAX, torch, Keras on a local cluster) are in test_runtimes_cluster.py;
+The real runs (JAX, torch, Keras on a local cluster) are in test_frameworks_cluster.py;
 these check the variables themselves against where Slurm really put each rank
 (``tests/data/observed``) and against any layout hypothesis draws.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -20,20 +21,22 @@ import observed
 from importcost import added_by
 from test_plan import layouts, task_env
 from tfslurm.errors import LayoutError, TfslurmError
-from tfslurm.iface import IfaceError, IfaceHosts, check_iface_name, interface_address
-from tfslurm.layout import layout_for
-from tfslurm.plan import Plan, plan_for
-from tfslurm.ports import PortKind, PortRule
-from tfslurm.prolog import task_changes
-from tfslurm.runtimes import (
+from tfslurm.frameworks import (
+    Coordinator,
     RuntimeListError,
     coordinator,
     jax_env,
     keras_env,
     parse_runtimes,
+    plan_with_iface,
     runtime_env,
     torch_env,
 )
+from tfslurm.iface import IfaceError, IfaceHosts, check_iface_name, interface_address
+from tfslurm.layout import layout_for
+from tfslurm.plan import Plan, plan_for
+from tfslurm.ports import PortKind, PortRule
+from tfslurm.prolog import task_changes
 from tfslurm.step import Step
 
 ALL = ("tf", "keras", "jax", "torch")
@@ -181,6 +184,50 @@ def test_interfaces_on_this_machine() -> None:
         away.address("n1")
 
 
+def test_coordinator_is_a_value() -> None:
+    where = Coordinator("fe80::1", 2222)
+    assert where == Coordinator("fe80::1", 2222) and hash(where) == hash(Coordinator("fe80::1", 2222))
+    assert where != Coordinator("fe80::1", 2223)
+    assert where.address == "[fe80::1]:2222" and Coordinator("n1", 5).address == "n1:5"
+    assert repr(where) == "Coordinator(host='fe80::1', port=2222)"
+
+
+def local_task_env(**extra: str) -> dict[str, str]:
+    """The one task of a step on node ``localhost``: its name resolves to ``lo``'s address."""
+    one = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_GTIDS": "0", "SLURMD_NODENAME": "localhost"}
+    one.update(SLURM_STEP_NODELIST="localhost", SLURM_STEP_TASKS_PER_NODE="1", SLURM_STEP_NUM_TASKS="1")
+    return task_env(SLURM_STEP_NUM_NODES="1", **one, **extra)
+
+
+def test_node_template_given_is_resolved_on_the_interface() -> None:
+    plan = plan_for(Step.from_environ(local_task_env()))
+    assert plan.cluster.host_template == "{node}" and plan.rank == 0
+    by_setting = plan_with_iface(plan, {"TFSLURM_HOST_TEMPLATE": "{node}"}, "lo")
+    by_option = plan_with_iface(plan, {}, "lo", host_template="{node}")
+    for on_lo in (by_setting, by_option):
+        assert on_lo.hosts == ("127.0.0.1",) and on_lo.iface == "lo"
+    # none given: the per-interface name {node}-IFACE is the one resolved
+    with pytest.raises(IfaceError, match=r"'localhost-lo' does not resolve .*or set the host template$"):
+        plan_with_iface(plan, {}, "lo")
+
+
+def test_taskprolog_resolves_a_node_template_on_the_interface() -> None:
+    env = local_task_env(TFSLURM_TF_DIST="worker:*", TFSLURM_IFACE="lo", TFSLURM_HOST_TEMPLATE="{node}")
+    changes = task_changes(env)
+    config = json.loads(changes["TF_CONFIG"] or "")
+    assert [a.rpartition(":")[0] for a in config["cluster"]["worker"]] == ["127.0.0.1"]
+    assert changes["NCCL_SOCKET_IFNAME"] == changes["GLOO_SOCKET_IFNAME"] == "lo"
+
+
+def test_keras_gets_the_jax_backend_unless_the_task_names_one() -> None:
+    plan = plan_for(Step.from_environ(task_env()))
+    assert runtime_env(plan, ("keras",), {})["KERAS_BACKEND"] == "jax"
+    assert runtime_env(plan, ("keras",), {"KERAS_BACKEND": ""})["KERAS_BACKEND"] == "jax"  # Keras: unset
+    assert "KERAS_BACKEND" not in runtime_env(plan, ("keras",), {"KERAS_BACKEND": "torch"})
+    assert "KERAS_BACKEND" not in runtime_env(plan, ("keras",))  # the task's environment not known
+    assert "KERAS_BACKEND" not in runtime_env(plan, ("tf", "jax", "torch"), {})
+
+
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     root = str(Path(__file__).parent.parent)
     return subprocess.run([sys.executable, "-m", "tfslurm", *args], env={**env, "PYTHONPATH": root},
@@ -190,8 +237,6 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 def test_cli_for_and_iface() -> None:
     done = run_cli(["env", "--for", "torch", "--for", "keras", "--format", "json"], task_env())
     assert done.returncode == 0, done.stderr
-    import json
-
     out = json.loads(done.stdout)
     assert out["RANK"] == "1" and out["KERAS_DISTRIBUTION_PROCESS_ID"] == "1" and "TF_CONFIG" not in out
     done = run_cli(["env", "--for", "pt"], task_env())
@@ -202,6 +247,25 @@ def test_cli_for_and_iface() -> None:
         done.stderr
         == "tfslurm env: error: node n9 has no network interface 'nosuch0' (--iface/TFSLURM_IFACE)\n"
     )
+
+
+def test_cli_sets_keras_backend_where_the_task_has_none() -> None:
+    done = run_cli(["env", "--for", "keras", "--format", "json"], task_env())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["KERAS_BACKEND"] == "jax"
+    done = run_cli(["env", "--for", "keras", "--format", "json"], task_env(KERAS_BACKEND="tensorflow"))
+    assert done.returncode == 0, done.stderr
+    assert "KERAS_BACKEND" not in json.loads(done.stdout)  # the task's own choice stays
+
+
+def test_cli_host_template_node_wins_over_the_interface_name() -> None:
+    args = ["env", "--iface", "lo", "--format", "json"]
+    done = run_cli([*args, "--host-template", "{node}"], local_task_env())
+    assert done.returncode == 0, done.stderr
+    worker = json.loads(json.loads(done.stdout)["TF_CONFIG"])["cluster"]["worker"]
+    assert [address.rpartition(":")[0] for address in worker] == ["127.0.0.1"]
+    done = run_cli(args, local_task_env())  # no template: localhost-lo, which is no name
+    assert done.returncode == 2 and "'localhost-lo' does not resolve" in done.stderr, done.stderr
 
 
 def test_no_runtime_is_imported_by_tfslurm_or_its_taskprolog() -> None:

@@ -1,4 +1,4 @@
-"""Every runtime from one plan, on a real local cluster (CPU): JAX, PyTorch (gloo), Keras 3.
+"""Every framework from one plan, on a real local cluster (CPU): JAX, PyTorch (gloo), Keras 3.
 
 Each step runs ``tests/tasks/runtime_task.py`` in every task: it joins the runtime's
 cluster through tfslurm (or, for ``torch-env``, through the variables the TaskProlog
@@ -42,7 +42,7 @@ SHAPES = {
 def run_step(cluster: LocalCluster, runtime: str, shape: tuple[str, ...], *extra: str,
              iface: str | None = None, env: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     skip_without(*NEEDS[runtime])
-    out = Path(tempfile.mkdtemp(prefix="tfs-runtimes-", dir="/tmp"))
+    out = Path(tempfile.mkdtemp(prefix="tfs-frameworks-", dir="/tmp"))
     out.chmod(0o777)
     argv = [sys.executable, str(TASK), runtime, str(out), *([iface] if iface else [])]
     done = cluster.srun(*shape, *extra, *argv, timeout=240, env_extra=env)
@@ -122,7 +122,9 @@ def test_torch_from_the_taskprolog_on_the_second_interface(
 
 
 def test_keras_data_parallel_fit_across_two_nodes_on_eth1(slurm_cluster: LocalCluster) -> None:
-    rows = run_step(slurm_cluster, "keras", ("-N2", "-n2"), iface="eth1", env={"KERAS_BACKEND": "jax"})
+    """No KERAS_BACKEND in the job: ``tfslurm.keras.initialize()`` picks JAX, the backend
+    Keras runs multi-process on (Keras alone would take TensorFlow, installed here too)."""
+    rows = run_step(slurm_cluster, "keras", ("-N2", "-n2"), iface="eth1")
     check_ranks(rows, 2)
     assert {r["node"] for r in rows} == {"node1", "node2"}
     for row in rows:
@@ -154,6 +156,15 @@ def test_a_missing_or_misnamed_interface_is_one_line(slurm_cluster: LocalCluster
         f"IfaceError: node node2: 'node2' resolves to {eth0}12, but its interface 'eth1' has {eth1}12; "
         "fix /etc/hosts or DNS, or the host template"
     ) in done.stderr, done.stderr
+    # a host template given, '{node}' included, is the name resolved (not node2-eth1)
+    done = slurm_cluster.srun(
+        "-N1", "-n1", "-w", "node2", *cmd, "--iface", "eth1", "--host-template", "{node}"
+    )
+    ours = [line for line in done.stderr.splitlines() if not line.startswith("srun:")]
+    assert done.returncode != 0 and ours == [
+        f"tfslurm env: error: node node2: 'node2' resolves to {eth0}12, but its interface 'eth1' has "
+        f"{eth1}12; fix /etc/hosts or DNS, or the host template"
+    ], done.stderr
 
 
 @pytest.mark.parametrize("runtime", ["jax", "torch", "keras"])

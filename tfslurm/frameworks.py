@@ -1,8 +1,8 @@
-"""One plan, every runtime: the variables TF, Keras 3, JAX and PyTorch read, from one Plan.
+"""One plan, every framework: the variables TF, Keras 3, JAX and PyTorch read, from one Plan.
 
 The rank -> node layout, the ports and each task's GPUs are decided once, in
-:class:`tfslurm.plan.Plan`; this module only spells that plan in each runtime's words, so
-every runtime sees the same ranks on every layout Slurm makes (block, cyclic, plane,
+:class:`tfslurm.plan.Plan`; this module only spells that plan in each framework's words, so
+every framework sees the same ranks on every layout Slurm makes (block, cyclic, plane,
 arbitrary, heterogeneous, uneven) and the same GPUs.
 
 * **Coordinator** (JAX, Keras 3, PyTorch): rank 0's host, on the port the port rule gives
@@ -14,53 +14,67 @@ arbitrary, heterogeneous, uneven) and the same GPUs.
   (``tfslurm.gpus``), so inside the process its devices are ``0..n-1``: JAX gets those as
   ``local_device_ids`` and PyTorch uses ``cuda:0``. ``LOCAL_RANK`` keeps torchrun's meaning
   (the task's index on its node) and must not be used as a device index here.
+* **Keras backend**: Keras 3 runs multi-process (``keras.distribution.initialize``, the
+  reader of ``KERAS_DISTRIBUTION_*``) on its JAX backend only, so ``keras`` adds
+  ``KERAS_BACKEND=jax`` to a task whose environment names no backend.
 * **Network interface** (``tfslurm.iface``): every host becomes the node's address on the
   interface, and ``NCCL_SOCKET_IFNAME`` / ``GLOO_SOCKET_IFNAME`` name it.
 
-Runtimes are named as ``--for tf,jax`` (CLI) or ``TFSLURM_FOR`` (TaskProlog; default
+Frameworks are named as ``--for tf,jax`` (CLI) or ``TFSLURM_FOR`` (TaskProlog; default
 ``tf``). Only the standard library is used, and this module is imported only when a
-runtime other than TF, or an interface, is asked for.
+framework other than TF, or an interface, is asked for.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
 from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
+from tfslurm.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Final
 
     from tfslurm.plan import Plan
 
 __all__ = [
     "FOR_VARIABLE",
     "IFACE_VARIABLE",
+    "KERAS_BACKEND",
     "RUNTIMES",
     "Coordinator",
     "RuntimeListError",
     "apply_iface",
     "coordinator",
     "jax_env",
+    "keras_backend_env",
     "keras_env",
+    "local_device_ids",
     "parse_runtimes",
     "plan_with_iface",
     "runtime_env",
+    "socket_env",
     "torch_env",
 ]
 
 RUNTIMES = ("tf", "keras", "jax", "torch")
+#: The Keras backend ``keras`` sets where the task names none: the only backend with a
+#: multi-process mode, which ``keras.distribution.initialize`` starts (Keras 3.15).
+KERAS_BACKEND = "jax"
+_NODE = "{node}"  # the host template that is the node name itself
 
 
-@dataclasses.dataclass(frozen=True)
-class Coordinator:
+class Coordinator(Value):
     """Where rank 0 listens for the others (JAX's coordinator, torch's store)."""
 
-    host: str  # IPv6 without brackets
-    port: int
+    __slots__ = ("host", "port")
+    __match_args__ = ("host", "port")
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host: Final = host  # IPv6 without brackets
+        self.port: Final = port
 
     @property
     def address(self) -> str:
@@ -172,10 +186,33 @@ def torch_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
     }
 
 
-def runtime_env(plan: Plan, runtimes: tuple[str, ...] = ("tf",)) -> dict[str, str]:
+def keras_backend_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``KERAS_BACKEND=jax`` unless ``env`` (the task's environment) names a backend already.
+
+    Keras' own default is TensorFlow, whose backend has no multi-process mode, and Keras
+    without TensorFlow installed does not import at all without a backend named.
+    """
+    return {} if env.get("KERAS_BACKEND") else {"KERAS_BACKEND": KERAS_BACKEND}
+
+
+def socket_env(plan: Plan) -> dict[str, str]:
+    """The variables that make NCCL and Gloo use the plan's interface (none without one)."""
+    if plan.cluster.iface is None:
+        return {}
+    return {"NCCL_SOCKET_IFNAME": plan.cluster.iface, "GLOO_SOCKET_IFNAME": plan.cluster.iface}
+
+
+def runtime_env(
+    plan: Plan, runtimes: tuple[str, ...] = ("tf",), env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Every variable this task needs for ``runtimes``: TF's (TF_CONFIG or descriptor) and
-    the GPUs as :meth:`Plan.task_env` gives them, then each other runtime's, then the
-    interface variables when the plan has an interface."""
+    the GPUs as :meth:`Plan.task_env` gives them, then each other framework's, then the
+    interface variables when the plan has an interface.
+
+    ``env`` is the task's environment when the caller has it: with ``keras``, a task that
+    names no Keras backend there gets ``KERAS_BACKEND=jax`` (:func:`keras_backend_env`);
+    None leaves the backend to Keras.
+    """
     out: dict[str, str] = {}
     if "tf" in runtimes:
         out.update(plan.task_env())
@@ -183,29 +220,40 @@ def runtime_env(plan: Plan, runtimes: tuple[str, ...] = ("tf",)) -> dict[str, st
         out.update(plan.gpus.env)
     if "keras" in runtimes:
         out.update(keras_env(plan))
+        if env is not None:
+            out.update(keras_backend_env(env))
     if "jax" in runtimes:
         out.update(jax_env(plan))
     if "torch" in runtimes:
         out.update(torch_env(plan))
-    if plan.cluster.iface is not None:
-        out.update({"NCCL_SOCKET_IFNAME": plan.cluster.iface, "GLOO_SOCKET_IFNAME": plan.cluster.iface})
+    out.update(socket_env(plan))
     return out
 
 
-def plan_with_iface(plan: Plan, env: Mapping[str, str] | Settings, iface: str | None = None) -> Plan:
+def plan_with_iface(
+    plan: Plan,
+    env: Mapping[str, str] | Settings,
+    iface: str | None = None,
+    *,
+    host_template: str | None = None,
+) -> Plan:
     """``plan`` with the interface ``iface`` (default: ``TFSLURM_IFACE`` of ``env``, the
     task's :class:`~tfslurm.settings.Settings` or a mapping of variables) applied.
 
-    The plan's own host template, when it has one, is the per-interface name to resolve;
-    the task's own node (from the plan) is checked. No interface: the plan as it is.
+    A host template that was given is the per-interface name to resolve, ``{node}``
+    included (a site whose node names resolve to the interface says so with it):
+    ``host_template`` (``--host-template``; the plan was made with it), else the plan's own
+    when ``TFSLURM_HOST_TEMPLATE`` of ``env`` is set or the plan's is not ``{node}``. With
+    none given, ``{node}-IFACE`` is resolved. The task's own node (from the plan) is
+    checked. No interface: the plan as it is.
     """
-    if iface is not None:
-        name = iface
-    else:
-        name = (env if isinstance(env, Settings) else Settings.from_environ(env)).iface or ""
+    settings = env if isinstance(env, Settings) else Settings.from_environ(env)
+    name = iface if iface is not None else settings.iface or ""
     if not name:
         return plan
-    template = None if plan.cluster.host_template == "{node}" else plan.cluster.host_template
+    template = host_template
+    if template is None and (settings.host_template is not None or plan.cluster.host_template != _NODE):
+        template = plan.cluster.host_template
     own = None if plan.rank is None else plan.cluster.nodes[plan.cluster.rank_node[plan.rank]]
     return apply_iface(plan, name, own, template)
 
@@ -213,4 +261,5 @@ def plan_with_iface(plan: Plan, env: Mapping[str, str] | Settings, iface: str | 
 def _rank(plan: Plan, rank: int | None) -> int:
     if rank is None:
         return plan.require_rank("a runtime's variables")
-    return plan.cluster.check_rank(rank)
+    plan.cluster.host_of(rank)  # PlanError naming ``rank`` when the plan has no such rank
+    return rank
