@@ -34,7 +34,7 @@ from tfslurm.frameworks import (
 )
 from tfslurm.iface import IfaceError, IfaceHosts, check_iface_name, interface_address
 from tfslurm.layout import layout_for
-from tfslurm.plan import Plan, plan_for
+from tfslurm.plan import Cluster, Plan, plan_for
 from tfslurm.ports import PortKind, PortRule
 from tfslurm.prolog import task_changes
 from tfslurm.step import Step
@@ -120,10 +120,10 @@ def test_any_layout_gives_every_runtime_the_layouts_ranks(layout, ports, data) -
     )
     rule = data.draw(st.sampled_from([ports, reserved]))
     n = layout.num_tasks
-    plan = Plan(layout.nodes, layout.rank_node, layout.rank_local, (("worker", n),), rule)
+    plan = Plan(Cluster(layout.nodes, layout.rank_node, layout.rank_local, (("worker", n),), rule))
     ranks_seen = set()
     for rank in range(n):
-        own = Plan(layout.nodes, layout.rank_node, layout.rank_local, (("worker", n),), rule, rank=rank)
+        own = plan.for_task(rank, None)
         variables = check_runtimes(own, rank)
         assert variables == check_runtimes(plan, rank)  # the same, whoever computes it
         ranks_seen.add(int(variables["RANK"]))
@@ -205,7 +205,7 @@ def test_node_template_given_is_resolved_on_the_interface() -> None:
     by_setting = plan_with_iface(plan, {"TFSLURM_HOST_TEMPLATE": "{node}"}, "lo")
     by_option = plan_with_iface(plan, {}, "lo", host_template="{node}")
     for on_lo in (by_setting, by_option):
-        assert on_lo.hosts == ("127.0.0.1",) and on_lo.iface == "lo"
+        assert on_lo.cluster.hosts == ("127.0.0.1",) and on_lo.cluster.iface == "lo"
     # none given: the per-interface name {node}-IFACE is the one resolved
     with pytest.raises(IfaceError, match=r"'localhost-lo' does not resolve .*or set the host template$"):
         plan_with_iface(plan, {}, "lo")

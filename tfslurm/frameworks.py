@@ -27,6 +27,7 @@ framework other than TF, or an interface, is asked for.
 
 from __future__ import annotations
 
+from tfslurm.cluster import NODE
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
 from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
@@ -63,7 +64,6 @@ RUNTIMES = ("tf", "keras", "jax", "torch")
 #: The Keras backend ``keras`` sets where the task names none: the only backend with a
 #: multi-process mode, which ``keras.distribution.initialize`` starts (Keras 3.15).
 KERAS_BACKEND = "jax"
-_NODE = "{node}"  # the host template that is the node name itself
 
 
 class Coordinator(Value):
@@ -252,7 +252,7 @@ def plan_with_iface(
     if not name:
         return plan
     template = host_template
-    if template is None and (settings.host_template is not None or plan.cluster.host_template != _NODE):
+    if template is None and (settings.host_template is not None or plan.cluster.host_template != NODE):
         template = plan.cluster.host_template
     own = None if plan.rank is None else plan.cluster.nodes[plan.cluster.rank_node[plan.rank]]
     return apply_iface(plan, name, own, template)
@@ -261,5 +261,4 @@ def plan_with_iface(
 def _rank(plan: Plan, rank: int | None) -> int:
     if rank is None:
         return plan.require_rank("a runtime's variables")
-    plan.cluster.host_of(rank)  # PlanError naming ``rank`` when the plan has no such rank
-    return rank
+    return plan.cluster.check_rank(rank)
