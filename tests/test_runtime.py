@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfslurm.commands.run import PythonProgram, parse_program
 from tfslurm.runtime import preemption
+from tfslurm.runtime.launch import PythonProgram, parse_program
 from tfslurm.runtime.peers import (
     ChiefWatch,
     PeerWatch,

@@ -20,13 +20,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfslurm.errors import ParameterServerFailure
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
+from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
 from tfslurm.runtime.roles import Address, Role, resolve_role
 from tfslurm.settings import Settings
@@ -62,37 +62,40 @@ def is_ps_failure(error: BaseException) -> bool:
     return False
 
 
-def _add_no_proxy(role: Role) -> None:
-    """gRPC honours http(s)_proxy: keep the cluster's own hosts off any proxy."""
-    if not any(
-        os.environ.get(v) for v in ("http_proxy", "https_proxy", "grpc_proxy", "HTTP_PROXY", "HTTPS_PROXY")
-    ):
-        return
-    hosts = {a.host for a in role.addresses(("chief", "worker", "ps", "evaluator"))}
-    current = [h for h in os.environ.get("no_proxy", "").split(",") if h]
-    merged = current + sorted(h for h in hosts | {"127.0.0.1", "localhost"} if h not in current)
-    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(merged)
-
-
 def prepare(role: Role) -> None:
-    """Put this task's TF_CONFIG (and role) in ``os.environ``; keep gRPC off proxies."""
-    os.environ.update(role.env)
-    os.environ["TF_CONFIG"] = role.tf_config()
-    os.environ["TFSLURM_ROLE"] = f"{role.job}:{role.index}"
-    _add_no_proxy(role)
+    """Put this task's TF_CONFIG, role and GPU variables in ``os.environ`` (the strategy
+    and TF read them there); keep gRPC off proxies (``runtime.environ``)."""
+    install_environ(task_environ(role, os.environ))
 
 
-@dataclass
 class RunContext:
     """What ``main(ctx)`` gets: the role, the strategy and the preemption/checkpoint help."""
 
-    role: Role
-    strategy: Any
-    preemption: _preemption.Preemption
-    restart_count: int
-    peer_timeout: float
-    _coordinator: Any = field(default=None, repr=False)
-    _chief_watch: ChiefWatch | None = field(default=None, repr=False)
+    __slots__ = (
+        "_chief_watch",
+        "_coordinator",
+        "peer_timeout",
+        "preemption",
+        "restart_count",
+        "role",
+        "strategy",
+    )
+
+    def __init__(
+        self,
+        role: Role,
+        strategy: Any,
+        preemption: _preemption.Preemption,
+        restart_count: int,
+        peer_timeout: float,
+    ) -> None:
+        self.role = role
+        self.strategy = strategy
+        self.preemption = preemption
+        self.restart_count = restart_count
+        self.peer_timeout = peer_timeout
+        self._coordinator: Any = None  # created on first use (PSS chief only)
+        self._chief_watch: ChiefWatch | None = None  # started on first use (evaluator)
 
     @property
     def is_chief(self) -> bool:
