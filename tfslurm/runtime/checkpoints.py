@@ -39,8 +39,7 @@ class Checkpoints:
         max_to_keep: int = 3,
         strategy: Any = None,  # MWMS: save() ends with a barrier (see save)
     ) -> None:
-        # Here, not at the top: the runtime package never imports TensorFlow on import.
-        import tensorflow as tf
+        import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
         self.checkpoint = checkpoint
         self.directory = directory

@@ -99,7 +99,7 @@ def requested() -> bool:
 def agreed_stop(strategy: Any, local_flag: bool) -> bool:
     """True on every worker if any worker's flag is set (one small all-reduce under MWMS;
     just the local flag for other strategies)."""
-    import tensorflow as tf
+    import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return local_flag

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from tfslurm import settings
 from tfslurm.settings import Settings
+from tfslurm.step import restart_count_from_environ
 
 # The program checkpointed and stopped before its training was done: requeue the job.
 EXIT_STOPPED = 85
@@ -71,8 +72,6 @@ def restart_count(env: Mapping[str, str] | None = None) -> int:
     """This run's restart number (SLURM_RESTART_COUNT, through ``tfslurm.step``). Only that
     variable is read: the cap is checked before anything else, and a task whose role comes
     from TF_CONFIG must not fail on some other SLURM_* variable here."""
-    from tfslurm.step import restart_count_from_environ
-
     return restart_count_from_environ(env)
 
 

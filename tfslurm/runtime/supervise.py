@@ -93,7 +93,7 @@ def die_with_parent(parent: int) -> None:
     """In a child: SIGKILL this process when its parent dies, whatever kills the parent
     (SIGKILL included; Linux prctl PR_SET_PDEATHSIG). Exits at once if the parent is
     already gone. Without libc (not Linux) nothing is set."""
-    import ctypes
+    import ctypes  # here: only the forked program needs it, not the watcher nor tfslurm.run
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
