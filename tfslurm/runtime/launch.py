@@ -179,7 +179,8 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
     for line in role.gpu_warnings:
         print(line, file=sys.stderr, flush=True)
     timeout = peer_timeout_from_env(options.peer_timeout, settings)
-    # Installed early: a preemption signal during start-up is kept for the program.
+    # Installed before the rest of start-up: a preemption signal now sets the flag, which
+    # the program's handler takes over, instead of ending this process.
     flag = preemption.install(options.preempt_signal, settings=settings)
     stop = (
         stops.stop_signals(options.stop_signals, flag.signum)
