@@ -6,11 +6,12 @@ The watcher therefore lives in another process:
 
 * ``tfslurm run`` forks before TensorFlow is imported (``runtime.launch``): the child runs
   the program, the parent (tiny, no TF) watches the peers, passes signals on and reports
-  the child's status. A stop signal (SIGTERM, the preemption signal...) reaches the child as the preemption
-  signal, since MWMS workers swallow SIGTERM in TF's own C handler; the child checkpoints
-  and stops, or Slurm's SIGKILL ends it after GraceTime/KillWait (see stops.py). SIGINT
-  is passed on and the child SIGKILLed after a short grace period. The child dies with
-  this process (PR_SET_PDEATHSIG) and leads a process group this process ends.
+  the child's status. A stop signal (SIGTERM, the preemption signal...) reaches the child
+  as the preemption signal, since MWMS workers swallow SIGTERM in TF's own C handler; the
+  child checkpoints and stops, or Slurm's SIGKILL ends it after GraceTime/KillWait (see
+  stops.py). SIGINT is passed on and the child SIGKILLed after a short grace period. The
+  child dies with this process (PR_SET_PDEATHSIG) and leads a process group this process
+  ends.
 * ``tfslurm.run(main)`` without the CLI starts ``python -m tfslurm.runtime.supervise`` as a
   watcher that kills the training process (SIGKILL) after printing the error.
 """
