@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfslurm.commands.run import PythonProgram, parse_program
 from tfslurm.runtime import preemption
+from tfslurm.runtime.launch import PythonProgram, parse_program, program_environ
 from tfslurm.runtime.peers import (
     ChiefWatch,
     PeerWatch,
@@ -407,6 +407,37 @@ def test_other_commands_run_as_a_child_with_tf_config():
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 5, err
     assert json.loads(out)["task"] == {"type": "worker", "index": 0}
+
+
+def test_a_command_gets_the_role_watched_and_requeue_variables():
+    proc = _tfslurm_run(
+        SINGLE,
+        "--requeue-on-ps-failure",
+        "--",
+        "sh",
+        "-c",
+        'echo "$TFSLURM_ROLE $TFSLURM_WATCHED $TFSLURM_REQUEUE_ON_PS_FAILURE"',
+    )
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip() == "worker:0 1 1"
+
+
+def test_the_program_environment_is_a_new_dict_for_the_child():
+    role = role_from_tf_config(tf_config({"worker": ["a:1", "b:2"]}, "worker", 1))
+    base = {"PATH": "/bin", "http_proxy": "http://proxy:3128", "no_proxy": "example.org"}
+    given = dict(base)
+    env = program_environ(role, base, True, watched=True)
+    assert base == given  # the caller's environment is left as it was
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+    assert (env["TFSLURM_ROLE"], env["TFSLURM_WATCHED"], env["TFSLURM_REQUEUE_ON_PS_FAILURE"]) == (
+        "worker:1",
+        "1",
+        "1",
+    )
+    assert env["no_proxy"] == env["NO_PROXY"] == "example.org,127.0.0.1,a,b,localhost"
+    server = program_environ(role, {"PATH": "/bin"}, False, watched=False)
+    assert not {"TFSLURM_WATCHED", "TFSLURM_REQUEUE_ON_PS_FAILURE", "no_proxy"} & set(server)
 
 
 def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):

@@ -14,22 +14,29 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfslurm.errors import ParameterServerFailure
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
+from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
 from tfslurm.runtime.roles import Address, Role, resolve_role
+from tfslurm.runtime.servers import serve
+from tfslurm.runtime.supervise import start_watcher
+from tfslurm.runtime.tfimport import tensorflow
 from tfslurm.settings import Settings
+from tfslurm.step import requeue_job_name
 
 T = TypeVar("T")
 
@@ -39,7 +46,7 @@ EXIT_PS_FAILED = 75
 
 def is_ps_failure(error: BaseException) -> bool:
     """True for the errors ClusterCoordinator raises when a parameter server is gone."""
-    try:
+    try:  # here, not at the top: importing the runtime never loads TensorFlow
         from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
 
         if hasattr(cc, "_is_ps_failure") and cc._is_ps_failure(error):
@@ -62,37 +69,40 @@ def is_ps_failure(error: BaseException) -> bool:
     return False
 
 
-def _add_no_proxy(role: Role) -> None:
-    """gRPC honours http(s)_proxy: keep the cluster's own hosts off any proxy."""
-    if not any(
-        os.environ.get(v) for v in ("http_proxy", "https_proxy", "grpc_proxy", "HTTP_PROXY", "HTTPS_PROXY")
-    ):
-        return
-    hosts = {a.host for a in role.addresses(("chief", "worker", "ps", "evaluator"))}
-    current = [h for h in os.environ.get("no_proxy", "").split(",") if h]
-    merged = current + sorted(h for h in hosts | {"127.0.0.1", "localhost"} if h not in current)
-    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(merged)
-
-
 def prepare(role: Role) -> None:
-    """Put this task's TF_CONFIG (and role) in ``os.environ``; keep gRPC off proxies."""
-    os.environ.update(role.env)
-    os.environ["TF_CONFIG"] = role.tf_config()
-    os.environ["TFSLURM_ROLE"] = f"{role.job}:{role.index}"
-    _add_no_proxy(role)
+    """Put this task's TF_CONFIG, role and GPU variables in ``os.environ`` (the strategy
+    and TF read them there); keep gRPC off proxies (``runtime.environ``)."""
+    install_environ(task_environ(role, os.environ))
 
 
-@dataclass
 class RunContext:
     """What ``main(ctx)`` gets: the role, the strategy and the preemption/checkpoint help."""
 
-    role: Role
-    strategy: Any
-    preemption: _preemption.Preemption
-    restart_count: int
-    peer_timeout: float
-    _coordinator: Any = field(default=None, repr=False)
-    _chief_watch: ChiefWatch | None = field(default=None, repr=False)
+    __slots__ = (
+        "_chief_watch",
+        "_coordinator",
+        "peer_timeout",
+        "preemption",
+        "restart_count",
+        "role",
+        "strategy",
+    )
+
+    def __init__(
+        self,
+        role: Role,
+        strategy: Any,
+        preemption: _preemption.Preemption,
+        restart_count: int,
+        peer_timeout: float,
+    ) -> None:
+        self.role = role
+        self.strategy = strategy
+        self.preemption = preemption
+        self.restart_count = restart_count
+        self.peer_timeout = peer_timeout
+        self._coordinator: Any = None  # created on first use (PSS chief only)
+        self._chief_watch: ChiefWatch | None = None  # started on first use (evaluator)
 
     @property
     def is_chief(self) -> bool:
@@ -114,7 +124,7 @@ class RunContext:
         if self.role.strategy != "ps" or self.role.job != "chief":
             raise RuntimeError("ctx.coordinator exists only on the chief under ps strategy")
         if self._coordinator is None:
-            import tensorflow as tf
+            import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
             self._coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         return self._coordinator
@@ -133,7 +143,7 @@ class RunContext:
     def wait_for_checkpoint(self, directory: str, last: str | None = None, poll: float = 0.2) -> str | None:
         """Evaluator: the next checkpoint after ``last``; None once the chief has finished
         and no newer checkpoint appeared."""
-        import tensorflow as tf
+        import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
         while True:
             done = self.chief_finished()
@@ -164,8 +174,6 @@ def watch_chief(role: Role, timeout: float) -> ChiefWatch:
 
 def make_strategy(role: Role) -> Any:
     """The strategy for this role (TF_CONFIG must already be in os.environ)."""
-    from tfslurm.runtime.tfimport import tensorflow
-
     tf = tensorflow()
 
     if role.job == "evaluator":
@@ -210,12 +218,8 @@ def run(
     flag = _preemption.install(signum, also=() if settings.watched else stop)
     prepare(role)
     if role.is_server:
-        from tfslurm.runtime.servers import serve
-
         serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
     if not settings.watched:  # tfslurm run's parent already watches
-        from tfslurm.runtime.supervise import start_watcher
-
         start_watcher(role, timeout)
     strategy = make_strategy(role)
     ctx = RunContext(role, strategy, flag, restarts, timeout)
@@ -246,9 +250,6 @@ def exit_now(result: Any) -> None:
     """End a PSS chief at once when its program is done: ClusterCoordinator's threads keep
     the interpreter from exiting (measured: forever once a worker has died). atexit
     handlers still run (for at most 5 s); the exit status is ``result`` if it is an int."""
-    import atexit
-    import threading
-
     sys.stdout.flush()
     sys.stderr.flush()
     done = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
@@ -266,8 +267,6 @@ def ps_failure_exit(
     """A parameter-server failure inside becomes one line on stderr, an optional
     ``scontrol requeue`` of this job, and exit status 75. ``requeue`` defaults to
     TFSLURM_REQUEUE_ON_PS_FAILURE of ``settings`` (default: read from ``os.environ``)."""
-    from tfslurm.step import requeue_job_name
-
     if requeue is None:
         requeue = (Settings.from_environ() if settings is None else settings).requeue_on_ps_failure
     job = requeue_job_name() if requeue else ""  # read now: never fails, whatever else is set
@@ -293,11 +292,7 @@ def ps_failure_exit(
 def requeue_job(reason: str, job: str | None = None) -> bool:
     """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1): ``job``,
     else this task's (``tfslurm.step.requeue_job_name``)."""
-    import subprocess
-
     if job is None:
-        from tfslurm.step import requeue_job_name
-
         job = requeue_job_name()
     if not job:
         print("tfslurm run: not in a Slurm job, nothing to requeue", file=sys.stderr)

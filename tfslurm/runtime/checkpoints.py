@@ -11,33 +11,47 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from typing import Any
 
 from tfslurm.runtime.roles import Role
 
 
-@dataclass
 class Checkpoints:
     """A ``tf.train.CheckpointManager`` plus the chief/non-chief directory rule."""
 
-    checkpoint: Any
-    directory: str
-    role: Role
-    max_to_keep: int = 3
-    strategy: Any = None  # MWMS: save() ends with a barrier (see save)
+    __slots__ = (
+        "_tf",
+        "checkpoint",
+        "directory",
+        "manager",
+        "max_to_keep",
+        "removed",
+        "role",
+        "strategy",
+        "write_dir",
+    )
 
-    def __post_init__(self) -> None:
-        import tensorflow as tf
+    def __init__(
+        self,
+        checkpoint: Any,
+        directory: str,
+        role: Role,
+        max_to_keep: int = 3,
+        strategy: Any = None,  # MWMS: save() ends with a barrier (see save)
+    ) -> None:
+        import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
+        self.checkpoint = checkpoint
+        self.directory = directory
+        self.role = role
+        self.max_to_keep = max_to_keep
+        self.strategy = strategy
         self._tf = tf
-        self.write_dir = self.directory
-        if not self.role.is_chief:
-            self.write_dir = os.path.join(self.directory, f".scratch-{self.role.job}-{self.role.index}")
-        self.removed = remove_leftovers(self.directory, self.write_dir, self.role.is_chief)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.write_dir, max_to_keep=self.max_to_keep
-        )
+        self.write_dir = directory
+        if not role.is_chief:
+            self.write_dir = os.path.join(directory, f".scratch-{role.job}-{role.index}")
+        self.removed = remove_leftovers(directory, self.write_dir, role.is_chief)
+        self.manager = tf.train.CheckpointManager(checkpoint, self.write_dir, max_to_keep=max_to_keep)
 
     @property
     def latest(self) -> str | None:

@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from tfslurm.runtime.roles import Address
 from tfslurm.settings import DEFAULT_PEER_TIMEOUT as DEFAULT_PEER_TIMEOUT
@@ -61,7 +60,6 @@ def is_refused(host: str, port: int, timeout: float = 1.0) -> bool:
     return _probe(host, port, timeout) is False
 
 
-@dataclass
 class PeerWatch:
     """Fail with a clear message when peers do not come up in time.
 
@@ -71,16 +69,24 @@ class PeerWatch:
     still unseen after ``timeout`` seconds.
     """
 
-    peers: Sequence[Address]
-    timeout: float
-    on_timeout: Callable[[list[Address], float], None]
-    own_port: int | None = None
-    interval: float = PROBE_INTERVAL
+    __slots__ = ("_stop", "all_seen", "interval", "missing", "on_timeout", "own_port", "peers", "timeout")
 
-    def __post_init__(self) -> None:
-        self._stop = threading.Event()
+    def __init__(
+        self,
+        peers: Sequence[Address],
+        timeout: float,
+        on_timeout: Callable[[list[Address], float], None],
+        own_port: int | None = None,
+        interval: float = PROBE_INTERVAL,
+    ) -> None:
+        self.peers = peers
+        self.timeout = timeout
+        self.on_timeout = on_timeout
+        self.own_port = own_port
+        self.interval = interval
         self.all_seen = threading.Event()
-        self.missing: list[Address] = list(self.peers)
+        self.missing: list[Address] = list(peers)
+        self._stop = threading.Event()
 
     def start(self) -> PeerWatch:
         threading.Thread(target=self._loop, name="tfslurm-peer-watch", daemon=True).start()
@@ -129,19 +135,37 @@ def exit_on_missing_peers(role_text: str) -> Callable[[list[Address], float], No
     return handler
 
 
-@dataclass
 class ChiefWatch:
     """Track the chief's port: *finished* means it was up and then refused ``refusals``
     times in a row. A chief never seen within ``timeout`` is reported by ``on_timeout``."""
 
-    chief: Address
-    timeout: float | None = None
-    on_finished: Callable[[], None] | None = None
-    on_timeout: Callable[[list[Address], float], None] | None = None
-    refusals: int = 2
-    interval: float = PROBE_INTERVAL
+    __slots__ = (
+        "_stop",
+        "chief",
+        "finished",
+        "interval",
+        "on_finished",
+        "on_timeout",
+        "refusals",
+        "seen",
+        "timeout",
+    )
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        chief: Address,
+        timeout: float | None = None,
+        on_finished: Callable[[], None] | None = None,
+        on_timeout: Callable[[list[Address], float], None] | None = None,
+        refusals: int = 2,
+        interval: float = PROBE_INTERVAL,
+    ) -> None:
+        self.chief = chief
+        self.timeout = timeout
+        self.on_finished = on_finished
+        self.on_timeout = on_timeout
+        self.refusals = refusals
+        self.interval = interval
         self.seen = threading.Event()
         self.finished = threading.Event()
         self._stop = threading.Event()

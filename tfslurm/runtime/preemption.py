@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from tfslurm.errors import PreemptionError, StopError
@@ -35,7 +34,6 @@ def signal_number(name: str | int | None, settings: Settings | None = None) -> i
         raise PreemptionError(str(exc)) from None
 
 
-@dataclass
 class Preemption:
     """The preemption flag of this process. ``install()`` sets the signal handler.
 
@@ -44,8 +42,11 @@ class Preemption:
     that takes a lock would then deadlock on it.
     """
 
-    signum: int
-    received_at: float | None = None
+    __slots__ = ("received_at", "signum")
+
+    def __init__(self, signum: int, received_at: float | None = None) -> None:
+        self.signum = signum
+        self.received_at = received_at
 
     @property
     def requested(self) -> bool:
@@ -98,7 +99,7 @@ def requested() -> bool:
 def agreed_stop(strategy: Any, local_flag: bool) -> bool:
     """True on every worker if any worker's flag is set (one small all-reduce under MWMS;
     just the local flag for other strategies)."""
-    import tensorflow as tf
+    import tensorflow as tf  # here: importing the runtime never loads TensorFlow
 
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return local_flag

@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from typing import NoReturn
 
 from tfslurm.runtime.peers import ChiefWatch, exit_on_missing_peers
 from tfslurm.runtime.roles import Role
+from tfslurm.runtime.tfimport import tensorflow
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
@@ -40,10 +42,6 @@ def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = 
     os.environ["TF_CONFIG"] = role.tf_config()
     # No user code runs here: keep TF's start-up chatter (server defs, oneDNN) out of the log.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import threading
-
-    from tfslurm.runtime.tfimport import tensorflow
-
     tf = tensorflow()
 
     spec = tf.train.ClusterSpec(role.training_cluster())

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from tfslurm import settings
 from tfslurm.settings import Settings
+from tfslurm.step import restart_count_from_environ
 
 # The program checkpointed and stopped before its training was done: requeue the job.
 EXIT_STOPPED = 85
@@ -30,6 +31,11 @@ DEFAULT_STOP_SIGNALS = settings.DEFAULT_STOP_SIGNALS  # plus the preemption sign
 # Parsed where the setting is read (tfslurm.settings); the names stay here for callers.
 signal_number = settings.signal_number
 stop_signals = settings.stop_signals
+
+
+class RestartCapReached(Exception):
+    """The job was restarted more often than the cap allows: the run must not start. Not a
+    TfslurmError: its status is ``EXIT_RESTART_CAP``, not a usage error's 2."""
 
 
 def describe(signum: int) -> str:
@@ -66,8 +72,6 @@ def restart_count(env: Mapping[str, str] | None = None) -> int:
     """This run's restart number (SLURM_RESTART_COUNT, through ``tfslurm.step``). Only that
     variable is read: the cap is checked before anything else, and a task whose role comes
     from TF_CONFIG must not fail on some other SLURM_* variable here."""
-    from tfslurm.step import restart_count_from_environ
-
     return restart_count_from_environ(env)
 
 

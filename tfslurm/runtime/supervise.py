@@ -4,13 +4,14 @@ Measured: while ``MultiWorkerMirroredStrategy()`` (or a PSS chief) blocks on a m
 peer, no Python thread of that process runs, so a watchdog thread cannot report anything.
 The watcher therefore lives in another process:
 
-* ``tfslurm run`` forks before TensorFlow is imported: the child runs the program, the
-  parent (tiny, no TF) watches the peers, passes signals on and reports the child's status.
-  A stop signal (SIGTERM, the preemption signal...) reaches the child as the preemption
-  signal, since MWMS workers swallow SIGTERM in TF's own C handler; the child checkpoints
-  and stops, or Slurm's SIGKILL ends it after GraceTime/KillWait (see stops.py). SIGINT
-  is passed on and the child SIGKILLed after a short grace period. The child dies with
-  this process (PR_SET_PDEATHSIG) and leads a process group this process ends.
+* ``tfslurm run`` forks before TensorFlow is imported (``runtime.launch``): the child runs
+  the program, the parent (tiny, no TF) watches the peers, passes signals on and reports
+  the child's status. A stop signal (SIGTERM, the preemption signal...) reaches the child
+  as the preemption signal, since MWMS workers swallow SIGTERM in TF's own C handler; the
+  child checkpoints and stops, or Slurm's SIGKILL ends it after GraceTime/KillWait (see
+  stops.py). SIGINT is passed on and the child SIGKILLed after a short grace period. The
+  child dies with this process (PR_SET_PDEATHSIG) and leads a process group this process
+  ends.
 * ``tfslurm.run(main)`` without the CLI starts ``python -m tfslurm.runtime.supervise`` as a
   watcher that kills the training process (SIGKILL) after printing the error.
 """
@@ -93,7 +94,7 @@ def die_with_parent(parent: int) -> None:
     """In a child: SIGKILL this process when its parent dies, whatever kills the parent
     (SIGKILL included; Linux prctl PR_SET_PDEATHSIG). Exits at once if the parent is
     already gone. Without libc (not Linux) nothing is set."""
-    import ctypes
+    import ctypes  # here: only the forked program needs it, not the watcher nor tfslurm.run
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -102,6 +103,98 @@ def die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:
         os._exit(128 + signal.SIGKILL)
+
+
+class Supervisor:
+    """The supervising parent's state while its child runs: which stop signal came first,
+    and when the child is SIGKILLed after a stop or an interrupt (the first deadline set
+    wins). ``on_signal`` is the handler of every forwarded signal."""
+
+    __slots__ = (
+        "_grace",
+        "_reaped",
+        "_stopping",
+        "preempt",
+        "process",
+        "role",
+        "stop",
+        "stop_grace",
+        "stopped_by",
+        "translate",
+    )
+
+    def __init__(
+        self,
+        child: int,
+        role: Role,
+        stop: Sequence[int] = (),
+        preempt: int | None = None,
+        stop_grace: float | None = None,
+        translate: bool = True,
+    ) -> None:
+        self.role = role
+        self.process = Process(child)  # before any wait: the child cannot have been reaped yet
+        self.stop = tuple(stop)
+        self.preempt = preempt
+        self.stop_grace = stop_grace
+        self.translate = translate
+        self.stopped_by: int | None = None
+        self._grace: float | None = None
+        self._stopping = threading.Event()
+        self._reaped = threading.Event()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if signum in self.stop and self.preempt is not None:
+            self._ask_to_stop(signum)
+            if self.translate:
+                signum = self.preempt
+        elif signum in (signal.SIGTERM, signal.SIGINT):
+            self._kill_in(TERM_GRACE)
+        self.process.send(signum)
+
+    def _ask_to_stop(self, signum: int) -> None:
+        """The first stop signal: log it and start ``stop_grace``, if given."""
+        if self.stopped_by is not None:
+            return
+        self.stopped_by = signum
+        print(
+            f"tfslurm run: {self.role.job}:{self.role.index}: {stops.describe(signum)}: "
+            "asking the program to checkpoint and stop",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.stop_grace is not None:
+            self._kill_in(self.stop_grace)
+
+    def _kill_in(self, seconds: float) -> None:
+        if self._grace is None:
+            self._grace = seconds
+            self._stopping.set()
+
+    def kill_when_due(self) -> None:
+        """In a thread: SIGKILL the child once a deadline set by a signal has passed."""
+        self._stopping.wait()
+        if not self._reaped.wait(self._grace):
+            self.process.kill()
+
+    def reaped(self) -> None:
+        """The child was reaped: no deadline kills anything any more."""
+        self._reaped.set()
+
+    def status(self, raw: int) -> int:
+        """The run's exit status from the child's wait status ``raw``. A child stopped by a
+        stop signal that exits 0 has not finished its training: EXIT_STOPPED."""
+        rc = _status(raw)
+        if self.stopped_by is None or rc not in (0, stops.EXIT_STOPPED):
+            return rc
+        print(
+            f"tfslurm run: {self.role.job}:{self.role.index}: stopped early by "
+            f"{signal.Signals(self.stopped_by).name}: exit {stops.EXIT_STOPPED} (not 0: "
+            "training is unfinished; the template requeues the job)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return stops.EXIT_STOPPED
 
 
 def supervise(
@@ -119,52 +212,30 @@ def supervise(
 
     A signal in ``stop`` reaches the program as ``preempt`` (its Python handler: under MWMS
     TF's C handler owns SIGTERM in the child; a command that is not an in-process Python
-    program, ``translate=False``, gets the signal as it came), and the child then has until Slurm's SIGKILL
-    (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when given. If it then
-    exits 0, the status becomes EXIT_STOPPED: the training was cut short and the job must
-    not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal) is passed on and
-    the child SIGKILLed TERM_GRACE seconds later."""
-    process = Process(child)  # before any wait: the child cannot have been reaped yet
-    stopping = threading.Event()
-    reaped = threading.Event()
-    stopped_by: list[int] = []
-    grace: list[float] = []  # the first deadline set wins
-
-    def kill_later() -> None:
-        stopping.wait()
-        if not reaped.wait(grace[0]):
-            process.kill()
-
-    def kill_in(seconds: float) -> None:
-        if not grace:
-            grace.append(seconds)
-            stopping.set()
-
-    def on_signal(signum: int, frame: object) -> None:
-        if signum in stop and preempt is not None:
-            if not stopped_by:
-                stopped_by.append(signum)
-                print(
-                    f"tfslurm run: {role.job}:{role.index}: {stops.describe(signum)}: "
-                    "asking the program to checkpoint and stop",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if stop_grace is not None:
-                    kill_in(stop_grace)
-            if translate:
-                signum = preempt
-        elif signum in (signal.SIGTERM, signal.SIGINT):
-            kill_in(TERM_GRACE)
-        process.send(signum)
-
+    program, ``translate=False``, gets the signal as it came), and the child then has until
+    Slurm's SIGKILL (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when
+    given. If it then exits 0, the status becomes EXIT_STOPPED: the training was cut short
+    and the job must not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal)
+    is passed on and the child SIGKILLed TERM_GRACE seconds later."""
+    supervisor = Supervisor(child, role, stop, preempt, stop_grace, translate)
     for signum in forward:
-        signal.signal(signum, on_signal)
+        signal.signal(signum, supervisor.on_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # blocked by the caller over fork
-    threading.Thread(target=kill_later, daemon=True).start()
+    threading.Thread(target=supervisor.kill_when_due, daemon=True).start()
+    gave_up = _watch_peers(role, timeout, supervisor.process)
+    _, raw = os.waitpid(child, 0)
+    supervisor.reaped()
+    _kill_group(child)  # the child leads its own group (runtime.launch): helpers it left behind
+    if gave_up.is_set():
+        os._exit(EXIT_PEER_TIMEOUT)
+    return supervisor.status(raw)
 
-    peers, own = watch_spec(role)
+
+def _watch_peers(role: Role, timeout: float, process: Process) -> threading.Event:
+    """Start watching this task's peers; the event is set (after the one-line message)
+    when one did not come up within ``timeout`` and the child was killed for it."""
     gave_up = threading.Event()
+    peers, own = watch_spec(role)
     if peers:
 
         def on_timeout(missing: list[Address], waited: float) -> None:
@@ -173,22 +244,7 @@ def supervise(
             process.kill()
 
         PeerWatch(peers, timeout, on_timeout, own).start()
-    _, raw = os.waitpid(child, 0)
-    reaped.set()
-    _kill_group(child)  # the child leads its own group (run.py): helpers it left behind
-    if gave_up.is_set():
-        os._exit(EXIT_PEER_TIMEOUT)
-    rc = _status(raw)
-    if stopped_by and rc in (0, stops.EXIT_STOPPED):
-        print(
-            f"tfslurm run: {role.job}:{role.index}: stopped early by "
-            f"{signal.Signals(stopped_by[0]).name}: exit {stops.EXIT_STOPPED} (not 0: "
-            "training is unfinished; the template requeues the job)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return stops.EXIT_STOPPED
-    return rc
+    return gave_up
 
 
 def start_watcher(role: Role, timeout: float) -> subprocess.Popen[bytes] | None:

@@ -40,7 +40,7 @@ def termination_config(
             f"exit_code {exit_code!r}: expected 1..255 (0 would report a stopped training as COMPLETED)"
         )
     flag = preemption.install(signal)
-    import tensorflow as tf
+    import tensorflow as tf  # here: importing tfslurm never loads TensorFlow
 
     def exit_fn() -> None:
         print(
