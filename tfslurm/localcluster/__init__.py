@@ -8,14 +8,10 @@ For the test suite (tests/conftest.py), ``tfslurm cluster up|down|status`` and
 from __future__ import annotations
 
 from tfslurm.errors import ClusterConfigError, ClusterTimeout
-from tfslurm.localcluster.cluster import (
-    LocalCluster,
-    clean_environ,
-    missing_requirements,
-    reap_orphans,
-    slurm_version,
-)
+from tfslurm.localcluster.cluster import LocalCluster
 from tfslurm.localcluster.config import ClusterConfig
+from tfslurm.localcluster.host import clean_environ, missing_requirements, slurm_version
+from tfslurm.localcluster.orphans import reap_orphans
 
 __all__ = [
     "ClusterConfig",

@@ -16,7 +16,6 @@ checked free under a host-wide lock, and stopping touches only PIDs this cluster
 from __future__ import annotations
 
 import atexit
-import fcntl
 import json
 import os
 import shutil
@@ -32,66 +31,20 @@ from typing import Any
 from tfslurm.errors import ClusterConfigError, ClusterError, ClusterTimeout
 from tfslurm.localcluster import procs
 from tfslurm.localcluster.config import ClusterConfig
-from tfslurm.localcluster.netns import Network, choose_subnet, choose_tag, name_hash, subnet_free
+from tfslurm.localcluster.host import HostLock, clean_environ, free_port, missing_requirements
+from tfslurm.localcluster.netns import Network, choose_subnet, choose_tag, subnet_free
 from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
 
-LOCK_FILE = "/tmp/tfslurm-localcluster.lock"  # serialises picking ports and subnets
 TEMP_PREFIX = "tfslurm-cluster-"  # temporary state dirs: /tmp/tfslurm-cluster-XXXXXXXX
 STOPPED_CONF = (
     "# This local test cluster was stopped (tfslurm cluster down); the key below makes\n"
     "# every Slurm command fail at once. Its last configuration is slurm.conf.stopped.\n"
     "TfslurmClusterStopped=yes\n"
 )
-SLURM_ENV_PREFIXES = ("SLURM_", "SLURMD_", "SBATCH_", "SALLOC_", "SRUN_", "SPANK_")
-DAEMONS = ("slurmctld", "slurmd")
-CLIENTS = ("srun", "sbatch", "sinfo", "squeue", "scontrol", "scancel")
-TOOLS = ("ip", "unshare", "nsenter")
 TERMINAL_STATES = {
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT",
 }  # fmt: skip
-_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-
-
-def missing_requirements() -> list[str]:
-    """Why a cluster cannot start here (empty list = it can)."""
-    missing = []
-    if os.environ.get("TFSLURM_NO_CLUSTER"):
-        missing.append("disabled by TFSLURM_NO_CLUSTER")
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        missing.append("needs root (network namespaces, device nodes, slurmd starting tasks)")
-    absent = [b for b in DAEMONS + CLIENTS if not shutil.which(b, path=_SEARCH_PATH)]
-    if absent:
-        missing.append(f"Slurm not installed (no {', '.join(absent)}; apt-get install slurm-wlm)")
-    absent = [b for b in TOOLS if not shutil.which(b, path=_SEARCH_PATH)]
-    if absent:
-        missing.append(f"missing {', '.join(absent)} (apt-get install iproute2 util-linux)")
-    return missing
-
-
-def slurm_version() -> str:
-    """``major.minor`` of the installed Slurm (``slurmd -V``, which needs no slurm.conf), e.g. ``24.11``."""
-    slurmd = shutil.which("slurmd", path=_SEARCH_PATH)
-    if slurmd is None:
-        raise ClusterError("Slurm not installed (no slurmd; apt-get install slurm-wlm)")
-    words = subprocess.run([slurmd, "-V"], capture_output=True, text=True, timeout=30).stdout.split()
-    parts = words[-1].split(".") if words else []
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        raise ClusterError(f"cannot read Slurm's version from `slurmd -V`: {' '.join(words)!r}")
-    return f"{int(parts[0]):02d}.{int(parts[1]):02d}"
-
-
-def clean_environ(base: Mapping[str, str], slurm_conf_path: str, node_names: Sequence[str]) -> dict[str, str]:
-    """``base`` minus any outer Slurm job's variables, plus our SLURM_CONF and no_proxy."""
-    env = {k: v for k, v in base.items() if not k.startswith(SLURM_ENV_PREFIXES)}
-    env["SLURM_CONF"] = slurm_conf_path
-    for key in ("no_proxy", "NO_PROXY"):
-        entries = [e for e in env.get(key, "").split(",") if e]
-        for host in ["127.0.0.1", "localhost", *node_names]:
-            if host not in entries:
-                entries.append(host)
-        env[key] = ",".join(entries)
-    return env
 
 
 class LocalCluster:
@@ -124,6 +77,11 @@ class LocalCluster:
     @property
     def layout(self) -> Layout:
         return Layout(self.state_dir)
+
+    @property
+    def ephemeral(self) -> bool:
+        """Whether the state dir is a temporary one of this cluster's own (removed on stop)."""
+        return self._ephemeral
 
     @property
     def slurm_conf(self) -> str:
@@ -231,13 +189,13 @@ class LocalCluster:
 
     def _start_all(self, t0: float) -> None:
         lay = self.layout
-        with _HostLock(timeout=max(60.0, self.config.timeout)):
+        with HostLock(timeout=max(60.0, self.config.timeout)):
             subnet = self.config.subnet
             if subnet is None:
                 subnet = choose_subnet(self.state_dir)
             elif not subnet_free(subnet):
                 raise ClusterError(f"subnet {subnet}.0/24 is already in use on this host; pick another")
-            self._ctld_port = self.config.ctld_port or _free_port(self.state_dir)
+            self._ctld_port = self.config.ctld_port or free_port(self.state_dir)
             self._network = Network.plan(self.state_dir, subnet, self.nodes, choose_tag(self.state_dir))
             self._write_record()  # from here on, `down` can clean up even after a crash
             self._write_files()
@@ -628,81 +586,6 @@ class LocalCluster:
                 chunks.append(f"== {name}\n" + "\n".join(tail))
         text = "\n".join(chunks)
         return text[-max_chars:]
-
-
-def reap_orphans(parent: str = "/tmp") -> list[str]:
-    """Stop temporary clusters whose starting process is gone (e.g. a killed test run).
-
-    Only state dirs named like ours and marked temporary are considered; a cluster whose
-    owner still runs is never touched. Returns the state dirs cleaned up.
-    """
-    cleaned: list[str] = []
-    try:
-        entries = os.listdir(parent)
-    except OSError:
-        return cleaned
-    for entry in entries:
-        path = os.path.join(parent, entry)
-        if not entry.startswith(TEMP_PREFIX) or not os.path.exists(Layout(path).record):
-            continue
-        try:
-            cluster = LocalCluster.attach(path)
-        except ClusterError:
-            continue
-        if cluster._ephemeral and not cluster.owner_alive():
-            cluster.stop(purge=True)
-            cleaned.append(path)
-    return cleaned
-
-
-class _HostLock:
-    """An flock on LOCK_FILE: only one cluster at a time picks a port/subnet and binds it."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.fd = -1
-
-    def __enter__(self) -> _HostLock:
-        old = os.umask(0)
-        try:
-            self.fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
-        finally:
-            os.umask(old)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(self.fd)
-                    raise ClusterError(
-                        f"timed out waiting for {LOCK_FILE} (another cluster starting?)"
-                    ) from None
-                time.sleep(0.05)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # releases the flock
-
-
-def _free_port(state_dir: str) -> int:
-    """A controller port derived from the state dir, probed free (and its successor)."""
-    span = 8000
-    start = int(name_hash(state_dir), 16) % span
-    for k in range(span):
-        port = 21000 + (start + k) % span
-        if _port_free(port) and _port_free(port + 1):
-            return port
-    raise ClusterError("no free TCP port in 21000-28999 for slurmctld")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 def _write(path: str, text: str) -> None:
