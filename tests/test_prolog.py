@@ -463,7 +463,7 @@ HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
      "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec",
      "tfslurm.plan", "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices",
-     "tfslurm.gpus.policy", "tfslurm.gpus.probes", "tfslurm.gpus.warnings", "tfslurm.hostlist",
+     "tfslurm.gpus.policy", "tfslurm.gpus.warnings", "tfslurm.hostlist",
      "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
 )  # fmt: skip
 # The value types those modules define (tfslurm.value): written-out classes, which compile

@@ -136,12 +136,6 @@ def test_env_is_a_read_only_copy_of_slurm_and_gpu_variables() -> None:
         step.env["SLURM_PROCID"] = "1"  # type: ignore[index]
 
 
-def test_step_is_immutable() -> None:
-    step = Step.from_environ(task_env("01_block_N3_tpn2"))
-    with pytest.raises(AttributeError):
-        step.procid = 3  # type: ignore[misc]
-
-
 @pytest.mark.parametrize(
     "name, value",
     [

@@ -162,6 +162,19 @@ class Cluster(Value):
 
     def on_hosts(self, hosts: tuple[str, ...], iface: str) -> Cluster:
         """This cluster with each node reached at ``hosts`` (its address on ``iface``)."""
+        return self._copy(hosts, iface, self.nodelist, self.tasks_per_node)
+
+    def described_by(self, nodelist: str, tasks_per_node: str) -> Cluster:
+        """This cluster, knowing that Slurm's ``nodelist`` and ``tasks_per_node`` describe it."""
+        return self._copy(self.host_names, self.iface, nodelist, tasks_per_node)
+
+    def _copy(
+        self,
+        hosts: tuple[str, ...] | None,
+        iface: str | None,
+        nodelist: str | None,
+        tasks_per_node: str | None,
+    ) -> Cluster:
         return Cluster(
             self.nodes,
             self.rank_node,
@@ -172,24 +185,6 @@ class Cluster(Value):
             host_template=self.host_template,
             host_names=hosts,
             iface=iface,
-            rpc_layer=self.rpc_layer,
-            nodelist=self.nodelist,
-            tasks_per_node=self.tasks_per_node,
-            counts=self.counts,
-        )
-
-    def described_by(self, nodelist: str, tasks_per_node: str) -> Cluster:
-        """This cluster, knowing that Slurm's ``nodelist`` and ``tasks_per_node`` describe it."""
-        return Cluster(
-            self.nodes,
-            self.rank_node,
-            self.rank_local,
-            self.jobs,
-            self.ports,
-            rank_port=self.rank_port,
-            host_template=self.host_template,
-            host_names=self.host_names,
-            iface=self.iface,
             rpc_layer=self.rpc_layer,
             nodelist=nodelist,
             tasks_per_node=tasks_per_node,

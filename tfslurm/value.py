@@ -8,8 +8,9 @@ written out compiles nothing at import, and ``mypy`` checks its ``__init__`` as 
 A value type:
 
 * lists its attributes in ``__slots__`` and assigns each once in ``__init__``, annotated
-  ``Final`` (``self.rank: Final = rank``): the type checker refuses any later assignment;
-* cannot change an attribute once set (:class:`Value` refuses it at run time as well);
+  ``Final`` (``self.rank: Final = rank``): the type checker refuses any later assignment
+  (``tests/typing_checks.py`` holds that). Nothing checks it at run time: a Python-level
+  ``__setattr__`` guarding every assignment adds about 2 % to a hook run;
 * names the attributes that make up its identity in ``__match_args__`` (which also gives it
   positional ``case Point(x, y)`` patterns); :class:`Value` derives ``==``, ``hash()`` and
   ``repr()`` from them. An attribute left out (a cache, a note) is ignored by all three.
@@ -19,8 +20,6 @@ Classes that hold changing state (a supervisor, a watcher) are plain classes wit
 """
 
 from __future__ import annotations
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 
 __all__ = ["Value"]
 
@@ -46,10 +45,3 @@ class Value:
     def __repr__(self) -> str:
         shown = ", ".join([f"{name}={getattr(self, name)!r}" for name in self.__match_args__])
         return f"{self.__class__.__name__}({shown})"
-
-    if not TYPE_CHECKING:  # mypy would take a __setattr__ to allow assigning any name
-
-        def __setattr__(self, name: str, value: object) -> None:
-            if hasattr(self, name):
-                raise AttributeError(f"{self.__class__.__name__}.{name} is set once, when it is made")
-            object.__setattr__(self, name, value)

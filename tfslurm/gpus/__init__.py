@@ -55,10 +55,26 @@ from tfslurm.gpus.policy import (
     GpuBinding,
     slurm_gpu_binding,
 )
-from tfslurm.gpus.probes import NVIDIA_SMI_TIMEOUT, count_visible_gpus, node_gpu_files
 from tfslurm.gpus.warnings import WARNING_PREFIX, gpu_warnings
 from tfslurm.settings import ASSIGNED_VARIABLE, UNEVEN_VARIABLE
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from tfslurm.gpus.probes import NVIDIA_SMI_TIMEOUT, count_visible_gpus, node_gpu_files
+
+#: The probes run in few steps (``--gpu-bind=none``, a node with no GPUs allocated), so
+#: their module is loaded when one of its names is first asked for, not by every hook run.
+_PROBES = frozenset({"NVIDIA_SMI_TIMEOUT", "count_visible_gpus", "node_gpu_files"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _PROBES:
+        from tfslurm.gpus import probes
+
+        return getattr(probes, name)
+    raise AttributeError(f"module 'tfslurm.gpus' has no attribute {name!r}")
+
 
 __all__ = [
     "ASSIGNED_VARIABLE",

@@ -22,7 +22,6 @@ from tfslurm.gpus.policy import (
     slurm_per_task_count,
     tres_bind_text,
 )
-from tfslurm.gpus.probes import count_visible_gpus
 from tfslurm.settings import ASSIGNED_VARIABLE
 from tfslurm.value import Value
 
@@ -360,6 +359,8 @@ def _unidentified(
             (),
             kind=GpuBinding.NONE_UNNAMED,
         )
+    from tfslurm.gpus.probes import count_visible_gpus
+
     seen = count_visible_gpus(executable=nvidia_smi)
     if seen == on_node:
         # The process sees exactly the GPUs Slurm allocated (device cgroup): they are 0..N-1.

@@ -8,12 +8,9 @@ unequal counts under ``TFSLURM_UNEVEN_GPUS=error``.
 
 from __future__ import annotations
 
-from enum import Enum
-
 from tfslurm.errors import GpuError
 from tfslurm.gpus.devices import slurm_gpu_count
 from tfslurm.gpus.policy import PER_TASK_BINDINGS, GpuBinding, slurm_gpu_binding
-from tfslurm.gpus.probes import node_gpu_files
 from tfslurm.numbers import is_ascii_number
 from tfslurm.settings import UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.value import Value
@@ -36,8 +33,9 @@ __all__ = ["UNEVEN_FINDINGS", "WARNING_PREFIX", "GpuFinding", "GpuReview", "gpu_
 WARNING_PREFIX = "tfslurm: warning: "
 
 
-class GpuFinding(Enum):
-    """One thing about a task's GPUs that is probably not what the user asked for."""
+class GpuFinding:
+    """The things about a task's GPUs that are probably not what the user asked for, each a
+    string naming it (a plain class, not an Enum: making an Enum costs a hook run 1 %)."""
 
     IDLE_NODE_GPUS = "Slurm allocated no GPUs to the step, but the node has GPU device files"
     ZERO_HERE = "this task gets 0 GPUs while other tasks of the step get some"
@@ -94,7 +92,7 @@ class GpuReview(Value):
 
     def __init__(
         self,
-        findings: tuple[GpuFinding, ...],
+        findings: tuple[str, ...],
         rank: int = 0,
         node: str = "",
         local_id: int = 0,
@@ -120,7 +118,7 @@ class GpuReview(Value):
         self.files: Final = files
         self.dev_dir: Final = dev_dir
 
-    def with_findings(self, findings: tuple[GpuFinding, ...]) -> GpuReview:
+    def with_findings(self, findings: tuple[str, ...]) -> GpuReview:
         """The same figures with ``findings``."""
         return GpuReview(
             findings,
@@ -137,7 +135,7 @@ class GpuReview(Value):
             self.dev_dir,
         )
 
-    def says(self, finding: GpuFinding) -> bool:
+    def says(self, finding: str) -> bool:
         """Whether this task says ``finding``'s line: the node's local task 0 for what the
         node shows, rank 0 for counts that differ only across nodes, each task for itself."""
         if finding is GpuFinding.ZERO_HERE:
@@ -204,6 +202,8 @@ def review_gpus(
     if not assignment.node_devices and not assignment.unbound and not slurm_gpu_count(gv):
         if gv.slurm_manages or gpus_per_node is not None:
             return GpuReview(())
+        from tfslurm.gpus.probes import node_gpu_files
+
         files = node_gpu_files(dev_dir) if local_id == 0 else ()
         return GpuReview((GpuFinding.IDLE_NODE_GPUS,) if files else (), *place, files=files, dev_dir=dev_dir)
     if assignment.unbound:
@@ -253,7 +253,7 @@ def _share_findings(review: GpuReview, *, by_total: bool, kind: GpuBinding) -> G
         across = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
     else:
         across = even_here and len(set(others).union(local)) > 1
-    findings: list[GpuFinding] = []
+    findings: list[str] = []
     if local[review.local_id] == 0 and (any(local) or any(others)):
         findings.append(GpuFinding.ZERO_HERE)
     if 0 < node_gpus < review.local_tasks:
@@ -304,14 +304,14 @@ def _fewer_line(r: GpuReview) -> str:
     )
 
 
-_LINES: dict[GpuFinding, Callable[[GpuReview], str]] = {
+_LINES: dict[str, Callable[[GpuReview], str]] = {
     GpuFinding.IDLE_NODE_GPUS: _idle_line,
     GpuFinding.ZERO_HERE: _zero_line,
     GpuFinding.FEWER_THAN_TASKS: _fewer_line,
 }
 
 
-def _uneven_text(finding: GpuFinding, r: GpuReview) -> str:
+def _uneven_text(finding: str, r: GpuReview) -> str:
     """What an unequal-counts finding says (the warning's or the GpuError's text)."""
     if finding is GpuFinding.UNEVEN_ON_NODE:
         where = f"{', '.join(map(str, r.shares))} on node {r.node}"
