@@ -41,6 +41,10 @@ those above it in this list:
 * ``compression``: compress (Slurm's code transcribed host by host, and the same
   algorithm column-wise) and compress_counts.
 
+Names without a leading underscore in those modules are the package's internal API:
+shared between its modules (and reached by its tests), not part of the public API, which
+is ``__all__`` here. No module imports another's underscore name.
+
 The modules are not named after the functions (``expand``, ``compress``) so that
 ``tfslurm.hostlist.expand`` is always the function.
 """

@@ -1,9 +1,9 @@
 """A parsed bracket group of a hostlist, and the text of the hosts it writes.
 
-Each ``[...]`` of an expression becomes one :class:`_Group`: the text of its ranges, the
+Each ``[...]`` of an expression becomes one :class:`Group`: the text of its ranges, the
 ranges that span several numbers, its host count and the digits its numbers take, so
 that the parser can size an item without writing a host. Writing the hosts of a parsed
-item (:func:`_item_text`, :func:`_range_text`, :func:`_prefixes`, in Slurm's order) lives
+item (:func:`item_text`, :func:`_range_text`, :func:`item_prefixes`, in Slurm's order) lives
 here too, beside the group it reads, because both readers need it: ``expansion`` writes
 every host with it, and ``grammar`` writes the hosts of the rare item whose 64-bit check
 has too many combinations to reason about. Depending on nothing else in the package, this
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 # A range list is kept as tuples (low, high, width): the hosts low..high, each number
 # zero-padded to width digits (the length of the low bound's text, as Slurm does).
-_Range = tuple[int, int, int]
+Range = tuple[int, int, int]
 
 
-class _Group:
+class Group:
     """One bracket group: the text of each range, the ranges that span several numbers,
     its host count and how many digits all its numbers take together.
 
@@ -36,7 +36,7 @@ class _Group:
         self,
         parts: list[str] | None,  # each range's text; a span's part is its low number's text
         spans: list[tuple[int, int, int, int]],  # (index, low, high, width) if low < high
-        ranges: list[_Range] | None = None,
+        ranges: list[Range] | None = None,
         body: str | None = None,  # instead of parts: the bracket's text
         cuts: list[tuple[int, int]] | None = None,  # with body: where each span's text is
     ) -> None:
@@ -55,12 +55,12 @@ class _Group:
                 len(body)
                 - commas
                 - sum(end - start for start, end in self._cuts)
-                + sum(_span_digits(low, high, width) for _, low, high, width in spans)
+                + sum(span_digits(low, high, width) for _, low, high, width in spans)
             )
         else:
             self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
             # a span adds its numbers' digits less its low's text, counted in parts
-            self.digits = sum(map(len, parts)) + _spans_digits(spans) - sum(len(parts[s[0]]) for s in spans)
+            self.digits = sum(map(len, parts)) + spans_digits(spans) - sum(len(parts[s[0]]) for s in spans)
 
     @property
     def parts(self) -> list[str]:
@@ -73,6 +73,12 @@ class _Group:
         return self._parts
 
     @property
+    def parts_split(self) -> bool:
+        """Whether the parts are split out already; else the group keeps its bracket's text
+        (single numbers only) and splits it when asked for them."""
+        return self._parts is not None
+
+    @property
     def widest(self) -> int:
         """Digits of the group's longest number (parts hold the low numbers' texts)."""
         if self._widest is None:
@@ -80,7 +86,7 @@ class _Group:
         return self._widest
 
     @property
-    def ranges(self) -> list[_Range]:
+    def ranges(self) -> list[Range]:
         if self._ranges is None:  # only plain groups: numbers of at most 19 digits
             parts = self.parts
             numbers = list(map(int, parts))
@@ -122,22 +128,22 @@ class _Group:
         return joined
 
 
-def _spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
-    """_span_digits summed over many spans: C-level for those whose numbers are all
+def spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
+    """span_digits summed over many spans: C-level for those whose numbers are all
     written ``width`` wide (zero-padded ones, and most others), one call each otherwise."""
     if len(spans) < 64:
-        return sum(_span_digits(low, high, width) for _, low, high, width in spans)
+        return sum(span_digits(low, high, width) for _, low, high, width in spans)
     _, lows, highs, widths = zip(*spans, strict=True)
     wide = list(map(operator.ge, widths, map(len, map(str, highs))))
     counts = map(operator.sub, map(operator.add, highs, itertools.repeat(1)), lows)
     total: int = sum(itertools.compress(map(operator.mul, counts, widths), wide))
     for index in itertools.compress(range(len(spans)), map(operator.not_, wide)):
         _, low, high, width = spans[index]
-        total += _span_digits(low, high, width)
+        total += span_digits(low, high, width)
     return total
 
 
-def _span_digits(low: int, high: int, width: int) -> int:
+def span_digits(low: int, high: int, width: int) -> int:
     """Characters of the numbers low..high written zero-padded to width, together."""
     high_digits = len(str(high))
     if width >= high_digits:  # all written width wide (most spans: one call per span)
@@ -155,7 +161,7 @@ def _span_digits(low: int, high: int, width: int) -> int:
     return total
 
 
-def _prefixes(texts: Sequence[str], groups: list[_Group]) -> list[str]:
+def item_prefixes(texts: Sequence[str], groups: list[Group]) -> list[str]:
     """Every host's text up to the last group, in Slurm's order.
 
     Slurm (``_push_range_list`` recursing on the prefix) makes the last group the
@@ -196,13 +202,13 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
     return head + "".join(blocks) + rest
 
 
-def _item_text(texts: Sequence[str], groups: list[_Group]) -> str:
+def item_text(texts: Sequence[str], groups: list[Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
         return "," + ",".join(texts)
     tail = texts[-1]
     group = groups[-1]
-    prefixes = _prefixes(texts, groups)
+    prefixes = item_prefixes(texts, groups)
     if len(prefixes) > 1:
         # The last group's numbers are written once and copied between every prefix
         # and the tail.
