@@ -8,6 +8,7 @@ says newer Slurm is followed).
 from __future__ import annotations
 
 import collections
+import itertools
 import random
 import re
 import subprocess
@@ -78,6 +79,12 @@ EXPAND_CASES = {
         "n00000000000000000000002",
     ],
     "n[18446744073709551615]": ["n18446744073709551615"],
+    # 2**64 - 1 alone, after a number that is not one below, or after one written wider
+    "n[18446744073709551615,18446744073709551614]": ["n18446744073709551615", "n18446744073709551614"],
+    "n18446744073709551615,n18446744073709551615": ["n18446744073709551615"] * 2,
+    "n[018446744073709551614,18446744073709551615]": ["n018446744073709551614", "n18446744073709551615"],
+    "n[1-2]x[18446744073709551615]": ["n1x18446744073709551615", "n2x18446744073709551615"],
+    "n1844674407370955161[4-5]": ["n18446744073709551614", "n18446744073709551615"],  # Slurm's numbers: 4-5
 }
 
 
@@ -129,6 +136,14 @@ BAD_EXPRS = {
     "n[1-2]8446744073709551616": "64-bit",
     "a,18446744073709551616": "64-bit",
     "n000000000000000000018446744073709551616": "64-bit",
+    # Slurm 22.05 crashes on a range of several hosts ending at 2**64 - 1, however written
+    "n[18446744073709551614-18446744073709551615]": "host 'n18446744073709551615' ends a range",
+    "n[18446744073709551614,18446744073709551615]": "Slurm's 64-bit limit (2**64 - 1)",
+    "n18446744073709551614,n[18446744073709551615]": "64-bit limit",
+    "n18446744073709551614,n18446744073709551615": "host 'n18446744073709551615' ends a range",
+    "x[1-2]n[018446744073709551614-018446744073709551615]": "host 'x1n018446744073709551615'",
+    # ... and loops forever on 2**64 - 1 in a group before the last
+    "n[18446744073709551615]x[1]": "bracket group 1 holds 18446744073709551615",
 }
 
 
@@ -651,10 +666,44 @@ def test_numbers_past_64_bits_are_refused() -> None:
                 compression.compress_by_host(hosts, sort)
     # the largest number and long zero-padded numbers are still hosts
     top = ["n18446744073709551615", "n18446744073709551614"]
-    assert compress(top, sort=True) == "n[18446744073709551614-18446744073709551615]"
+    assert compress(top) == "n[18446744073709551615,18446744073709551614]"
+    assert compress(["n1", top[0], top[0]], sort=True) == "n[1,18446744073709551615,18446744073709551615]"
     padded = ["n" + "0" * 5000 + "1", "n" + "0" * 5000 + "2"]
     assert expand(compress(padded)) == padded
     assert count("n[18446744073709551615],x18446744073709551616y") == 2  # not a tail
+
+
+def test_sorted_compress_of_names_takes_under_3x_the_memory() -> None:
+    rng = random.Random(5)
+    for shape in ("{}", "{}1x"):  # names without a number; with one, not at the end
+        names = [shape.format("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=8))) for _ in range(50_000)]
+        peaks = []
+        for sort in (False, True):
+            tracemalloc.start()
+            try:
+                compress(names, sort=sort)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        assert peaks[1] <= 3 * peaks[0], (shape, peaks)
+
+
+def test_compress_refuses_a_range_ending_at_2_64_minus_1() -> None:
+    # what compress would write for these (n[...614-...615]) crashes Slurm 22.05, and
+    # expand refuses it: no node list can hold them in this order
+    top = ["n18446744073709551614", "n18446744073709551615"]
+    message = "bad host name 'n18446744073709551615': ends a range of several hosts at Slurm's 64-bit limit"
+    for hosts, sort in ((top, False), (top, True), (top[::-1], True), (["x", *top, "y"], False)):
+        with pytest.raises(HostlistError, match=re.escape(message)):
+            compress(hosts, sort=sort)
+    assert compress(["n018446744073709551614", top[1]]) == "n[018446744073709551614,18446744073709551615]"
+    for expr in (
+        "n[18446744073709551614-18446744073709551615]",
+        "n18446744073709551614,n18446744073709551615",
+    ):
+        for call in (count, lambda e: nth(e, 0), lambda e: index_of(e, "n18446744073709551614")):
+            with pytest.raises(HostlistError, match="only one host may reach"):
+                call(expr)
 
 
 def test_long_digit_strings_never_reach_int_limits() -> None:
@@ -842,9 +891,10 @@ def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, 
 _ULONG_MAX = 2**64 - 1
 
 
-def _one_group_hosts(item: str) -> list[str] | None:
+def _one_group_hosts(item: str, pushed: list[tuple[str, str, int, int]] | None = None) -> list[str] | None:
     """The hosts of ``prefix[body]tail`` by the grammar's rules, written out directly
-    (independent of the parser): None where the item is refused."""
+    (independent of the parser): None where the item is refused. ``pushed`` gets each
+    host as Slurm holds it: prefix, tail, number, width."""
     prefix, rest = item.split("[")
     body, tail = rest.split("]")
     hosts = []
@@ -857,11 +907,23 @@ def _one_group_hosts(item: str) -> list[str] | None:
         if high > _ULONG_MAX or high < low or high - low >= hostlist.MAX_RANGE_HOSTS:
             return None
         hosts += [f"{prefix}{n:0{len(low_text)}d}{tail}" for n in range(low, high + 1)]
+        if pushed is not None:
+            pushed += [(prefix, tail, n, len(low_text)) for n in range(low, high + 1)]
     for host in hosts:
         digits = host[len(host.rstrip("0123456789")) :].lstrip("0")
         if len(digits) > 20 or int(digits or "0") > _ULONG_MAX:
             return None
     return hosts
+
+
+def _top_of_a_range(pushed: list[tuple[str, str, int, int]]) -> str | None:
+    """The first host Slurm joins, as 2**64 - 1, onto the host before it (one below, the
+    same prefix and tail, widths that agree), written out; None if there is none."""
+    for before, (prefix, tail, number, width) in itertools.pairwise(pushed):
+        joins = before[:3] == (prefix, tail, number - 1) and max(before[3], 20) == max(width, 20)
+        if number == _ULONG_MAX and joins:
+            return f"{prefix}{number:0{width}d}{tail}"
+    return None
 
 
 _run_number = st.one_of(
@@ -940,15 +1002,25 @@ def test_runs_of_one_group_items_expand_as_each_item_alone(
         for text in texts[1:]:
             expr += data.draw(st.sampled_from([",", ",,", " ", "\t", ", "])) + text
     expected: list[str] = []
+    pushed: list[tuple[str, str, int, int]] = []
     refused = None
     for text in texts:
-        hosts = _one_group_hosts(text)
+        hosts = _one_group_hosts(text, pushed)
         if hosts is None:
             refused = text
             break
         expected += hosts
     if refused is not None:
         _assert_refused_as_alone(expr, refused)
+        return
+    top = _top_of_a_range(pushed)
+    if top is not None:  # Slurm would join hosts, of one item or several, into that range
+        with pytest.raises(HostlistError) as info:
+            count(expr)
+        assert (
+            str(info.value)
+            == f"bad hostlist {grammar.show(expr)}: host {grammar.show(top, 40)} {grammar.AT_64_BITS}"
+        )
         return
     assert expand(expr) == expected
     assert count(expr) == len(expected)

@@ -34,7 +34,16 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.grammar import MAX_RANGE_HOSTS, OVER_64_BITS, ULONG_MAX, show
+from tfslurm.hostlist.grammar import (
+    AT_64_BITS,
+    MAX_RANGE_HOSTS,
+    OVER_64_BITS,
+    TOP,
+    ULONG_MAX,
+    plan,
+    show,
+    top_of_run,
+)
 from tfslurm.hostlist.natural import natural_keys, natural_order, natural_sorted, prefix_ranks, put_at
 from tfslurm.numbers import is_int_in
 
@@ -902,6 +911,15 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
+    text = _compress(hosts, joined, sort)
+    if TOP in joined:  # a range of several hosts ending at 2**64 - 1 would crash Slurm
+        top = top_of_run(plan(text, check_top=False))
+        if isinstance(top, str):
+            raise HostlistError(f"bad host name {show(top)}: {AT_64_BITS}")
+    return text
+
+
+def _compress(hosts: list[str], joined: str, sort: bool) -> str:
     found = host_columns(hosts, joined)
     if sort and found is not None and found[0] is not None and found[2] is None and len(hosts) > 1:
         text = _sorted_one_prefix(found[0])

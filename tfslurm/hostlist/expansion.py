@@ -15,8 +15,8 @@ import itertools
 from collections.abc import Sequence
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.grammar import MAX_HOSTS, plain_hosts, plan, refuse_newline, show
-from tfslurm.hostlist.groups import Group, item_prefixes, item_text
+from tfslurm.hostlist.grammar import MAX_HOSTS, plain_expression, plan, show
+from tfslurm.hostlist.groups import Group, item_prefixes, item_text, prefixed_text
 from tfslurm.numbers import is_int_in
 
 
@@ -26,8 +26,7 @@ def expand(expr: str) -> list[str]:
     ``expand("n[1-2],m[01-02]-ib")`` is ``['n1', 'n2', 'm01-ib', 'm02-ib']``.
     """
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
-        refuse_newline(expr)
-        return plain_hosts(expr, expr)
+        return plain_expression(expr)
     parts: list[list[str]] = []
     texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
     templates: dict[tuple[Group, str], str] = {}
@@ -72,13 +71,15 @@ def _hosts_template(group: Group, tail: str) -> str:
 
 
 def _item_hosts(texts: Sequence[str], groups: list[Group]) -> list[str] | None:
-    """The hosts of an item whose one group is a bracket of single numbers (what Slurm
-    writes for scattered hosts), split right out of its text with no copy between; None
-    for other items."""
+    """The hosts of a large item, split right out of its text with no copy between: one
+    of several groups (``rack[1-25]-n[001-400]``), or one group that is a bracket of
+    single numbers (what Slurm writes for scattered hosts); None for other items."""
     tail = texts[-1]
     group = groups[-1]
     prefixes = item_prefixes(texts, groups)
-    if len(prefixes) > 1 or group.parts_split or group.spans:
+    if len(prefixes) > 1:
+        return prefixed_text(prefixes, group.joined().split(","), tail).split(",")
+    if group.parts_split or group.spans:
         return None
     prefix = prefixes[0]
     hosts = group.joined().replace(",", f"{tail},{prefix}").split(",")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.groups import Group, Range, item_text
+from tfslurm.hostlist.groups import Group, Range, item_prefixes, item_text, written_maxima
 
 #: Hosts in one ``lo-hi`` range, and in one non-final bracket group: Slurm's own caps
 #: (``MAX_RANGE`` and ``MAX_PREFIX_CNT`` in ``hostlist.c``, both 64K).
@@ -278,31 +278,6 @@ def _tail_digits(texts: Sequence[str], groups: list[Group], exact: bool = False)
     return digits
 
 
-def _written_maxima(group: Group) -> dict[int, int]:
-    """For each length a number of the group is written with, its largest such number."""
-    maxima: dict[int, int] = {}
-    for _, low, high, width in group.spans:
-        if width >= len(str(high)):  # every number written width wide: high is the largest
-            if high > maxima.get(width, -1):
-                maxima[width] = high
-            continue
-        for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
-            value = min(high, 10**length - 1)
-            maxima[length] = max(maxima.get(length, value), value)
-    parts = group.parts
-    if group.spans:  # a span's part is its low number, counted above
-        spanned = {index for index, _, _, _ in group.spans}
-        parts = [text for index, text in enumerate(parts) if index not in spanned]
-    # Numbers written with the same number of digits compare as their texts do, so each
-    # length's largest is one C-level max() over the texts of that length.
-    lengths = list(map(len, parts))
-    for length in set(lengths):
-        text = max(itertools.compress(parts, map(operator.eq, lengths, itertools.repeat(length))))
-        value = int(text.lstrip("0") or "0")
-        maxima[length] = max(maxima.get(length, value), value)
-    return maxima
-
-
 def _tail_overflow(texts: Sequence[str], groups: list[Group]) -> str | None:
     """A host of the item whose trailing number is past 2**64 - 1, or None.
 
@@ -315,7 +290,7 @@ def _tail_overflow(texts: Sequence[str], groups: list[Group]) -> str | None:
     while first and not texts[first].rstrip("0123456789"):
         first -= 1
     tail_groups = groups[first:]
-    maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
+    maxima = [sorted(written_maxima(group).items()) for group in tail_groups]
     if functools.reduce(operator.mul, map(len, maxima), 1) > 4096:  # math.prod, without loading math
         return _over_64_bits(item_text(texts, groups)[1:].split(","))
     lead = texts[first][len(texts[first].rstrip("0123456789")) :]
@@ -385,10 +360,28 @@ _Plan = tuple[Sequence[str], list[Group], int]
 _Simple = tuple[list[Group], int, str, int, int]
 
 
-def plan(expr: str) -> list[_Plan]:
+def plan(expr: str, check_top: bool = True) -> list[_Plan]:
     """Parse and size-check a whole expression without expanding it: one entry per item
     with brackets (its texts, groups and host count) and one per stretch of bracket-free
-    items between them (its hosts, no groups, their count)."""
+    items between them (its hosts, no groups, their count). ``check_top``: refuse what
+    :func:`top_of_run` finds."""
+    plans = _plan_items(expr)
+    if check_top and TOP in expr:  # no number is 2**64 - 1 without these digits
+        _check_top(expr, plans)
+    return plans
+
+
+def plain_expression(expr: str) -> list[str]:
+    """The hosts of a bracket-free expression, checked as :func:`plan` checks them."""
+    refuse_newline(expr)
+    hosts = plain_hosts(expr, expr)
+    if TOP in expr:
+        _check_top(expr, [(hosts, [], len(hosts))])
+    return hosts
+
+
+def _plan_items(expr: str) -> list[_Plan]:
+    """:func:`plan` without the check of ranges reaching 2**64 - 1."""
     if not isinstance(expr, str):
         raise HostlistError(f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}")
     refuse_newline(expr)
@@ -458,6 +451,85 @@ def _check_overflow(expr: str, texts: Sequence[str], groups: list[Group]) -> Non
     host = _tail_overflow(texts, groups)
     if host is not None:
         raise _fail(expr, f"host {show(host, 40)} {OVER_64_BITS}")
+
+
+# ---- ranges reaching 2**64 - 1 ------------------------------------------------------------
+#
+# Slurm walks a range with ``i <= hi; i++`` on C unsigned longs: a range of several hosts
+# that ends at 2**64 - 1 crashes its hostlist code (22.05 segfaults on n[...614-...615],
+# n[...614,...615], and the two host names in a row: hosts in a row join one range), and
+# such a number in a group before the last loops forever. One host at 2**64 - 1 is read
+# fine. A pushed host is Slurm's view: (text before the last group, text after it), its
+# number, and the width it is written with; None after a name without a number.
+
+TOP = str(ULONG_MAX)
+#: Why the host ending such a range is refused (expand and compress alike).
+AT_64_BITS = (
+    "ends a range of several hosts at Slurm's 64-bit limit (2**64 - 1), which only one host may reach"
+)
+_Pushed = tuple[tuple[str, str], int, int] | None
+
+
+def _check_top(expr: str, plans: list[_Plan]) -> None:
+    found = top_of_run(plans)
+    if isinstance(found, int):
+        why = "Slurm's 64-bit limit (2**64 - 1), which only an item's last group may hold"
+        raise _fail(expr, f"bracket group {found} holds {TOP}, {why}")
+    if found is not None:
+        raise _fail(expr, f"host {show(found, 40)} {AT_64_BITS}")
+
+
+def top_of_run(plans: list[_Plan]) -> str | int | None:
+    """The first host that ends a range of several hosts at 2**64 - 1, or the number of
+    a group before the last that holds 2**64 - 1; None if there is neither."""
+    last: _Pushed = None
+    for texts, groups, _ in plans:
+        found, last = _item_top(texts, groups, last) if groups else _plain_top(texts, last)
+        if found is not None:
+            return found
+    return None
+
+
+def _joins(last: _Pushed, key: tuple[str, str], width: int) -> bool:
+    """Whether Slurm joins 2**64 - 1, written ``width`` wide after ``key``, onto the last
+    range it pushed: one that ends one below, with the same key and a width that agrees
+    (20-digit numbers agree unless one is zero-padded past 20 digits)."""
+    return last is not None and last[:2] == (key, ULONG_MAX - 1) and max(last[2], 20) == max(width, 20)
+
+
+def _pushed(host: str) -> _Pushed:
+    prefix = host.rstrip("0123456789")
+    digits = host[len(prefix) :]
+    return ((prefix, ""), int(digits.lstrip("0") or "0"), len(digits)) if digits else None
+
+
+def _plain_top(hosts: Sequence[str], last: _Pushed) -> tuple[str | None, _Pushed]:
+    for index in itertools.compress(range(len(hosts)), map(str.endswith, hosts, itertools.repeat(TOP))):
+        pushed = _pushed(hosts[index])  # (key, number, width)
+        if (
+            pushed
+            and pushed[1] == ULONG_MAX
+            and _joins(_pushed(hosts[index - 1]) if index else last, *pushed[::2])
+        ):
+            return hosts[index], None
+    return None, _pushed(hosts[-1])
+
+
+def _item_top(texts: Sequence[str], groups: list[Group], last: _Pushed) -> tuple[str | int | None, _Pushed]:
+    for number, group in enumerate(groups[:-1], 1):
+        if any(high == ULONG_MAX for _, high, _ in group.ranges):
+            return number, None
+    ranges = groups[-1].ranges
+    tops = [index for index, (_, high, _) in enumerate(ranges) if high == ULONG_MAX]
+    prefixes = item_prefixes(texts, groups)
+    for prefix in prefixes if tops else prefixes[-1:]:  # without tops, the last host matters
+        key = (prefix, texts[-1])
+        for index in tops:
+            low, high, width = ranges[index]
+            if low < high or _joins((key, *ranges[index - 1][1:]) if index else last, key, width):
+                return f"{prefix}{high:0{width}d}{texts[-1]}", None
+        last = (key, *ranges[-1][1:])
+    return None, last
 
 
 def _plan_simple(
