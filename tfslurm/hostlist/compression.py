@@ -23,7 +23,9 @@ their widths agree, else Slurm's split, checked to keep the hosts); both ->
 :func:`_sorted_names_beside_numbered` (overlapping runs: the host-by-host path); tails
 the columns cannot take (more than 64 digits, numbers past 64 bits, which are refused
 there by name) -> the host-by-host path with ``fast=True``. Merging the two would give up either the
-literal transcription or the measured speed.
+literal transcription or the measured speed. Whatever the path, a text holding a range of
+several hosts that ends at 2**64 - 1 is refused (:func:`grammar.top_of_run`): Slurm
+crashes reading it.
 """
 
 from __future__ import annotations

@@ -455,11 +455,11 @@ def _check_overflow(expr: str, texts: Sequence[str], groups: list[Group]) -> Non
 
 # ---- ranges reaching 2**64 - 1 ------------------------------------------------------------
 #
-# Slurm walks a range with ``i <= hi; i++`` on C unsigned longs: a range of several hosts
-# that ends at 2**64 - 1 crashes its hostlist code (22.05 segfaults on n[...614-...615],
-# n[...614,...615], and the two host names in a row: hosts in a row join one range), and
-# such a number in a group before the last loops forever. One host at 2**64 - 1 is read
-# fine. A pushed host is Slurm's view: (text before the last group, text after it), its
+# Slurm keeps a range's bounds as C unsigned longs, and stepping past one that ends at
+# 2**64 - 1 wraps around: a range of several hosts ending there crashes its hostlist code
+# (22.05 segfaults on n[...614-...615], n[...614,...615], and the two host names in a row:
+# hosts in a row join one range), and such a number in a group before the last loops
+# forever. One host at 2**64 - 1 is read fine. A pushed host is Slurm's view: (text before the last group, text after it), its
 # number, and the width it is written with; None after a name without a number.
 
 TOP = str(ULONG_MAX)
