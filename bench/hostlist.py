@@ -25,10 +25,12 @@ skipped at the larger size, and the cell says so (Slurm's C parser reads a brack
 list in quadratic time: about 10 s for 300k hosts here).
 
 Checks (issue 17): every anchor / tfslurm ratio >= 1.0 at 10k hosts and above, >= 0.9 at
-1k; each shape's growth exponent (slope of log time against log size, 10k and up) <= 1.15,
+1k; python-hostlist / tfslurm >= 1.1 expanding ``rack[1-R]-n[001-400]`` at 10k and 100k,
+measured again side by side (the two alone, in turns, over more rounds); each shape's growth exponent (slope of log time against log size, 10k and up) <= 1.15,
 printed beside the floor's exponent measured in the same run, so that a load or cache
 excursion shows in both; peak memory (tracemalloc) of expanding the compressed form of 1M
-shuffled hosts within 1.5x of the list it returns. ``--check``: exit 1 when any is missed.
+shuffled hosts within 1.5x of the list it returns, and of sorted compress of 700k names
+without a number within 3x of compressing them unsorted (the floor column there). ``--check``: exit 1 when any is missed.
 ``python bench/all.py`` runs this grid with the other benches as one table.
 """
 
@@ -83,6 +85,10 @@ ANCHORS = ("python-hostlist", "ClusterShell", "Slurm C", "scontrol")
 CHECKED = ("python-hostlist", "ClusterShell", "Slurm C")  # scontrol pays a process start
 SORTED_MARK = "*"
 MIB = 1 << 20
+#: Peak memory of sorted compress of 700k names without a number, over the unsorted one's.
+SORTED_MEMORY_MOST = 3.0
+#: python-hostlist / tfslurm expanding rack[1-R]-n[001-400] at 10k and 100k hosts, side by side.
+MULTI_BRACKET_LEAST = 1.1
 
 
 class Scontrol:
@@ -275,6 +281,25 @@ class Grid:
             )
         return (lines if checks else []), checks
 
+    def side_by_side(self, size: str) -> Row:
+        """Expanding ``rack[1-R]-n[001-400]`` against python-hostlist alone, in turns, over
+        more rounds than the grid's (the two are close: a load excursion moves the grid's
+        ratio by a tenth)."""
+        text = f"rack[1-{max(1, SIZES[size] // 400)}]-n[001-400]"
+        assert ours.expand(text) == python_hostlist.expand_hostlist(text, allow_duplicates=True)
+        best = measure.interleaved(
+            {
+                "tfslurm": lambda: ours.expand(text),
+                "python-hostlist": lambda: python_hostlist.expand_hostlist(text, allow_duplicates=True),
+            },
+            max(30, 6 * self.repeat),
+            self.budget,
+        )
+        row = Row(f"expand {text} {size}, side by side", best.pop("tfslurm"))
+        row.anchors = best
+        row.least = {"python-hostlist": MULTI_BRACKET_LEAST}
+        return row
+
     def memory(self) -> Row:
         """Peak memory of expanding the compressed form of 1M shuffled hosts, against the
         list it returns (the floor)."""
@@ -294,6 +319,18 @@ class Grid:
         row.ours = peak_bytes(lambda: ours.expand(text)) / MIB
         row.anchors[FLOOR] = floor / MIB
         return row
+
+
+def sorted_names_memory() -> Row:
+    """Peak memory of sorted compress of 700k names without a number (random letters),
+    against the same compress unsorted (the floor column)."""
+    rng = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    names = ["".join(rng.choices(letters, k=8)) for _ in range(700_000)]
+    row = Row("peak memory: compress 700k names without a number, sort=True", None, unit="MiB")
+    row.anchors[FLOOR] = peak_bytes(lambda: ours.compress(names)) / MIB
+    row.ours = peak_bytes(lambda: ours.compress(names, sort=True)) / MIB
+    return row
 
 
 def call_overhead(slurm: slurmc.SlurmC, repeat: int) -> str:
@@ -361,12 +398,23 @@ def run(args: argparse.Namespace, progress: Callable[[str], None] = lambda _: No
     finally:
         if grid.scontrol:
             grid.scontrol.close()
+    for size in ("10k", "100k"):
+        if size in sizes:
+            progress(f"expand multi-bracket {size}, side by side with python-hostlist")
+            grid.rows.append(grid.side_by_side(size))
     if not args.no_memory:
         progress("peak memory")
         row = grid.memory()
         grid.rows.append(row)
         times = (row.ours or 0.0) / row.anchors[FLOOR]
         grid.checks.append((f"{row.case}: {times:.2f}x the list it returns <= 1.5x", times <= 1.5))
+        progress("peak memory of sorted compress")
+        row = sorted_names_memory()
+        grid.rows.append(row)
+        times = (row.ours or 0.0) / row.anchors[FLOOR]
+        grid.checks.append(
+            (f"{row.case}: {times:.2f}x unsorted <= {SORTED_MEMORY_MOST:g}x", times <= SORTED_MEMORY_MOST)
+        )
     lines, checks = grid.growth()
     skipped = sorted({(a, why) for row in grid.rows for a, why in row.skipped.items()})
     notes += [f"skipped {anchor}: {why}" for anchor, why in skipped]

@@ -60,13 +60,13 @@ def slurm_sorted(hosts: list[str]) -> list[str]:
     """The hosts in ``scontrol show hostlistsorted`` order: Slurm sorts runs (not hosts) and
     splits overlapping ones, so the reference is the host-by-host transcription of
     Slurm's code (checked against scontrol by the differential tests)."""
-    return hostlist.expand(compression._compress_by_host(hosts, True))
+    return hostlist.expand(compression.compress_by_host(hosts, True))
 
 
 def prefix_order_holds(sorted_hosts: list[str]) -> bool:
     """Hosts of one prefix together, prefixes in natural order (by the reference key)."""
     prefixes = [host.rstrip("0123456789") for host in sorted_hosts]
-    keys = [natural._natural_key(p) for p in dict.fromkeys(prefixes)]
+    keys = [natural.natural_key(p) for p in dict.fromkeys(prefixes)]
     return keys == sorted(keys) and len(keys) == len(set(keys))
 
 

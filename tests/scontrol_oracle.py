@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 _MARKER = "tfslurm-oracle-marker"
+#: Answer where scontrol dies of a signal or does not finish in time (Slurm 22.05 does both
+#: on ranges that reach 2**64 - 1).
+CRASHED = "scontrol crashed or did not finish"
 #: Answer for input scontrol complains about (``scontrol: error: ...``) yet does not reject:
 #: 22.05 swallows errors in the third-from-last and earlier bracket groups and drops those
 #: hosts silently (``_push_range_list`` keeps MAX(0, -1) as its status).
@@ -32,6 +35,10 @@ SlurmctldHost=localhost
 NodeName=localhost CPUs=1 State=UNKNOWN
 PartitionName=oracle Nodes=localhost Default=YES
 """
+
+
+class _Crashed(RuntimeError):
+    """scontrol died of a signal."""
 
 
 @dataclass
@@ -81,6 +88,17 @@ class Scontrol:
         answers = self._ask(kind, [",".join(hosts) for hosts in host_lists])
         return [None if a is None else "\n".join(a) for a in answers]
 
+    def hostnames_or_crash(self, expr: str, timeout: float = 3.0) -> list[str] | str | None:
+        """``scontrol show hostnames`` of one expression in a process of its own: CRASHED
+        where scontrol dies of a signal or runs past ``timeout`` seconds."""
+        self.queries += 1
+        try:
+            return self._single("hostnames", expr, timeout)
+        except subprocess.TimeoutExpired:
+            return CRASHED
+        except _Crashed:
+            return CRASHED
+
     def _ask(self, kind: str, texts: Sequence[str]) -> list:
         self.queries += len(texts)
         # A leading separator is skipped by Slurm's parser and keeps '-x' from being
@@ -96,15 +114,17 @@ class Scontrol:
                 answers[i] = answer
         return answers
 
-    def _single(self, kind: str, text: str) -> list[str] | None:
+    def _single(self, kind: str, text: str, timeout: float = 60) -> list[str] | None:
         done = subprocess.run(
             [self.executable, "show", kind, text],
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
             check=False,  # scontrol's exit status says nothing useful here; stderr does
         )
+        if done.returncode < 0:  # killed by a signal
+            raise _Crashed(f"scontrol show {kind} {text!r}: signal {-done.returncode}")
         if "Invalid hostlist" in done.stderr or "too many arguments" in done.stderr:
             return None
         if done.stderr.startswith("scontrol: error: _parse_single_range"):

@@ -8,6 +8,7 @@ says newer Slurm is followed).
 from __future__ import annotations
 
 import collections
+import itertools
 import random
 import re
 import subprocess
@@ -78,6 +79,12 @@ EXPAND_CASES = {
         "n00000000000000000000002",
     ],
     "n[18446744073709551615]": ["n18446744073709551615"],
+    # 2**64 - 1 alone, after a number that is not one below, or after one written wider
+    "n[18446744073709551615,18446744073709551614]": ["n18446744073709551615", "n18446744073709551614"],
+    "n18446744073709551615,n18446744073709551615": ["n18446744073709551615"] * 2,
+    "n[018446744073709551614,18446744073709551615]": ["n018446744073709551614", "n18446744073709551615"],
+    "n[1-2]x[18446744073709551615]": ["n1x18446744073709551615", "n2x18446744073709551615"],
+    "n1844674407370955161[4-5]": ["n18446744073709551614", "n18446744073709551615"],  # Slurm's numbers: 4-5
 }
 
 
@@ -129,6 +136,14 @@ BAD_EXPRS = {
     "n[1-2]8446744073709551616": "64-bit",
     "a,18446744073709551616": "64-bit",
     "n000000000000000000018446744073709551616": "64-bit",
+    # Slurm 22.05 crashes on a range of several hosts ending at 2**64 - 1, however written
+    "n[18446744073709551614-18446744073709551615]": "host 'n18446744073709551615' ends a range",
+    "n[18446744073709551614,18446744073709551615]": "Slurm's 64-bit limit (2**64 - 1)",
+    "n18446744073709551614,n[18446744073709551615]": "64-bit limit",
+    "n18446744073709551614,n18446744073709551615": "host 'n18446744073709551615' ends a range",
+    "x[1-2]n[018446744073709551614-018446744073709551615]": "host 'x1n018446744073709551615'",
+    # ... and loops forever on 2**64 - 1 in a group before the last
+    "n[18446744073709551615]x[1]": "bracket group 1 holds 18446744073709551615",
 }
 
 
@@ -484,7 +499,7 @@ def test_import_is_light() -> None:
 def test_column_path_equals_host_by_host_path(hosts: list[str], sort: bool) -> None:
     """compress() takes a C-level column path for most lists; it must equal the
     host-by-host transcription of Slurm's algorithm on every input."""
-    assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
+    assert compress(hosts, sort=sort) == compression.compress_by_host(hosts, sort)
 
 
 @st.composite
@@ -511,8 +526,8 @@ def overlapping_runs(draw) -> list[str]:
 def test_sorted_compress_of_overlaps_merges_numbers_as_slurm_splits_runs(hosts: list[str]) -> None:
     """The by-prefix merge of overlapping runs (linear after a sort) writes exactly what the
     literal transcription of hostlist_coalesce + collapse writes (quadratic in overlaps)."""
-    literal = compression._compress_by_host(hosts, True)
-    assert compression._compress_by_host(hosts, True, fast=True) == literal
+    literal = compression.compress_by_host(hosts, True)
+    assert compression.compress_by_host(hosts, True, fast=True) == literal
     assert compress(hosts, sort=True) == literal
 
 
@@ -536,7 +551,7 @@ def names_among_numbered(draw) -> list[str]:
 def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(hosts: list[str]) -> None:
     """Names without a number are sorted apart from the numbered hosts, which take the
     column path; the text is the literal transcription's on every input."""
-    assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
+    assert compress(hosts, sort=True) == compression.compress_by_host(hosts, True)
 
 
 @settings(max_examples=400, deadline=None)
@@ -553,7 +568,7 @@ def test_sorted_compress_of_one_prefix_is_the_host_by_host_text(
     """One prefix, one width class: the numbers are sorted and cut into runs without
     pushing runs first; the text is the literal transcription's."""
     hosts = [f"{prefix}{n:0{width}d}" for n in numbers]
-    assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
+    assert compress(hosts, sort=True) == compression.compress_by_host(hosts, True)
 
 
 @st.composite
@@ -589,18 +604,18 @@ def test_compress_of_many_prefixes_is_the_host_by_host_text(hosts: list[str], so
     order of the prefix, then width, padding and number); the text is the literal
     transcription's on every input, and the rows' order is the column sorts' (a wrong
     order can hide behind the host-by-host fallback for overlaps)."""
-    assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
-    pushed = compression._push(hosts, compression._host_columns(hosts, "\n".join(hosts)))
+    assert compress(hosts, sort=sort) == compression.compress_by_host(hosts, sort)
+    pushed = compression.push_hosts(hosts, compression.host_columns(hosts, "\n".join(hosts)))
     if pushed is not None and pushed.columns is not None:
-        keyed = compression._row_keys(pushed)
+        keyed = compression.row_sort_keys(pushed)
         assert keyed is not None
         row_keys, name_keys = keyed
         by_keys = sorted(range(len(row_keys)), key=row_keys.__getitem__)
-        assert by_keys == compression._columns_order(pushed.columns)
+        assert by_keys == compression.columns_order(pushed.columns)
         # each name sorts before the rows of the prefix it equals, after smaller prefixes
         for name, key in zip(pushed.names, name_keys, strict=True):
             prefixes = [p for p, k in zip(pushed.columns.prefixes, row_keys, strict=True) if k < key]
-            assert all(natural._natural_key(p) <= natural._natural_key(name) for p in prefixes)
+            assert all(natural.natural_key(p) <= natural.natural_key(name) for p in prefixes)
             assert all(
                 k.startswith(key) for p, k in zip(pushed.columns.prefixes, row_keys, strict=True) if p == name
             )
@@ -611,9 +626,9 @@ def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_t
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
     hosts = expand("r2n[347-359,000000000000000001123]6[1147-1157,234-244][495-497]4")
-    assert compression._push(hosts, compression._host_columns(hosts, "\n".join(hosts))) is not None
+    assert compression.push_hosts(hosts, compression.host_columns(hosts, "\n".join(hosts))) is not None
     for sort in (False, True):
-        assert compress(hosts, sort=sort) == compression._compress_by_host(hosts, sort)
+        assert compress(hosts, sort=sort) == compression.compress_by_host(hosts, sort)
         assert Counter(expand(compress(hosts, sort=sort))) == Counter(hosts)
 
 
@@ -648,13 +663,47 @@ def test_numbers_past_64_bits_are_refused() -> None:
             with pytest.raises(HostlistError, match="64-bit limit"):
                 compress(hosts, sort=sort)
             with pytest.raises(HostlistError, match="64-bit limit"):
-                compression._compress_by_host(hosts, sort)
+                compression.compress_by_host(hosts, sort)
     # the largest number and long zero-padded numbers are still hosts
     top = ["n18446744073709551615", "n18446744073709551614"]
-    assert compress(top, sort=True) == "n[18446744073709551614-18446744073709551615]"
+    assert compress(top) == "n[18446744073709551615,18446744073709551614]"
+    assert compress(["n1", top[0], top[0]], sort=True) == "n[1,18446744073709551615,18446744073709551615]"
     padded = ["n" + "0" * 5000 + "1", "n" + "0" * 5000 + "2"]
     assert expand(compress(padded)) == padded
     assert count("n[18446744073709551615],x18446744073709551616y") == 2  # not a tail
+
+
+def test_sorted_compress_of_names_takes_under_3x_the_memory() -> None:
+    rng = random.Random(5)
+    for shape in ("{}", "{}1x"):  # names without a number; with one, not at the end
+        names = [shape.format("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=8))) for _ in range(50_000)]
+        peaks = []
+        for sort in (False, True):
+            tracemalloc.start()
+            try:
+                compress(names, sort=sort)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        assert peaks[1] <= 3 * peaks[0], (shape, peaks)
+
+
+def test_compress_refuses_a_range_ending_at_2_64_minus_1() -> None:
+    # what compress would write for these (n[...614-...615]) crashes Slurm 22.05, and
+    # expand refuses it: no node list can hold them in this order
+    top = ["n18446744073709551614", "n18446744073709551615"]
+    message = "bad host name 'n18446744073709551615': ends a range of several hosts at Slurm's 64-bit limit"
+    for hosts, sort in ((top, False), (top, True), (top[::-1], True), (["x", *top, "y"], False)):
+        with pytest.raises(HostlistError, match=re.escape(message)):
+            compress(hosts, sort=sort)
+    assert compress(["n018446744073709551614", top[1]]) == "n[018446744073709551614,18446744073709551615]"
+    for expr in (
+        "n[18446744073709551614-18446744073709551615]",
+        "n18446744073709551614,n18446744073709551615",
+    ):
+        for call in (count, lambda e: nth(e, 0), lambda e: index_of(e, "n18446744073709551614")):
+            with pytest.raises(HostlistError, match="only one host may reach"):
+                call(expr)
 
 
 def test_long_digit_strings_never_reach_int_limits() -> None:
@@ -724,8 +773,8 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
     assert took < 20, took
     small = expand("h[1-70]x[1-100]J,a[1-5]-b,h[01-3]x0J")
     text = compress(small, sort=True)
-    assert text == ",".join(sorted(small, key=natural._natural_key))
-    assert text == compression._compress_by_host(small, True)
+    assert text == ",".join(sorted(small, key=natural.natural_key))
+    assert text == compression.compress_by_host(small, True)
 
 
 @settings(max_examples=500, deadline=None)
@@ -736,7 +785,7 @@ def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
 )
 def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
     names = [n for n in names if "\n" not in n]
-    assert natural._natural_sorted(names) == sorted(names, key=natural._natural_key)
+    assert natural.natural_sorted(names) == sorted(names, key=natural.natural_key)
 
 
 def test_natural_keys_of_many_names_share_one_encoding() -> None:
@@ -744,7 +793,7 @@ def test_natural_keys_of_many_names_share_one_encoding() -> None:
     # or UTF-8 bytes as signed chars), and keys of the two do not compare: a non-ASCII
     # name after the first batch sorted after "a0x" although strnatcmp puts it first.
     names = [f"a{i}x" for i in range(65_536)] + ["éz"]
-    assert natural._natural_order(names)[:2] == [65_536, 0]
+    assert natural.natural_order(names)[:2] == [65_536, 0]
     assert compress(names, sort=True).startswith("éz,a0x,a1x,")
 
 
@@ -814,7 +863,7 @@ def test_compress_writes_ranges_that_read_back() -> None:
     hosts = [f"n{i}" for i in range(70_000)]
     for sort in (False, True):
         assert compress(hosts, sort=sort) == "n[0-65535,65536-69999]"
-        assert compression._compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
+        assert compression.compress_by_host(hosts, sort) == "n[0-65535,65536-69999]"
     assert compress([f"x{i:06d}" for i in range(65_537)]) == "x[000000-065535,065536]"
     assert expand(compress(hosts)) == hosts
 
@@ -830,11 +879,11 @@ def test_compress_writes_ranges_that_read_back() -> None:
 def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, int]]) -> None:
     """The group's character count (what MAX_CHARS bounds) made C-level for many spans."""
     spans = [(index, low, low + length + 1, width) for index, (low, length, width) in enumerate(drawn)]
-    expected = sum(groups._span_digits(low, high, width) for _, low, high, width in spans)
-    assert groups._spans_digits(spans) == expected
+    expected = sum(groups.span_digits(low, high, width) for _, low, high, width in spans)
+    assert groups.spans_digits(spans) == expected
     assert expected == sum(
         len(f"{n:0{width}d}") for _, low, high, width in spans[:3] for n in range(low, high + 1)
-    ) + sum(groups._span_digits(low, high, width) for _, low, high, width in spans[3:])
+    ) + sum(groups.span_digits(low, high, width) for _, low, high, width in spans[3:])
 
 
 # ---- runs of one-group items (what compress writes for hosts whose prefixes differ) -------
@@ -842,9 +891,10 @@ def test_span_digit_counts_in_bulk_equal_one_by_one(drawn: list[tuple[int, int, 
 _ULONG_MAX = 2**64 - 1
 
 
-def _one_group_hosts(item: str) -> list[str] | None:
+def _one_group_hosts(item: str, pushed: list[tuple[str, str, int, int]] | None = None) -> list[str] | None:
     """The hosts of ``prefix[body]tail`` by the grammar's rules, written out directly
-    (independent of the parser): None where the item is refused."""
+    (independent of the parser): None where the item is refused. ``pushed`` gets each
+    host as Slurm holds it: prefix, tail, number, width."""
     prefix, rest = item.split("[")
     body, tail = rest.split("]")
     hosts = []
@@ -857,11 +907,23 @@ def _one_group_hosts(item: str) -> list[str] | None:
         if high > _ULONG_MAX or high < low or high - low >= hostlist.MAX_RANGE_HOSTS:
             return None
         hosts += [f"{prefix}{n:0{len(low_text)}d}{tail}" for n in range(low, high + 1)]
+        if pushed is not None:
+            pushed += [(prefix, tail, n, len(low_text)) for n in range(low, high + 1)]
     for host in hosts:
         digits = host[len(host.rstrip("0123456789")) :].lstrip("0")
         if len(digits) > 20 or int(digits or "0") > _ULONG_MAX:
             return None
     return hosts
+
+
+def _top_of_a_range(pushed: list[tuple[str, str, int, int]]) -> str | None:
+    """The first host Slurm joins, as 2**64 - 1, onto the host before it (one below, the
+    same prefix and tail, widths that agree), written out; None if there is none."""
+    for before, (prefix, tail, number, width) in itertools.pairwise(pushed):
+        joins = before[:3] == (prefix, tail, number - 1) and max(before[3], 20) == max(width, 20)
+        if number == _ULONG_MAX and joins:
+            return f"{prefix}{number:0{width}d}{tail}"
+    return None
 
 
 _run_number = st.one_of(
@@ -905,11 +967,11 @@ def _assert_refused_as_alone(expr: str, item: str) -> str:
     returns what the error says of the item."""
     with pytest.raises(HostlistError) as alone:
         expand(item)
-    what = str(alone.value).removeprefix(f"bad hostlist {grammar._show(item)}: ")
+    what = str(alone.value).removeprefix(f"bad hostlist {grammar.show(item)}: ")
     for function in (expand, count):
         with pytest.raises(HostlistError) as whole:
             function(expr)
-        assert str(whole.value) == f"bad hostlist {grammar._show(expr)}: {what}"
+        assert str(whole.value) == f"bad hostlist {grammar.show(expr)}: {what}"
     return what
 
 
@@ -940,15 +1002,25 @@ def test_runs_of_one_group_items_expand_as_each_item_alone(
         for text in texts[1:]:
             expr += data.draw(st.sampled_from([",", ",,", " ", "\t", ", "])) + text
     expected: list[str] = []
+    pushed: list[tuple[str, str, int, int]] = []
     refused = None
     for text in texts:
-        hosts = _one_group_hosts(text)
+        hosts = _one_group_hosts(text, pushed)
         if hosts is None:
             refused = text
             break
         expected += hosts
     if refused is not None:
         _assert_refused_as_alone(expr, refused)
+        return
+    top = _top_of_a_range(pushed)
+    if top is not None:  # Slurm would join hosts, of one item or several, into that range
+        with pytest.raises(HostlistError) as info:
+            count(expr)
+        assert (
+            str(info.value)
+            == f"bad hostlist {grammar.show(expr)}: host {grammar.show(top, 40)} {grammar.AT_64_BITS}"
+        )
         return
     assert expand(expr) == expected
     assert count(expr) == len(expected)
@@ -1011,13 +1083,13 @@ def test_runs_of_one_group_items_keep_the_bounds_item_by_item() -> None:
 
 def test_a_bracket_after_many_prefixes_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     parsed: list[str] = []
-    parse = grammar._parse_ranges
+    parse = grammar.parse_ranges
 
-    def counted(expr: str, body: str) -> groups._Group:
+    def counted(expr: str, body: str) -> groups.Group:
         parsed.append(body)
         return parse(expr, body)
 
-    monkeypatch.setattr(grammar, "_parse_ranges", counted)
+    monkeypatch.setattr(grammar, "parse_ranges", counted)
     expr = ",".join(f"r{i}x[10390,1306,1200]" for i in range(5_000)) + ",q[1-2]z[3],r[10390,1306,1200]-ib"
     assert count(expr) == 15_005
     assert expand(expr)[-3:] == ["r10390-ib", "r1306-ib", "r1200-ib"]

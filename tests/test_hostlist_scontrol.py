@@ -10,6 +10,7 @@ cases sent to scontrol is printed.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -18,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scontrol_oracle import PARTIAL, Scontrol
-from tfslurm.hostlist import HostlistError, compress, expand
+from scontrol_oracle import CRASHED, PARTIAL, Scontrol
+from tfslurm.hostlist import HostlistError, compress, expand, grammar
 
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -152,7 +153,7 @@ COMPRESS_EDGES = [
     "n10,n9", "n9,n10,n11,n011", "n3,n1-3", "n1,n2,n3,n2", "n1,n2,n3,n4,n5,n2,n3",
     "n5,n1,n2,n3,n4,n5", "n1,n01,n001,n2,n02", "n5,n1-2,n0,n", "n,n,m", "n0,n1,n0,n0",
     "n1,n2,n1,n1,n1", "n0,n0,n1,n1,n2,n2", "x1,x01,x2,x02,x3", "n8,n9,n10,n11,n08,n09",
-    "n98,n99,n100,n099,n0100", "n2147483647,n0,n1", "n18446744073709551615,n18446744073709551614",
+    "n98,n99,n100,n099,n0100", "n2147483647,n0,n1",
     # prefixes compare in natural order (strnatcmp), bytes as signed chars
     "a1b1,a10b1,a2b1,ab1,a01b1,a-1,a1,a001b1", "1_0,100_0,0_0", "n0a1,n00a1,n1a1,n01a1,na1",
     "x9y1,x10y1,x09y1,x010y1", "a\u00e91,a1,a", "a_1,a1,a-1,A1,a.1,a~1", "r2n1,r10n1,r1n1,r02n1",
@@ -163,6 +164,56 @@ def test_compress_edge_cases_agree_with_scontrol(scontrol: Scontrol) -> None:
     lists = [text.split(",") for text in COMPRESS_EDGES]
     assert [compress(h) for h in lists] == scontrol.hostlist(lists)
     assert [compress(h, sort=True) for h in lists] == scontrol.hostlist(lists, sort=True)
+
+
+# ---- numbers at 2**64 - 2, 2**64 - 1 and 2**64 ------------------------------------------------
+
+_NEAR_TOP = [2**64 - 3, 2**64 - 2, 2**64 - 1, 2**64]
+
+
+def _near_top_expressions() -> list[str]:
+    """Ranges, lists and host names of numbers at the 64-bit bound, one after the other as
+    Slurm would join them, plain or zero-padded, in the last group or one before it."""
+    exprs = []
+    for low, high in itertools.product(_NEAR_TOP, repeat=2):
+        exprs += [f"n[{low}-{high}]", f"n[{low},{high}]", f"n{low},n{high}", f"n[{low}],n{high}"]
+        exprs += [f"n[0{low},{high}]", f"n[0{low},0{high}]", f"x[1-2]n[{low}-{high}]"]
+    exprs += [f"n[{number}]" for number in _NEAR_TOP] + [f"n[{number}]x[1]" for number in _NEAR_TOP[1:3]]
+    return exprs
+
+
+def test_numbers_at_the_64_bit_bound_against_scontrol(scontrol: Scontrol) -> None:
+    """Where scontrol crashes (or loops) tfslurm refuses the range reaching 2**64 - 1;
+    where it saturates a number past 2**64 - 1 tfslurm refuses (DIFFERENT); elsewhere
+    both give the same answer, so with 22.05 tfslurm refuses only what crashes it."""
+    crashed = 0
+    for expr in _near_top_expressions():
+        answer = scontrol.hostnames_or_crash(expr)
+        if answer == CRASHED:
+            crashed += 1
+            with pytest.raises(HostlistError, match="Slurm's 64-bit limit"):
+                expand(expr)
+        elif "18446744073709551616" in expr:
+            assert _ours(expr) is None, expr
+        elif slurm_release(scontrol) < (23, 2):
+            assert _ours(expr) == answer, expr
+    assert crashed
+
+
+def test_compress_at_the_64_bit_bound_against_scontrol(scontrol: Scontrol) -> None:
+    """scontrol prints n[...614-...615] for these hosts and crashes reading it back;
+    tfslurm refuses to write it, and writes what scontrol writes for the others."""
+    lists = [[f"n{a}", f"n{b}"] for a, b in itertools.product(_NEAR_TOP[:3], repeat=2)]
+    lists += [[f"n0{a}", f"n{b}"] for a, b in itertools.product(_NEAR_TOP[:3], repeat=2)]
+    for sort in (False, True):
+        for hosts, answer in zip(lists, scontrol.hostlist(lists, sort=sort), strict=True):
+            try:
+                ours = compress(hosts, sort=sort)
+            except HostlistError as error:
+                assert grammar.AT_64_BITS in str(error)
+                assert answer is not None and scontrol.hostnames_or_crash(answer) == CRASHED, hosts
+            else:
+                assert ours == answer, hosts
 
 
 # ---- generated expressions ----------------------------------------------------------------

@@ -21,7 +21,8 @@ Where Slurm 22.05 (Debian 12) and newer Slurm differ, newer Slurm is followed:
 * an unclosed ``[`` (``n[1-3``) is an error (Slurm >= 23.02; 22.05 tacks on a ``]``).
 
 A newline is an error (Slurm keeps it in a host name), and so is a host name ending in a
-number past 2**64 - 1 (Slurm saturates it), in expand, count and compress alike.
+number past 2**64 - 1 (Slurm saturates it), and a range of several hosts ending at
+2**64 - 1 (Slurm crashes on it), in expand, count and compress alike.
 
 tfslurm is also stricter than Slurm in a few places where Slurm's C parser accepts
 garbage by accident (``strtoul`` skipping blanks and ``+``, ``n[1-]`` meaning ``n1``,
@@ -40,6 +41,10 @@ those above it in this list:
 * ``natural``: Slurm's natural (strnatcmp) order, for sorted compress;
 * ``compression``: compress (Slurm's code transcribed host by host, and the same
   algorithm column-wise) and compress_counts.
+
+Names without a leading underscore in those modules are the package's internal API:
+shared between its modules (and reached by its tests), not part of the public API, which
+is ``__all__`` here. No module imports another's underscore name.
 
 The modules are not named after the functions (``expand``, ``compress``) so that
 ``tfslurm.hostlist.expand`` is always the function.

@@ -3,7 +3,7 @@
 
 ``compress`` has two implementations, and both are kept on purpose. The host-by-host
 path (:func:`_runs`, :func:`_sort_key`, :func:`_coalesce`, :func:`_collapse`,
-:func:`_ranged_string`; :func:`_compress_by_host` with ``fast=False``) transcribes
+:func:`_ranged_string`; :func:`compress_by_host` with ``fast=False``) transcribes
 Slurm's ``hostlist_push_host``, ``hostlist_sort``, ``hostlist_coalesce`` and
 ``hostlist_collapse`` step by step: it is the reference that the tests and the fuzz
 target check every result against, and the one path that takes every valid input. The
@@ -11,19 +11,21 @@ column path (:class:`_Columns`, ``_columns*``) computes the same text with whole
 C-level passes instead of Python code per host, but only for some lists; the sorted
 rows of ``bench/hostlist.py`` rest on it (``sort=True`` of 100k shuffled hosts: 3-5x
 faster than the host-by-host path on the 2-core development VM; 1.1-2x unsorted).
-Each input's route through :func:`compress`: :func:`_push` pushes the hosts as Slurm's
+Each input's route through :func:`compress`: :func:`push_hosts` pushes the hosts as Slurm's
 ``hostlist_push_host`` does, column-wise, when every numeric tail has at most 64 digits
 (and is at most 2**64 - 1); names without a number stand apart and end every run and
 bracket. No host with a number -> the names joined (naturally sorted with ``sort=True``);
 only numbered hosts -> the columns, which with ``sort=True`` are sorted (by ranking the
-prefixes, or with many prefixes by one string key per row, :func:`_row_keys`) and
+prefixes, or with many prefixes by one string key per row, :func:`row_sort_keys`) and
 collapsed, handing overlapping runs to :func:`_coalesced_string` (merged as numbers where
 their widths agree, else Slurm's split, checked to keep the hosts); both ->
 :func:`_names_among_numbered`, or with ``sort=True``
 :func:`_sorted_names_beside_numbered` (overlapping runs: the host-by-host path); tails
 the columns cannot take (more than 64 digits, numbers past 64 bits, which are refused
 there by name) -> the host-by-host path with ``fast=True``. Merging the two would give up either the
-literal transcription or the measured speed.
+literal transcription or the measured speed. Whatever the path, a text holding a range of
+several hosts that ends at 2**64 - 1 is refused (:func:`grammar.top_of_run`): Slurm
+crashes reading it.
 """
 
 from __future__ import annotations
@@ -34,8 +36,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.grammar import _OVER_64_BITS, _ULONG_MAX, MAX_RANGE_HOSTS, _show
-from tfslurm.hostlist.natural import _natural_keys, _natural_order, _natural_sorted, _prefix_ranks, _put
+from tfslurm.hostlist.grammar import (
+    AT_64_BITS,
+    MAX_RANGE_HOSTS,
+    OVER_64_BITS,
+    TOP,
+    ULONG_MAX,
+    plan,
+    show,
+    top_of_run,
+)
+from tfslurm.hostlist.natural import natural_keys, natural_order, natural_sorted, prefix_ranks, put_at
 from tfslurm.numbers import is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -100,7 +111,7 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     """The hosts as a list, plus their newline-joined text; rejects unusable names."""
     if isinstance(hosts, str):
         raise HostlistError(
-            f"compress() takes a list of host names, not the string {_show(hosts, 60)}: "
+            f"compress() takes a list of host names, not the string {show(hosts, 60)}: "
             "use compress(expand(text))"
         )
     try:
@@ -119,7 +130,7 @@ def _check_hosts(hosts: Iterable[str]) -> tuple[list[str], str]:
     ):
         bad = next(h for h in hosts if not h or any(c in h for c in _BAD_HOST_CHARS))
         raise HostlistError(
-            f"bad host name {_show(bad)}: names must be non-empty, without blanks, ',', '[' or ']'"
+            f"bad host name {show(bad)}: names must be non-empty, without blanks, ',', '[' or ']'"
         )
     return hosts, joined
 
@@ -135,8 +146,8 @@ def _runs(hosts: list[str]) -> list[_Run]:
         cut = len(prefix)
         digits = host[cut:]
         significant = digits.lstrip("0") if len(digits) > 19 else digits
-        if digits and (len(significant) > 20 or int(significant or "0") > _ULONG_MAX):
-            raise HostlistError(f"bad host name {_show(host)}: {_OVER_64_BITS}")
+        if digits and (len(significant) > 20 or int(significant or "0") > ULONG_MAX):
+            raise HostlistError(f"bad host name {show(host)}: {OVER_64_BITS}")
         if not digits:  # no numeric tail
             last = [host, -1, -1, 0]
             last_unpadded = False
@@ -363,7 +374,7 @@ def _common_prefix_tails(hosts: list[str], joined: str) -> tuple[str, list[str]]
 _HostColumns: TypeAlias = "tuple[_Columns | None, list[int], list[int] | None, list[int], list[str]]"
 
 
-def _host_columns(hosts: list[str], joined: str) -> _HostColumns | None:
+def host_columns(hosts: list[str], joined: str) -> _HostColumns | None:
     """One row per host that ends in a number (every run a single host), those hosts'
     digit counts, where they stand in ``hosts`` when some host has no numeric tail (None
     when every host has one), where those names stand, and the hosts with a number. The
@@ -399,7 +410,7 @@ def _host_columns(hosts: list[str], joined: str) -> _HostColumns | None:
             return None
         tails = list(map(operator.getitem, hosts, map(slice, cuts, itertools.repeat(None))))
     numbers = list(map(int, tails))
-    if max(widths) >= 20 and max(numbers) > _ULONG_MAX:
+    if max(widths) >= 20 and max(numbers) > ULONG_MAX:
         return None  # the host-by-host path names the host in its error
     unpadded: list[bool] | None = None
     if min(tails)[0] == "0":  # some tail starts with 0 (the smallest text does, then)
@@ -451,8 +462,8 @@ class _Pushed:
         self.last_at = last_at
 
 
-def _push(hosts: list[str], found: _HostColumns | None) -> _Pushed | None:
-    """Push the hosts as runs (``found``: what _host_columns gave for them), or None when
+def push_hosts(hosts: list[str], found: _HostColumns | None) -> _Pushed | None:
+    """Push the hosts as runs (``found``: what host_columns gave for them), or None when
     a tail has more than _COLUMN_DIGITS digits or a number over 64 bits (the host-by-host
     path takes those)."""
     if found is None:
@@ -498,7 +509,7 @@ def _push(hosts: list[str], found: _HostColumns | None) -> _Pushed | None:
     return _Pushed(columns, names, name_at, numbered, rows, first_at, last_at)
 
 
-def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
+def columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> list[int]:
     """The rows in hostrange_cmp order (stable: equal rows keep their order); ``ranks``:
     the prefixes' natural order, if known."""
     order = list(range(len(columns.lows)))
@@ -512,14 +523,14 @@ def _columns_order(columns: _Columns, ranks: dict[str, int] | None = None) -> li
         order.sort(key=unpadded.__getitem__)
         order.sort(key=widths.__getitem__)
     if not columns.one_prefix:
-        ranks = ranks or _prefix_ranks(columns.prefixes)
+        ranks = ranks or prefix_ranks(columns.prefixes)
         order.sort(key=list(map(ranks.__getitem__, columns.prefixes)).__getitem__)
     return order
 
 
-def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
+def row_sort_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
     """hostrange_cmp as one string per row, and Slurm's order of the names among them as
-    one string per name (natural._natural_keys with ``tails``: a row is keyed by its
+    one string per name (natural.natural_keys with ``tails``: a row is keyed by its
     first host); None if a name or prefix has a number of 4,096 digits or more. With
     prefixes mostly distinct, one sort by these keys replaces ranking the prefixes and
     four sorts by columns."""
@@ -527,7 +538,7 @@ def _row_keys(pushed: _Pushed) -> tuple[list[str], list[str]] | None:
     firsts = pushed.numbered  # each row's first host
     if pushed.starts is not None:
         firsts = list(map(firsts.__getitem__, pushed.starts))
-    keys = _natural_keys(names + firsts if names else firsts, tails=True)
+    keys = natural_keys(names + firsts if names else firsts, tails=True)
     if keys is None:
         return None
     return (keys[len(names) :] if names else keys), keys[: len(names)]
@@ -578,7 +589,7 @@ def _sorted_one_prefix(columns: _Columns) -> str | None:
 def _columns_sort(
     columns: _Columns, ranks: dict[str, int] | None = None, row_keys: list[str] | None = None
 ) -> _Columns:
-    """The rows in hostrange_cmp order: by ``row_keys`` if given (_row_keys), else by
+    """The rows in hostrange_cmp order: by ``row_keys`` if given (row_sort_keys), else by
     columns (with the prefixes' ``ranks`` if known)."""
     if row_keys is not None:
         return columns.take(sorted(range(len(row_keys)), key=row_keys.__getitem__))
@@ -593,7 +604,7 @@ def _columns_sort(
             lows = sorted(columns.lows)
             texts = None if columns.texts is None else sorted(columns.texts)
             return _Columns(columns.prefixes, lows, lows, widths, unpadded, True, texts)
-    return columns.take(_columns_order(columns, ranks))
+    return columns.take(columns_order(columns, ranks))
 
 
 def _columns_collapse(columns: _Columns) -> _Columns | None:
@@ -672,7 +683,7 @@ def _columns_parts(columns: _Columns, breaks: list[bool] | None = None) -> tuple
         else:
             high_texts = list(map(format, span_highs, map("0{}d".format, map(widths.__getitem__, spans))))
         dashed = map(operator.add, map(numbers.__getitem__, spans), itertools.repeat("-"))
-        _put(numbers, spans, map(operator.add, dashed, high_texts))
+        put_at(numbers, spans, map(operator.add, dashed, high_texts))
         lengths = map(operator.sub, span_highs, map(lows.__getitem__, spans))
         for row in itertools.compress(spans, map(operator.le, itertools.repeat(MAX_RANGE_HOSTS), lengths)):
             numbers[row] = _span_text(lows[row], highs[row], 0 if widths is None else widths[row])  # split up
@@ -693,7 +704,7 @@ def _columns_parts(columns: _Columns, breaks: list[bool] | None = None) -> tuple
     )
     opened = map(operator.add, map(heads.__getitem__, at), itertools.repeat("["))
     inside = map(operator.add, map(numbers.__getitem__, map(starts.__getitem__, at)), itertools.repeat("]"))
-    _put(parts, at, map(operator.add, opened, inside))
+    put_at(parts, at, map(operator.add, opened, inside))
     return starts, parts
 
 
@@ -704,13 +715,13 @@ def _columns_to_runs(columns: _Columns) -> list[_Run]:
     return [list(row) for row in zip(columns.prefixes, columns.lows, columns.highs, widths, strict=False)]
 
 
-def _compress_by_host(hosts: list[str], sort: bool, fast: bool = False) -> str:
+def compress_by_host(hosts: list[str], sort: bool, fast: bool = False) -> str:
     """compress() host by host, following Slurm's code step by step (the reference);
     ``fast``: overlapping runs of one width class are merged as numbers, and hosts are
     sorted column-wise where the literal split loses some (the same text, tested)."""
     runs = _runs(hosts)
     if sort and len(runs) > 1:
-        ranks = _prefix_ranks(run[_PREFIX] for run in runs)
+        ranks = prefix_ranks(run[_PREFIX] for run in runs)
         runs.sort(key=lambda run: _sort_key(run, ranks))
         return _coalesced_string(runs, hosts, fast)
     return _ranged_string(runs)
@@ -822,12 +833,12 @@ def _coalesced_string(runs: list[_Run], hosts: list[str], fast: bool = False) ->
     coalesced = _collapse(_coalesce([list(run) for run in runs]))
     if Counter(_run_hosts(coalesced)) == Counter(hosts):
         return _ranged_string(coalesced)
-    found = _host_columns(hosts, "\n".join(hosts)) if fast else None
+    found = host_columns(hosts, "\n".join(hosts)) if fast else None
     if found is not None and found[0] is not None and found[2] is None:
         # every host has a numeric tail: sort the hosts column-wise
-        return compress(list(map(hosts.__getitem__, _columns_order(found[0]))))
+        return compress(list(map(hosts.__getitem__, columns_order(found[0]))))
     singles = [_runs([host])[0] for host in hosts]
-    ranks = _prefix_ranks(run[_PREFIX] for run in singles)
+    ranks = prefix_ranks(run[_PREFIX] for run in singles)
     order = sorted(range(len(hosts)), key=lambda i: _sort_key(singles[i], ranks))
     return _ranged_string(_runs([hosts[i] for i in order]))
 
@@ -860,7 +871,7 @@ def _sorted_names_beside_numbered(pushed: _Pushed) -> str | None:
     columns = pushed.columns
     assert columns is not None
     names = pushed.names
-    keyed = _row_keys(pushed) if _many_prefixes(columns) else None
+    keyed = row_sort_keys(pushed) if _many_prefixes(columns) else None
     if keyed is not None:
         row_keys, name_keys = keyed
         rows = sorted(range(len(row_keys)), key=row_keys.__getitem__)
@@ -879,7 +890,7 @@ def _sorted_names_beside_numbered(pushed: _Pushed) -> str | None:
     # Few prefixes: one natural sort of the names and the prefixes together ranks them;
     # the stable sort keeps a name before the prefix it equals.
     items = names + list(set(columns.prefixes))
-    order = _natural_order(items)
+    order = natural_order(items)
     ranks = dict(zip(map(items.__getitem__, order), range(len(order)), strict=True))
     if len(columns.lows) > 1:
         merged = _columns_collapse(_columns_sort(columns, ranks))
@@ -902,26 +913,35 @@ def compress(hosts: Iterable[str], sort: bool = False) -> str:
     not read back as the same hosts otherwise.
     """
     hosts, joined = _check_hosts(hosts)
-    found = _host_columns(hosts, joined)
+    text = _compress(hosts, joined, sort)
+    if TOP in joined:  # a range of several hosts ending at 2**64 - 1 would crash Slurm
+        top = top_of_run(plan(text, check_top=False))
+        if isinstance(top, str):
+            raise HostlistError(f"bad host name {show(top)}: {AT_64_BITS}")
+    return text
+
+
+def _compress(hosts: list[str], joined: str, sort: bool) -> str:
+    found = host_columns(hosts, joined)
     if sort and found is not None and found[0] is not None and found[2] is None and len(hosts) > 1:
         text = _sorted_one_prefix(found[0])
         if text is not None:
             return text
-    pushed = _push(hosts, found)
+    pushed = push_hosts(hosts, found)
     if pushed is None:
-        return _compress_by_host(hosts, sort, fast=True)
+        return compress_by_host(hosts, sort, fast=True)
     columns = pushed.columns
     if columns is None:
         # No host has a number: every host is a run of its own, and sorting them is all
         # that hostlist_sort does (nothing overlaps or joins).
-        return ",".join(_natural_sorted(hosts) if sort else hosts)
+        return ",".join(natural_sorted(hosts) if sort else hosts)
     if pushed.names:
         if not sort:
             return _names_among_numbered(pushed)
         text = _sorted_names_beside_numbered(pushed)
-        return text if text is not None else _compress_by_host(hosts, sort, fast=True)
+        return text if text is not None else compress_by_host(hosts, sort, fast=True)
     if sort and len(columns.lows) > 1:
-        keyed = _row_keys(pushed) if _many_prefixes(columns) else None
+        keyed = row_sort_keys(pushed) if _many_prefixes(columns) else None
         columns = _columns_sort(columns, row_keys=None if keyed is None else keyed[0])
         merged = _columns_collapse(columns)
         if merged is None:

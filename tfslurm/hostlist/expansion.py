@@ -1,7 +1,7 @@
 """Reading hostlists: :func:`expand`, :func:`count`, :func:`nth`, :func:`index_of`, and
 Slurm's task-count lists (:func:`expand_counts`).
 
-Each of the first four starts from :func:`grammar._plan`, which has parsed and
+Each of the first four starts from :func:`grammar.plan`, which has parsed and
 size-checked the whole expression, so what is left here is writing the hosts (expand:
 whole items as one text, split once) or finding them arithmetically without writing them
 (count, nth, index_of). ``expand_counts`` reads Slurm's other list format (``2(x3),1``,
@@ -15,8 +15,8 @@ import itertools
 from collections.abc import Sequence
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.grammar import MAX_HOSTS, _no_newline, _plain_hosts, _plan, _show
-from tfslurm.hostlist.groups import _Group, _item_text, _prefixes
+from tfslurm.hostlist.grammar import MAX_HOSTS, plain_expression, plan, show
+from tfslurm.hostlist.groups import Group, item_prefixes, item_text, prefixed_text
 from tfslurm.numbers import is_int_in
 
 
@@ -26,15 +26,14 @@ def expand(expr: str) -> list[str]:
     ``expand("n[1-2],m[01-02]-ib")`` is ``['n1', 'n2', 'm01-ib', 'm02-ib']``.
     """
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
-        _no_newline(expr)
-        return _plain_hosts(expr, expr)
+        return plain_expression(expr)
     parts: list[list[str]] = []
     texts_of_items: list[str] = []  # ",host,host" of neighbouring small items, split together
-    templates: dict[tuple[_Group, str], str] = {}
-    for texts, groups, size in _plan(expr):
+    templates: dict[tuple[Group, str], str] = {}
+    for texts, groups, size in plan(expr):
         hosts: list[str] | None = None
         if not groups:
-            assert isinstance(texts, list)  # bracket-free hosts, as _plain_hosts made them
+            assert isinstance(texts, list)  # bracket-free hosts, as plain_hosts made them
             hosts = texts
         elif size > 4096:
             hosts = _item_hosts(texts, groups)
@@ -49,7 +48,7 @@ def expand(expr: str) -> list[str]:
                 texts_of_items.append(template.replace("\x00", texts[0]))
                 continue
         if hosts is None:
-            texts_of_items.append(_item_text(texts, groups))
+            texts_of_items.append(item_text(texts, groups))
             continue
         if texts_of_items:
             parts.append(_split_hosts("".join(texts_of_items)))
@@ -63,22 +62,24 @@ def expand(expr: str) -> list[str]:
     return list(itertools.chain.from_iterable(parts))
 
 
-def _hosts_template(group: _Group, tail: str) -> str:
-    """``",<NUL><n><tail>"`` for every number n of the group: _item_text of an item of this
+def _hosts_template(group: Group, tail: str) -> str:
+    """``",<NUL><n><tail>"`` for every number n of the group: item_text of an item of this
     group and tail, with its prefix put in place of each NUL; "" if the tail holds a NUL."""
     if "\x00" in tail:
         return ""
     return ",\x00" + group.joined().replace(",", f"{tail},\x00") + tail
 
 
-def _item_hosts(texts: Sequence[str], groups: list[_Group]) -> list[str] | None:
-    """The hosts of an item whose one group is a bracket of single numbers (what Slurm
-    writes for scattered hosts), split right out of its text with no copy between; None
-    for other items."""
+def _item_hosts(texts: Sequence[str], groups: list[Group]) -> list[str] | None:
+    """The hosts of a large item, split right out of its text with no copy between: one
+    of several groups (``rack[1-25]-n[001-400]``), or one group that is a bracket of
+    single numbers (what Slurm writes for scattered hosts); None for other items."""
     tail = texts[-1]
     group = groups[-1]
-    prefixes = _prefixes(texts, groups)
-    if len(prefixes) > 1 or group._parts is not None or group.spans:
+    prefixes = item_prefixes(texts, groups)
+    if len(prefixes) > 1:
+        return prefixed_text(prefixes, group.joined().split(","), tail).split(",")
+    if group.parts_split or group.spans:
         return None
     prefix = prefixes[0]
     hosts = group.joined().replace(",", f"{tail},{prefix}").split(",")
@@ -100,11 +101,11 @@ def count(expr: str) -> int:
     """How many hosts ``expand(expr)`` returns, without building the hosts of brackets."""
     if isinstance(expr, str) and "[" not in expr and "]" not in expr:
         return len(expand(expr))
-    return sum(size for _, _, size in _plan(expr))
+    return sum(size for _, _, size in plan(expr))
 
 
-def _pick(groups: list[_Group], texts: Sequence[str], index: int) -> str:
-    """The host at ``index`` of one item, by Slurm's loop nesting (see _prefixes)."""
+def _pick(groups: list[Group], texts: Sequence[str], index: int) -> str:
+    """The host at ``index`` of one item, by Slurm's loop nesting (see item_prefixes)."""
     sizes = [g.size for g in groups]
     index, last = divmod(index, sizes[-1])
     chosen = [0] * len(groups)
@@ -125,13 +126,13 @@ def _pick(groups: list[_Group], texts: Sequence[str], index: int) -> str:
 
 def nth(expr: str, index: int) -> str:
     """``expand(expr)[index]`` without expanding the whole list (negative counts from the end)."""
-    plans = _plan(expr)
+    plans = plan(expr)
     total = sum(size for _, _, size in plans)
     if not is_int_in(index):
-        raise HostlistError(f"bad host index {clip(repr(index))} for {_show(expr)}: not an integer")
+        raise HostlistError(f"bad host index {clip(repr(index))} for {show(expr)}: not an integer")
     position = index + total if index < 0 else index
     if not 0 <= position < total:
-        raise HostlistError(f"host index {index} is out of range for {_show(expr)} ({total} hosts)")
+        raise HostlistError(f"host index {index} is out of range for {show(expr)} ({total} hosts)")
     for texts, groups, size in plans:
         if position < size:
             return texts[position] if not groups else _pick(groups, texts, position)
@@ -145,23 +146,23 @@ def index_of(expr: str, host: str) -> int:
     Items with at most one bracket group are searched arithmetically; items with
     several groups (rare, user-written) are expanded one at a time.
     """
-    plans = _plan(expr)
+    plans = plan(expr)
     if not isinstance(host, str):
-        raise HostlistError(f"bad host {clip(repr(host))} for {_show(expr)}: host names are strings")
+        raise HostlistError(f"bad host {clip(repr(host))} for {show(expr)}: host names are strings")
     start = 0
     for texts, groups, size in plans:
         found = _index_in_item(texts, groups, host)
         if found is not None:
             return start + found
         start += size
-    raise HostlistError(f"host {_show(host, 60)} is not in {_show(expr)}")
+    raise HostlistError(f"host {show(host, 60)} is not in {show(expr)}")
 
 
-def _index_in_item(texts: Sequence[str], groups: list[_Group], host: str) -> int | None:
+def _index_in_item(texts: Sequence[str], groups: list[Group], host: str) -> int | None:
     if not groups:
         return texts.index(host) if host in texts else None
     if len(groups) > 1:
-        hosts = _item_text(texts, groups)[1:].split(",")
+        hosts = item_text(texts, groups)[1:].split(",")
         return hosts.index(host) if host in hosts else None
     head, tail = texts
     if len(host) <= len(head) + len(tail) or not host.startswith(head) or not host.endswith(tail):
@@ -208,15 +209,13 @@ def expand_counts(expr: str) -> list[int]:
         ):
             raise _count_fail(expr, item)
         if len(value_text.lstrip("0")) > 20 or len(repeat_text.lstrip("0")) > 20:
-            raise HostlistError(f"bad count list {_show(expr)}: number too large in {_show(item, 40)}")
+            raise HostlistError(f"bad count list {show(expr)}: number too large in {show(item, 40)}")
         repeat = int(repeat_text.lstrip("0") or "0")  # no int() of huge digit strings
         if repeat < 1:
-            raise HostlistError(
-                f"bad count list {_show(expr)}: repeat count of {_show(item, 40)} must be >= 1"
-            )
+            raise HostlistError(f"bad count list {show(expr)}: repeat count of {show(item, 40)} must be >= 1")
         total += repeat
         if total > MAX_HOSTS:
-            raise HostlistError(f"bad count list {_show(expr)}: expands to more than {MAX_HOSTS} entries")
+            raise HostlistError(f"bad count list {show(expr)}: expands to more than {MAX_HOSTS} entries")
         parsed.append((int(value_text.lstrip("0") or "0"), repeat))
     out: list[int] = []
     for value, repeat in parsed:
@@ -225,4 +224,4 @@ def expand_counts(expr: str) -> list[int]:
 
 
 def _count_fail(expr: str, item: str) -> HostlistError:
-    return HostlistError(f"bad count list {_show(expr)}: item {_show(item, 40)} is not N or N(xK)")
+    return HostlistError(f"bad count list {show(expr)}: item {show(item, 40)} is not N or N(xK)")

@@ -1,12 +1,12 @@
 """The bracket syntax: parsing and size-checking one hostlist expression, and the wording
 of its errors.
 
-:func:`_plan` splits an expression into items (their texts and :mod:`groups` of ranges)
+:func:`plan` splits an expression into items (their texts and :mod:`groups` of ranges)
 with each item's host count, and refuses everything Slurm would reject, and everything
 past tfslurm's bounds (:data:`MAX_RANGE_HOSTS`, :data:`MAX_HOSTS`, :data:`MAX_CHARS`, and
 numbers past 2**64 - 1), before a single host is written. ``expand``, ``count``, ``nth``
 and ``index_of`` all start from that plan, and every :class:`HostlistError` about an
-expression is worded here (:func:`_fail`, :func:`_show`), so all of them name the input
+expression is worded here (:func:`_fail`, :func:`show`), so all of them name the input
 and the offending part the same way. The bounds live here because they are part of what
 the grammar accepts; the package re-exports them.
 """
@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from tfslurm.errors import HostlistError, clip
-from tfslurm.hostlist.groups import _Group, _item_text, _Range
+from tfslurm.hostlist.groups import Group, Range, item_prefixes, item_text, written_maxima
 
 #: Hosts in one ``lo-hi`` range, and in one non-final bracket group: Slurm's own caps
 #: (``MAX_RANGE`` and ``MAX_PREFIX_CNT`` in ``hostlist.c``, both 64K).
@@ -32,16 +32,16 @@ MAX_HOSTS = 1 << 20
 MAX_CHARS = 1 << 26
 
 _DIGITS = frozenset("0123456789")
-_ULONG_MAX = (1 << 64) - 1
+ULONG_MAX = (1 << 64) - 1
 
 
-def _show(text: str, limit: int = 60) -> str:
+def show(text: str, limit: int = 60) -> str:
     """repr() of user text, clipped so that an error message stays one short line."""
     return clip(repr(text[:limit]) + ("..." if len(text) > limit else ""), limit + 6)
 
 
 def _fail(expr: str, what: str) -> HostlistError:
-    return HostlistError(f"bad hostlist {_show(expr)}: {what}")
+    return HostlistError(f"bad hostlist {show(expr)}: {what}")
 
 
 # N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
@@ -52,12 +52,12 @@ _PLAIN_NUMBER = r"(?:0{0,45}+[1-9][0-9]{0,18}+|0{1,64}+)"
 _PLAIN_RANGES = rf"{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+(?:,{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+)*+"
 
 
-def _parse_ranges(expr: str, body: str) -> _Group:
+def parse_ranges(expr: str, body: str) -> Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
     if re.fullmatch(_PLAIN_RANGES, body):
         if "-" not in body:
-            return _Group(None, [], body=body)
+            return Group(None, [], body=body)
         if body.count("-") <= 64:  # a few spans among many numbers: keep the text
             group = _few_spans(body)
             if group is not None:
@@ -75,10 +75,10 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         ):
             for index, low_text in zip(indexes, low_texts, strict=True):
                 parts[index] = low_text
-            return _Group(parts, list(zip(indexes, lows, highs, map(len, low_texts), strict=True)))
+            return Group(parts, list(zip(indexes, lows, highs, map(len, low_texts), strict=True)))
         # else: the slow path below names the reversed or oversized range
     # Range by range, to name the bad one.
-    ranges: list[_Range] = []
+    ranges: list[Range] = []
     for part in body.split(","):
         if part.isdigit() and len(part) <= 19 and part.isascii():  # a plain number
             number = int(part)
@@ -89,24 +89,24 @@ def _parse_ranges(expr: str, body: str) -> _Group:
         if not all(text and set(text) <= _DIGITS for text in numbers):
             raise _fail(
                 expr,
-                f"range {_show(part, 40)} in {_show('[' + body + ']', 40)} must be N or N-M with digits only",
+                f"range {show(part, 40)} in {show('[' + body + ']', 40)} must be N or N-M with digits only",
             )
         low = _number(expr, low_text)
         high = _number(expr, high_text) if dash else low
         if high < low:
-            raise _fail(expr, f"reversed range {_show(part, 40)} in {_show('[' + body + ']', 40)}")
+            raise _fail(expr, f"reversed range {show(part, 40)} in {show('[' + body + ']', 40)}")
         if high - low + 1 > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
-                f"range {_show(part, 60)} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
+                f"range {show(part, 60)} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
     parts = [part.partition("-")[0] for part in body.split(",")]
     spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
-    return _Group(parts, spans, ranges)
+    return Group(parts, spans, ranges)
 
 
-def _few_spans(body: str) -> _Group | None:
+def _few_spans(body: str) -> Group | None:
     """The group of a plain bracket text with a few spans, found without splitting it;
     None if a span is reversed or too long (the caller names the problem)."""
     spans = []
@@ -129,15 +129,15 @@ def _few_spans(body: str) -> _Group | None:
         else:  # N-N is the single number N, written as its low text
             return None
         dash = body.find("-", end)
-    return _Group(None, spans, body=body, cuts=cuts)
+    return Group(None, spans, body=body, cuts=cuts)
 
 
 def _number(expr: str, digits: str) -> int:
     # Slurm reads numbers as C unsigned longs; also keeps int() clear of Python's limit
     # on the length of digit strings.
     significant = digits.lstrip("0")
-    if len(significant) > 20 or (significant and int(significant) > _ULONG_MAX):
-        raise _fail(expr, f"number {_show(digits, 40)} is larger than Slurm's 64-bit limit")
+    if len(significant) > 20 or (significant and int(significant) > ULONG_MAX):
+        raise _fail(expr, f"number {show(digits, 40)} is larger than Slurm's 64-bit limit")
     return int(significant or "0")
 
 
@@ -203,7 +203,7 @@ def _bracket_error(expr: str) -> HostlistError:
     return _fail(expr, "unbalanced brackets")
 
 
-def _plain_hosts(expr: str, text: str) -> list[str]:
+def plain_hosts(expr: str, text: str) -> list[str]:
     """The hosts of bracket-free text: one C-level split, bounded before it is made."""
     if len(text) > MAX_CHARS:
         raise _fail(expr, f"longer than {MAX_CHARS} characters (tfslurm's bound)")
@@ -222,7 +222,7 @@ def _plain_hosts(expr: str, text: str) -> list[str]:
     return hosts
 
 
-def _no_newline(expr: str) -> None:
+def refuse_newline(expr: str) -> None:
     """Refuse a newline: Slurm 22.05 does not separate hosts at one (``q1\\nb`` is one host,
     ``q[1]\\nb`` an invalid hostlist), and no node name holds one."""
     if "\n" in expr:
@@ -245,7 +245,7 @@ def _over_64_bits(hosts: list[str]) -> str | None:
     significant = list(map(str.lstrip, tails, itertools.repeat("0")))
     for index in itertools.compress(range(len(long)), map((19).__lt__, map(len, significant))):
         number = significant[index]
-        if len(number) > 20 or int(number) > _ULONG_MAX:
+        if len(number) > 20 or int(number) > ULONG_MAX:
             return long[index]
     return None
 
@@ -253,13 +253,13 @@ def _over_64_bits(hosts: list[str]) -> str | None:
 def _check_tails(expr: str, hosts: list[str]) -> None:
     host = _over_64_bits(hosts)
     if host is not None:
-        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+        raise _fail(expr, f"host {show(host, 40)} {OVER_64_BITS}")
 
 
-_OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
+OVER_64_BITS = "ends in a number larger than Slurm's 64-bit limit"
 
 
-def _tail_digits(texts: Sequence[str], groups: list[_Group], exact: bool = False) -> int:
+def _tail_digits(texts: Sequence[str], groups: list[Group], exact: bool = False) -> int:
     """The most digits a host of this item can end in (the texts and numbers that form
     its trailing number), to find the items that need _tail_overflow. Numbers of a
     group kept as text have at most 19 digits; their exact widest is read only if that
@@ -272,38 +272,13 @@ def _tail_digits(texts: Sequence[str], groups: list[_Group], exact: bool = False
         if stripped or not k:
             break
         group = groups[k - 1]
-        digits += group.widest if exact or group._parts is not None else 19
+        digits += group.widest if exact or group.parts_split else 19
     if digits >= 20 and not exact:
         return _tail_digits(texts, groups, exact=True)
     return digits
 
 
-def _written_maxima(group: _Group) -> dict[int, int]:
-    """For each length a number of the group is written with, its largest such number."""
-    maxima: dict[int, int] = {}
-    for _, low, high, width in group.spans:
-        if width >= len(str(high)):  # every number written width wide: high is the largest
-            if high > maxima.get(width, -1):
-                maxima[width] = high
-            continue
-        for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
-            value = min(high, 10**length - 1)
-            maxima[length] = max(maxima.get(length, value), value)
-    parts = group.parts
-    if group.spans:  # a span's part is its low number, counted above
-        spanned = {index for index, _, _, _ in group.spans}
-        parts = [text for index, text in enumerate(parts) if index not in spanned]
-    # Numbers written with the same number of digits compare as their texts do, so each
-    # length's largest is one C-level max() over the texts of that length.
-    lengths = list(map(len, parts))
-    for length in set(lengths):
-        text = max(itertools.compress(parts, map(operator.eq, lengths, itertools.repeat(length))))
-        value = int(text.lstrip("0") or "0")
-        maxima[length] = max(maxima.get(length, value), value)
-    return maxima
-
-
-def _tail_overflow(texts: Sequence[str], groups: list[_Group]) -> str | None:
+def _tail_overflow(texts: Sequence[str], groups: list[Group]) -> str | None:
     """A host of the item whose trailing number is past 2**64 - 1, or None.
 
     A host's trailing number is the digits of the texts and numbers at its end; with each
@@ -315,16 +290,16 @@ def _tail_overflow(texts: Sequence[str], groups: list[_Group]) -> str | None:
     while first and not texts[first].rstrip("0123456789"):
         first -= 1
     tail_groups = groups[first:]
-    maxima = [sorted(_written_maxima(group).items()) for group in tail_groups]
+    maxima = [sorted(written_maxima(group).items()) for group in tail_groups]
     if functools.reduce(operator.mul, map(len, maxima), 1) > 4096:  # math.prod, without loading math
-        return _over_64_bits(_item_text(texts, groups)[1:].split(","))
+        return _over_64_bits(item_text(texts, groups)[1:].split(","))
     lead = texts[first][len(texts[first].rstrip("0123456789")) :]
     for choice in itertools.product(*maxima):
         digits = lead + "".join(
             f"{value:0{length}d}{texts[first + 1 + k]}" for k, (length, value) in enumerate(choice)
         )
         significant = digits.lstrip("0")
-        if len(significant) > 20 or (len(significant) == 20 and int(significant) > _ULONG_MAX):
+        if len(significant) > 20 or (len(significant) == 20 and int(significant) > ULONG_MAX):
             parts = [texts[0]]
             for k, group in enumerate(groups):
                 if k >= first:
@@ -337,26 +312,24 @@ def _tail_overflow(texts: Sequence[str], groups: list[_Group]) -> str | None:
     return None
 
 
-def _parse_item(
-    expr: str, item: str, seen: dict[str, _Group] | None = None
-) -> tuple[list[str], list[_Group]]:
+def _parse_item(expr: str, item: str, seen: dict[str, Group] | None = None) -> tuple[list[str], list[Group]]:
     """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists; ``seen``
     holds the groups already parsed (Slurm writes the same bracket after many prefixes)."""
     pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
     if seen is None:
-        return pieces[::2], [_parse_ranges(expr, body) for body in pieces[1::2]]
+        return pieces[::2], [parse_ranges(expr, body) for body in pieces[1::2]]
     groups = []
     for body in pieces[1::2]:
         group = seen.get(body)
         if group is None:
-            group = seen[body] = _parse_ranges(expr, body)
+            group = seen[body] = parse_ranges(expr, body)
         groups.append(group)
     return pieces[::2], groups
 
 
 def _item_plan(
-    expr: str, item: str, seen: dict[str, _Group] | None = None
-) -> tuple[list[str], list[_Group], int, int]:
+    expr: str, item: str, seen: dict[str, Group] | None = None
+) -> tuple[list[str], list[Group], int, int]:
     """Parse one item and return (texts, groups, host count, total name length)."""
     texts, groups = _parse_item(expr, item, seen)
     hosts = 1
@@ -366,7 +339,7 @@ def _item_plan(
         if index < len(groups) - 1 and size > MAX_RANGE_HOSTS:
             raise _fail(
                 expr,
-                f"bracket group {index + 1} of {_show(item, 60)} has {size} hosts, "
+                f"bracket group {index + 1} of {show(item, 60)} has {size} hosts, "
                 f"over Slurm's {MAX_RANGE_HOSTS} for a non-final group",
             )
         hosts *= size
@@ -380,27 +353,45 @@ def _item_plan(
 
 # An item's texts (a list, or a tuple for a one-group item of a run: a tuple of strings is
 # no work for the garbage collector), its groups and host count; or bracket-free hosts.
-_Plan = tuple[Sequence[str], list[_Group], int]
+_Plan = tuple[Sequence[str], list[Group], int]
 # What _plan_simple knows of one "[body]tail" after a first item with it: the item's
 # groups list (shared by the items), host count, tail, characters less the prefix's, and
 # the fewest trailing digits of a prefix that make the 64-bit check worth doing.
-_Simple = tuple[list[_Group], int, str, int, int]
+_Simple = tuple[list[Group], int, str, int, int]
 
 
-def _plan(expr: str) -> list[_Plan]:
+def plan(expr: str, check_top: bool = True) -> list[_Plan]:
     """Parse and size-check a whole expression without expanding it: one entry per item
     with brackets (its texts, groups and host count) and one per stretch of bracket-free
-    items between them (its hosts, no groups, their count)."""
+    items between them (its hosts, no groups, their count). ``check_top``: refuse what
+    :func:`top_of_run` finds."""
+    plans = _plan_items(expr)
+    if check_top and TOP in expr:  # no number is 2**64 - 1 without these digits
+        _check_top(expr, plans)
+    return plans
+
+
+def plain_expression(expr: str) -> list[str]:
+    """The hosts of a bracket-free expression, checked as :func:`plan` checks them."""
+    refuse_newline(expr)
+    hosts = plain_hosts(expr, expr)
+    if TOP in expr:
+        _check_top(expr, [(hosts, [], len(hosts))])
+    return hosts
+
+
+def _plan_items(expr: str) -> list[_Plan]:
+    """:func:`plan` without the check of ranges reaching 2**64 - 1."""
     if not isinstance(expr, str):
         raise HostlistError(f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}")
-    _no_newline(expr)
+    refuse_newline(expr)
     if not re.fullmatch(_BALANCED, expr):
         raise _bracket_error(expr)
     plans: list[_Plan] = []
     hosts = 0
     chars = 0
     pos = 0  # the end of the last item read
-    seen: dict[str, _Group] = {}
+    seen: dict[str, Group] = {}
     simple: dict[str, _Simple] = {}
     runs = 0
     # Items one at a time: every item has a host, so a huge expression stops at the bound.
@@ -416,7 +407,7 @@ def _plan(expr: str) -> list[_Plan]:
                 pos - 1,
             )
         if start > pos and expr[pos:start].strip(",\t "):
-            plain = _plain_hosts(expr, expr[pos:start])
+            plain = plain_hosts(expr, expr[pos:start])
             if plain:
                 hosts += len(plain)
                 chars += start - pos
@@ -456,10 +447,89 @@ def _check_bounds(expr: str, hosts: int, chars: int) -> None:
         raise _fail(expr, f"expands to more than {MAX_CHARS} characters (tfslurm's bound)")
 
 
-def _check_overflow(expr: str, texts: Sequence[str], groups: list[_Group]) -> None:
+def _check_overflow(expr: str, texts: Sequence[str], groups: list[Group]) -> None:
     host = _tail_overflow(texts, groups)
     if host is not None:
-        raise _fail(expr, f"host {_show(host, 40)} {_OVER_64_BITS}")
+        raise _fail(expr, f"host {show(host, 40)} {OVER_64_BITS}")
+
+
+# ---- ranges reaching 2**64 - 1 ------------------------------------------------------------
+#
+# Slurm keeps a range's bounds as C unsigned longs, and stepping past one that ends at
+# 2**64 - 1 wraps around: a range of several hosts ending there crashes its hostlist code
+# (22.05 segfaults on n[...614-...615], n[...614,...615], and the two host names in a row:
+# hosts in a row join one range), and such a number in a group before the last loops
+# forever. One host at 2**64 - 1 is read fine. A pushed host is Slurm's view: (text before the last group, text after it), its
+# number, and the width it is written with; None after a name without a number.
+
+TOP = str(ULONG_MAX)
+#: Why the host ending such a range is refused (expand and compress alike).
+AT_64_BITS = (
+    "ends a range of several hosts at Slurm's 64-bit limit (2**64 - 1), which only one host may reach"
+)
+_Pushed = tuple[tuple[str, str], int, int] | None
+
+
+def _check_top(expr: str, plans: list[_Plan]) -> None:
+    found = top_of_run(plans)
+    if isinstance(found, int):
+        why = "Slurm's 64-bit limit (2**64 - 1), which only an item's last group may hold"
+        raise _fail(expr, f"bracket group {found} holds {TOP}, {why}")
+    if found is not None:
+        raise _fail(expr, f"host {show(found, 40)} {AT_64_BITS}")
+
+
+def top_of_run(plans: list[_Plan]) -> str | int | None:
+    """The first host that ends a range of several hosts at 2**64 - 1, or the number of
+    a group before the last that holds 2**64 - 1; None if there is neither."""
+    last: _Pushed = None
+    for texts, groups, _ in plans:
+        found, last = _item_top(texts, groups, last) if groups else _plain_top(texts, last)
+        if found is not None:
+            return found
+    return None
+
+
+def _joins(last: _Pushed, key: tuple[str, str], width: int) -> bool:
+    """Whether Slurm joins 2**64 - 1, written ``width`` wide after ``key``, onto the last
+    range it pushed: one that ends one below, with the same key and a width that agrees
+    (20-digit numbers agree unless one is zero-padded past 20 digits)."""
+    return last is not None and last[:2] == (key, ULONG_MAX - 1) and max(last[2], 20) == max(width, 20)
+
+
+def _pushed(host: str) -> _Pushed:
+    prefix = host.rstrip("0123456789")
+    digits = host[len(prefix) :]
+    return ((prefix, ""), int(digits.lstrip("0") or "0"), len(digits)) if digits else None
+
+
+def _plain_top(hosts: Sequence[str], last: _Pushed) -> tuple[str | None, _Pushed]:
+    for index in itertools.compress(range(len(hosts)), map(str.endswith, hosts, itertools.repeat(TOP))):
+        pushed = _pushed(hosts[index])  # (key, number, width)
+        if (
+            pushed
+            and pushed[1] == ULONG_MAX
+            and _joins(_pushed(hosts[index - 1]) if index else last, *pushed[::2])
+        ):
+            return hosts[index], None
+    return None, _pushed(hosts[-1])
+
+
+def _item_top(texts: Sequence[str], groups: list[Group], last: _Pushed) -> tuple[str | int | None, _Pushed]:
+    for number, group in enumerate(groups[:-1], 1):
+        if any(high == ULONG_MAX for _, high, _ in group.ranges):
+            return number, None
+    ranges = groups[-1].ranges
+    tops = [index for index, (_, high, _) in enumerate(ranges) if high == ULONG_MAX]
+    prefixes = item_prefixes(texts, groups)
+    for prefix in prefixes if tops else prefixes[-1:]:  # without tops, the last host matters
+        key = (prefix, texts[-1])
+        for index in tops:
+            low, high, width = ranges[index]
+            if low < high or _joins((key, *ranges[index - 1][1:]) if index else last, key, width):
+                return f"{prefix}{high:0{width}d}{texts[-1]}", None
+        last = (key, *ranges[-1][1:])
+    return None, last
 
 
 def _plan_simple(
@@ -468,11 +538,11 @@ def _plan_simple(
     plans: list[_Plan],
     hosts: int,
     chars: int,
-    seen: dict[str, _Group],
+    seen: dict[str, Group],
     simple: dict[str, _Simple],
 ) -> tuple[int, int]:
     """Plan a run of one-group items, given as (prefix, "body]tail"), as _item_plan and
-    _plan's checks would one item at a time, in the same order (parsing, bounds, 64-bit
+    plan's checks would one item at a time, in the same order (parsing, bounds, 64-bit
     tail), with each distinct "[body]tail" parsed and measured once: Slurm writes the
     same bracket after many prefixes. Returns the new host and character totals."""
     for prefix, rest in found:
@@ -495,12 +565,12 @@ def _plan_simple(
     return hosts, chars
 
 
-def _simple_item(expr: str, rest: str, seen: dict[str, _Group]) -> _Simple:
+def _simple_item(expr: str, rest: str, seen: dict[str, Group]) -> _Simple:
     """What _plan_simple needs of the items ending in ``rest``, "body]tail"."""
     body, _, tail = rest.partition("]")
     group = seen.get(body)
     if group is None:
-        group = seen[body] = _parse_ranges(expr, body)
+        group = seen[body] = parse_ranges(expr, body)
     size = group.size
     tail_digits = len(tail) - len(tail.rstrip("0123456789"))
     # _tail_digits of [prefix, tail], [group] is at least 20 exactly when the prefix ends
@@ -509,5 +579,5 @@ def _simple_item(expr: str, rest: str, seen: dict[str, _Group]) -> _Simple:
     if tail_digits < len(tail):
         tail_check = -1 if tail_digits >= 20 else len(expr) + 1
     else:
-        tail_check = 20 - tail_digits - (group.widest if group._parts is not None else 19)
+        tail_check = 20 - tail_digits - (group.widest if group.parts_split else 19)
     return [group], size, tail, size * len(tail) + group.digits, tail_check

@@ -1,12 +1,13 @@
 """A parsed bracket group of a hostlist, and the text of the hosts it writes.
 
-Each ``[...]`` of an expression becomes one :class:`_Group`: the text of its ranges, the
+Each ``[...]`` of an expression becomes one :class:`Group`: the text of its ranges, the
 ranges that span several numbers, its host count and the digits its numbers take, so
 that the parser can size an item without writing a host. Writing the hosts of a parsed
-item (:func:`_item_text`, :func:`_range_text`, :func:`_prefixes`, in Slurm's order) lives
+item (:func:`item_text`, :func:`_range_text`, :func:`item_prefixes`, in Slurm's order) lives
 here too, beside the group it reads, because both readers need it: ``expansion`` writes
 every host with it, and ``grammar`` writes the hosts of the rare item whose 64-bit check
-has too many combinations to reason about. Depending on nothing else in the package, this
+has too many combinations to reason about (and the group's largest number of each written
+length, :func:`written_maxima`, for the other items). Depending on nothing else in the package, this
 module is what keeps ``grammar`` and ``expansion`` free of an import cycle.
 """
 
@@ -18,10 +19,10 @@ from collections.abc import Sequence
 
 # A range list is kept as tuples (low, high, width): the hosts low..high, each number
 # zero-padded to width digits (the length of the low bound's text, as Slurm does).
-_Range = tuple[int, int, int]
+Range = tuple[int, int, int]
 
 
-class _Group:
+class Group:
     """One bracket group: the text of each range, the ranges that span several numbers,
     its host count and how many digits all its numbers take together.
 
@@ -36,7 +37,7 @@ class _Group:
         self,
         parts: list[str] | None,  # each range's text; a span's part is its low number's text
         spans: list[tuple[int, int, int, int]],  # (index, low, high, width) if low < high
-        ranges: list[_Range] | None = None,
+        ranges: list[Range] | None = None,
         body: str | None = None,  # instead of parts: the bracket's text
         cuts: list[tuple[int, int]] | None = None,  # with body: where each span's text is
     ) -> None:
@@ -55,12 +56,12 @@ class _Group:
                 len(body)
                 - commas
                 - sum(end - start for start, end in self._cuts)
-                + sum(_span_digits(low, high, width) for _, low, high, width in spans)
+                + sum(span_digits(low, high, width) for _, low, high, width in spans)
             )
         else:
             self.size = len(parts) + sum(high - low for _, low, high, _ in spans)
             # a span adds its numbers' digits less its low's text, counted in parts
-            self.digits = sum(map(len, parts)) + _spans_digits(spans) - sum(len(parts[s[0]]) for s in spans)
+            self.digits = sum(map(len, parts)) + spans_digits(spans) - sum(len(parts[s[0]]) for s in spans)
 
     @property
     def parts(self) -> list[str]:
@@ -73,6 +74,12 @@ class _Group:
         return self._parts
 
     @property
+    def parts_split(self) -> bool:
+        """Whether the parts are split out already; else the group keeps its bracket's text
+        (single numbers only) and splits it when asked for them."""
+        return self._parts is not None
+
+    @property
     def widest(self) -> int:
         """Digits of the group's longest number (parts hold the low numbers' texts)."""
         if self._widest is None:
@@ -80,7 +87,7 @@ class _Group:
         return self._widest
 
     @property
-    def ranges(self) -> list[_Range]:
+    def ranges(self) -> list[Range]:
         if self._ranges is None:  # only plain groups: numbers of at most 19 digits
             parts = self.parts
             numbers = list(map(int, parts))
@@ -122,22 +129,47 @@ class _Group:
         return joined
 
 
-def _spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
-    """_span_digits summed over many spans: C-level for those whose numbers are all
+def written_maxima(group: Group) -> dict[int, int]:
+    """For each length a number of the group is written with, its largest such number."""
+    maxima: dict[int, int] = {}
+    for _, low, high, width in group.spans:
+        if width >= len(str(high)):  # every number written width wide: high is the largest
+            if high > maxima.get(width, -1):
+                maxima[width] = high
+            continue
+        for length in range(max(width, len(str(low))), max(width, len(str(high))) + 1):
+            value = min(high, 10**length - 1)
+            maxima[length] = max(maxima.get(length, value), value)
+    parts = group.parts
+    if group.spans:  # a span's part is its low number, counted above
+        spanned = {index for index, _, _, _ in group.spans}
+        parts = [text for index, text in enumerate(parts) if index not in spanned]
+    # Numbers written with the same number of digits compare as their texts do, so each
+    # length's largest is one C-level max() over the texts of that length.
+    lengths = list(map(len, parts))
+    for length in set(lengths):
+        text = max(itertools.compress(parts, map(operator.eq, lengths, itertools.repeat(length))))
+        value = int(text.lstrip("0") or "0")
+        maxima[length] = max(maxima.get(length, value), value)
+    return maxima
+
+
+def spans_digits(spans: list[tuple[int, int, int, int]]) -> int:
+    """span_digits summed over many spans: C-level for those whose numbers are all
     written ``width`` wide (zero-padded ones, and most others), one call each otherwise."""
     if len(spans) < 64:
-        return sum(_span_digits(low, high, width) for _, low, high, width in spans)
+        return sum(span_digits(low, high, width) for _, low, high, width in spans)
     _, lows, highs, widths = zip(*spans, strict=True)
     wide = list(map(operator.ge, widths, map(len, map(str, highs))))
     counts = map(operator.sub, map(operator.add, highs, itertools.repeat(1)), lows)
     total: int = sum(itertools.compress(map(operator.mul, counts, widths), wide))
     for index in itertools.compress(range(len(spans)), map(operator.not_, wide)):
         _, low, high, width = spans[index]
-        total += _span_digits(low, high, width)
+        total += span_digits(low, high, width)
     return total
 
 
-def _span_digits(low: int, high: int, width: int) -> int:
+def span_digits(low: int, high: int, width: int) -> int:
     """Characters of the numbers low..high written zero-padded to width, together."""
     high_digits = len(str(high))
     if width >= high_digits:  # all written width wide (most spans: one call per span)
@@ -155,7 +187,7 @@ def _span_digits(low: int, high: int, width: int) -> int:
     return total
 
 
-def _prefixes(texts: Sequence[str], groups: list[_Group]) -> list[str]:
+def item_prefixes(texts: Sequence[str], groups: list[Group]) -> list[str]:
     """Every host's text up to the last group, in Slurm's order.
 
     Slurm (``_push_range_list`` recursing on the prefix) makes the last group the
@@ -177,37 +209,61 @@ def _range_text(prefix: str, tail: str, low: int, high: int, width: int) -> str:
     long ranges are written a hundred numbers at a time from a template, which makes
     expanding about three times faster than formatting every host on its own.
     """
-    # n = 100 * block + r is the block's digits then r as two digits; block 0 has that
-    # form only when the width is at least 2.
-    first = max(-(-low // 100), 0 if width >= 2 else 1)
-    stop = (high + 1) // 100
-    if stop - first < 3 or "\x00" in prefix or "\x00" in tail:
+    # n = 100 * block + r is the block's digits then r as two digits (block 0 has that
+    # form only when the width is at least 2); all hosts of a block are equally long, so
+    # the first and last blocks are cut to low and high by slicing.
+    first = low // 100 if width >= 2 or low >= 100 else 1
+    last = high // 100
+    if last - first < 2 or "\x00" in prefix or "\x00" in tail:
         if width <= len(str(low)):  # numbers only grow: no padding needed
             return "".join([f",{prefix}{n}{tail}" for n in range(low, high + 1)])
         return "".join([f",{prefix}{n:0{width}d}{tail}" for n in range(low, high + 1)])
-    template = "".join([f",{prefix}\x00{r:02d}{tail}" for r in range(100)])
+    template = _hundred() if not prefix and not tail else _hundred(prefix, tail)
     pad = max(width - 2, 0)
     blocks = [
         template.replace("\x00", str(block).rjust(pad, "0") if block else "0" * pad)
-        for block in range(first, stop)
+        for block in range(first, last + 1)
     ]
-    head = _range_text(prefix, tail, low, first * 100 - 1, width) if low < first * 100 else ""
-    rest = _range_text(prefix, tail, stop * 100, high, width) if high >= stop * 100 else ""
-    return head + "".join(blocks) + rest
+    blocks[-1] = blocks[-1][: (high - last * 100 + 1) * (len(blocks[-1]) // 100)]
+    if low < first * 100:  # 1-99 written unpadded: lengths differ
+        return _range_text(prefix, tail, low, 99, width) + "".join(blocks)
+    blocks[0] = blocks[0][(low - first * 100) * (len(blocks[0]) // 100) :]
+    return "".join(blocks)
 
 
-def _item_text(texts: Sequence[str], groups: list[_Group]) -> str:
+_HUNDRED: list[str] = []  # _hundred("", ""), the template of a group's own numbers
+
+
+def _hundred(prefix: str = "", tail: str = "") -> str:
+    """``",<prefix><NUL><r><tail>"`` for r = 00..99: a block of _range_text, with the
+    block's leading digits to put in place of each NUL."""
+    if prefix or tail or not _HUNDRED:
+        template = "".join([f",{prefix}\x00{r:02d}{tail}" for r in range(100)])
+        if prefix or tail:
+            return template
+        _HUNDRED.append(template)
+    return _HUNDRED[0]
+
+
+def prefixed_text(prefixes: list[str], numbers: list[str], tail: str) -> str:
+    """``host,host,...`` (no leading ','): each prefix with every number and the tail.
+
+    Each prefix's hosts are one join of the numbers with ``tail,prefix`` between them: a
+    join copies its pieces, where a replace in a text of numbers pays per match as much
+    again (a tenth of expanding ``rack[1-25]-n[001-400]``, with the split the rest).
+    """
+    return ",".join([p + f"{tail},{p}".join(numbers) + tail for p in prefixes])
+
+
+def item_text(texts: Sequence[str], groups: list[Group]) -> str:
     """``",host"`` for every host of one parsed item, in Slurm's order."""
     if not groups:
         return "," + ",".join(texts)
     tail = texts[-1]
     group = groups[-1]
-    prefixes = _prefixes(texts, groups)
+    prefixes = item_prefixes(texts, groups)
     if len(prefixes) > 1:
-        # The last group's numbers are written once and copied between every prefix
-        # and the tail.
-        numbers = group.joined()
-        return "".join([f",{p}{numbers.replace(',', f'{tail},{p}')}{tail}" for p in prefixes])
+        return "," + prefixed_text(prefixes, group.joined().split(","), tail)
     prefix = prefixes[0]
     between = f"{tail},{prefix}"
     if group._parts is None:  # the bracket's text: plain stretches, and spans written out
