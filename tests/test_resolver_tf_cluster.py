@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf]
+from conftest import needs
+
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 
 WORKER = r"""
 import json, os, sys
