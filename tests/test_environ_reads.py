@@ -90,7 +90,7 @@ def offenders(package: Path = PACKAGE) -> dict[str, list[str]]:
     }
 
 
-def test_only_the_snapshot_modules_read_slurm_or_tfslurm_variables() -> None:
+def test_only_snapshot_modules_read_slurm_or_tfslurm_variables() -> None:
     assert {"JOBS_VARIABLE", "DESCRIPTOR_VARIABLE", "ASSIGNED_VARIABLE"} <= _variable_constants(_modules())
     assert offenders() == {}, "read Step / Settings instead of the environment"
 

@@ -355,7 +355,7 @@ def test_compress_rejects_names_that_would_not_read_back(bad) -> None:
 
 @settings(max_examples=500)
 @given(st.lists(st.text(max_size=8), max_size=8), st.booleans())
-def test_compress_of_arbitrary_text_gives_a_string_or_hostlist_error(hosts: list[str], sort: bool) -> None:
+def test_compress_of_any_text_gives_a_string_or_hostlist_error(hosts: list[str], sort: bool) -> None:
     try:
         text = compress(hosts, sort=sort)
     except HostlistError as exc:
@@ -508,7 +508,7 @@ def overlapping_runs(draw) -> list[str]:
 @given(overlapping_runs())
 @example(["n9", "n10", "n00", "n9", "n10"])  # Slurm's split loses n00: hosts sorted one by one
 @example(["n9", "n10", "n00", "n9", "n10", "x", "n"])  # the same, names without a number
-def test_sorted_compress_of_overlaps_merges_numbers_as_slurm_splits_runs(hosts: list[str]) -> None:
+def test_sorted_compress_merges_overlaps_splits_runs_as_slurm(hosts: list[str]) -> None:
     """The by-prefix merge of overlapping runs (linear after a sort) writes exactly what the
     literal transcription of hostlist_coalesce + collapse writes (quadratic in overlaps)."""
     literal = compression._compress_by_host(hosts, True)
@@ -533,7 +533,7 @@ def names_among_numbered(draw) -> list[str]:
 @given(names_among_numbered())
 # n9 and n10 are pushed as two runs (r10n stands between them), so n01 sorts between them
 @example(["x-0", "n01", "x-3", "é11", "é008", "n9", "r10n", "n10", "n1x", "a", "r10n01"])
-def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(hosts: list[str]) -> None:
+def test_sorted_compress_of_mixed_names_is_host_by_host_text(hosts: list[str]) -> None:
     """Names without a number are sorted apart from the numbered hosts, which take the
     column path; the text is the literal transcription's on every input."""
     assert compress(hosts, sort=True) == compression._compress_by_host(hosts, True)
@@ -606,7 +606,7 @@ def test_compress_of_many_prefixes_is_the_host_by_host_text(hosts: list[str], so
             )
 
 
-def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_text() -> None:
+def test_zero_padding_past_20_digits_keeps_the_same_text() -> None:
     # issue 16 (fuzz, 3.9 s): 271,524 hosts of which some end in a 30-digit zero-padded
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
@@ -774,7 +774,7 @@ def _expand_traced(text: str) -> tuple[list[str], int]:
         tracemalloc.stop()
 
 
-def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None:
+def test_expanding_scattered_brackets_stays_near_memory_floor() -> None:
     # 25 items of 4,000 scattered numbers each: what expand keeps of the parsed groups
     # (their split parts, from the 64-bit check of "n1[...]") is gone before the hosts
     numbers = list(range(100_000))
@@ -788,7 +788,7 @@ def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None
     assert peak < 1.5 * floor, (peak, floor)
 
 
-def test_trailing_numbers_made_of_several_groups_are_checked_without_expanding() -> None:
+def test_multi_group_trailing_numbers_checked_without_expanding() -> None:
     # the digits after the last non-digit span groups and texts: found by the fuzz target
     # (it took seconds, expanding 900k hosts three times, to accept or refuse them)
     ok = "n[000000000000000000001-5000][00-99]"

@@ -211,7 +211,7 @@ def test_every_task_of_a_random_step_verifies_and_agrees(
 
 @settings(max_examples=60)
 @given(shapes)
-def test_a_map_the_environment_does_not_show_is_refused_not_guessed(
+def test_a_map_the_environment_hides_is_refused_not_guessed(
     shape: tuple[list[str], list[int]],
 ) -> None:
     # Slurm >= 26.05 without -m orders tasks by topology: simulate it by a layout that is
@@ -245,7 +245,7 @@ def test_arbitrary_follows_the_host_order(hosts: list[str]) -> None:
 
 @settings(max_examples=60)
 @given(st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=3), min_size=2, max_size=4))
-def test_het_step_component_ranks_are_contiguous_in_component_order(
+def test_het_step_ranks_are_contiguous_in_component_order(
     components: list[list[int]],
 ) -> None:
     # Disjoint node sets per component, in an order that is not the union's sorted order.
@@ -533,7 +533,7 @@ def test_cli_outside_a_step_is_one_line_exit_2(where: str) -> None:
     assert expect in result.stderr
 
 
-def test_sbatch_arbitrary_nodelist_is_sorted_so_the_hostfile_is_needed(tmp_path: Path) -> None:
+def test_sbatch_sorts_arbitrary_nodelists_so_hostfile_is_needed(tmp_path: Path) -> None:
     fixture = observed.load(PATHS["26_sbatch_arbitrary"])
     assert fixture.batch.env["SLURM_ARBITRARY_NODELIST"] == "node[1-2]"  # not node[2,1,2]
     env = dict(fixture.steps["s0"][0].env) | {"SLURM_HOSTFILE": str(tmp_path / "gone")}

@@ -69,7 +69,7 @@ def task_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fid", sorted(observed.ids()))
-def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
+def test_each_recorded_task_gets_its_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
     for label, tasks in observed.step_envs(fid, tmp_path).items():
         specs = set()
         ports_by_node: dict[str, set[int]] = {}
@@ -180,7 +180,7 @@ def test_hosts_keep_slurm_node_order_and_ports_follow_local_ids() -> None:
     assert plan.addresses == ("n9:15000", "n9:15001", "n10:15000")
 
 
-def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
+def test_tf_config_is_compact_json_rpc_layer_only_when_asked() -> None:
     plan = plan_for(Step.from_environ(task_env()), "chief:1,worker:*", PlanOptions(port_base=2222))
     text = plan.tf_config()
     assert " " not in text
@@ -193,7 +193,7 @@ def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
     assert json.loads(grpc.tf_config())["rpc_layer"] == "grpc"
 
 
-def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> None:
+def test_hook_tf_config_hides_the_evaluator_from_training_tasks() -> None:
     """One evaluator rule (docs/ps.md): the hook's TF_CONFIG equals what `tfslurm run`
     writes (Role.tf_config, through tf_config_json): the evaluator sees everything, the
     training tasks do not see it."""
@@ -305,7 +305,7 @@ def test_assigned_gpus_are_not_split_twice() -> None:
     assert plan_for(Step.from_environ(env)).own.gpus == ("1",)
 
 
-def test_a_list_narrowed_before_the_plan_is_not_split_for_other_ranks() -> None:
+def test_list_narrowed_before_the_plan_is_not_split_per_rank() -> None:
     # The user (or an earlier tool) narrowed the node's 2 GPUs to "1" for this task: the plan
     # keeps it, and must not split "1" again to predict rank 0's devices on the same node.
     env = task_env(CUDA_VISIBLE_DEVICES="1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")

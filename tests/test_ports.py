@@ -50,7 +50,7 @@ def rules_of(fid: str, label: str) -> list[tuple[observed.Task, Step, PortRule]]
 
 
 @pytest.mark.parametrize("fid, label", STEPS)
-def test_recorded_steps_agree_on_one_rule_and_ports_are_distinct_per_node(fid: str, label: str) -> None:
+def test_recorded_steps_agree_on_a_rule_with_distinct_node_ports(fid: str, label: str) -> None:
     results = rules_of(fid, label)
     assert len({rule for _, _, rule in results}) == 1, "tasks of one step computed different rules"
     by_node: dict[str, list[int]] = defaultdict(list)
@@ -72,7 +72,7 @@ def components_used(fid: str, label: str) -> int:
 
 
 @pytest.mark.parametrize("fid, label", STEPS)
-def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, label: str) -> None:
+def test_slurm_reserved_ports_are_used_by_local_id(fid: str, label: str) -> None:
     multi_het = components_used(fid, label) > 1
     for task, step, rule in rules_of(fid, label):
         reserved = task.env.get("SLURM_STEP_RESV_PORTS")
@@ -85,7 +85,7 @@ def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, 
             assert low <= rule.port(step.localid) <= high
 
 
-def test_het_step_over_two_components_does_not_trust_the_union_of_reservations() -> None:
+def test_het_step_does_not_trust_the_union_of_reservations() -> None:
     # Every task of the 2-component step sees the same union; node2's tasks would take
     # ports reserved only on node1. The derived rule is used instead.
     multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
@@ -103,7 +103,7 @@ def test_het_step_over_two_components_does_not_trust_the_union_of_reservations()
 USUAL_MPI_RANGES = [(12000, 12999), (20000, 32767), (20000, 20100)]
 
 
-def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> None:
+def test_het_step_derived_ports_avoid_usual_mpiparams_ranges() -> None:
     """Recorded het steps (MpiParams=ports=20000-20100): for every job id, their derived
     ports stay outside every usual MpiParams range and every port they were shown.  Before,
     derived_base(2, 2, 4) = 20018 sat inside 20000-20100."""
@@ -122,7 +122,7 @@ def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> No
                 assert not set(ports) & set(shown)
 
 
-def test_mpi_clear_window_moves_on_when_the_shown_ports_are_inside_it() -> None:
+def test_mpi_clear_window_moves_past_the_shown_ports() -> None:
     assert derived_window(LINUX, reserved=(20007, 20011)) == (13000, 19999)
     assert derived_window(LINUX, reserved=()) == (13000, 19999)
     assert derived_window(LINUX, reserved=(15000, 15001)) == (61000, 65535)
@@ -330,7 +330,7 @@ def test_derived_example_values_are_stable() -> None:
     tpn=st.integers(1, 2000),
     ephemeral=st.sampled_from([(32768, 60999), (20000, 60999), (12000, 55000), (16384, 65000)]),
 )
-def test_derived_ports_stay_in_the_window_and_outside_the_ephemeral_range(
+def test_derived_ports_stay_in_window_and_out_of_ephemeral_range(
     job: int, step: int, tpn: int, ephemeral: tuple[int, int]
 ) -> None:
     low, high = derived_window(ephemeral)
@@ -360,7 +360,7 @@ def test_nearby_jobs_land_far_apart() -> None:
 
 
 @pytest.mark.parametrize("tpn", [4, 8])
-def test_collision_odds_for_unrelated_jobs_match_the_documented_estimate(tpn: int) -> None:
+def test_collision_odds_of_unrelated_jobs_match_the_docs(tpn: int) -> None:
     # All 1,124,250 pairs of 1500 random job ids, tpn tasks per node each: the share of
     # overlapping pairs is about (2 * tpn - 1) / M (measured 0.0305 % and 0.0672 %).
     ids = random.Random(5).sample(range(1, 10**7), 1500)

@@ -331,7 +331,7 @@ def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
     assert Resolver().cluster_spec().as_dict()["worker"] == ["n1:20010", "n1:20011"]
 
 
-def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) -> None:
+def test_explicit_jobs_keep_tf_order_tf_dist_its_written_order(slurm_env) -> None:
     base = {
         "SLURM_PROCID": "0",
         "SLURM_STEP_NUM_TASKS": "3",
@@ -412,7 +412,7 @@ STEP = {
 }  # fmt: skip
 
 
-def test_importing_tfslurm_and_the_resolver_module_does_not_import_tf() -> None:
+def test_importing_tfslurm_and_the_resolver_does_not_import_tf() -> None:
     done = python(
         "import sys, tfslurm, tfslurm.resolver, tfslurm.plan\n"
         "assert 'tensorflow' not in sys.modules, 'imported TF'\n"
@@ -425,7 +425,7 @@ def test_importing_tfslurm_and_the_resolver_module_does_not_import_tf() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_without_tensorflow_the_class_still_works_with_plain_dicts() -> None:
+def test_without_tensorflow_the_resolver_works_on_plain_dicts() -> None:
     done = python(
         "import sys; sys.modules['tensorflow'] = None\n"
         "import tfslurm\n"

@@ -51,7 +51,7 @@ def test_tf_config_roles_and_strategy():
     assert mwms.chief == Address("worker", 0, "a", 1)
 
 
-def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them():
+def test_training_tasks_miss_the_evaluator_but_it_sees_them():
     worker = role_from_tf_config(tf_config(PS_CLUSTER, "worker", 0))
     assert "evaluator" not in json.loads(worker.tf_config())["cluster"]
     evaluator = role_from_tf_config(tf_config(PS_CLUSTER, "evaluator", 0))
@@ -451,7 +451,7 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     assert 4.5 < took < 8, took
 
 
-def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(tmp_path):
+def test_preemption_signal_reaches_program_and_never_kills_it(tmp_path):
     script = tmp_path / "flag.py"
     script.write_text(
         "import time, tfslurm.runtime as r\n"
@@ -469,7 +469,7 @@ def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(t
     assert out.strip() == "preempted"
 
 
-def test_evaluator_chief_watch_ends_when_the_chief_never_shows_up():
+def test_evaluator_watch_ends_when_the_chief_never_shows_up():
     from tfslurm.runtime.api import watch_chief
 
     port = _free_ports(1)[0]
@@ -552,7 +552,7 @@ def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
         (["--checkpoint-every", "-1"], "--checkpoint-every -1: must be 0 (off) or more"),
     ],
 )
-def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv, message):
+def test_example_options_dividing_by_zero_are_usage_errors(capsys, argv, message):
     from tfslurm.examples import common
 
     with pytest.raises(SystemExit) as stopped:
@@ -571,7 +571,7 @@ def test_runtime_and_plan_share_one_evaluator_rule() -> None:
     )
 
 
-def test_a_process_handle_never_signals_a_later_process_with_the_same_pid() -> None:
+def test_process_handle_never_signals_a_reused_pid() -> None:
     """The supervisor's signals go through a pidfd: once its process is reaped, sending is
     a no-op, whatever now has that PID (pid_max is 32768 on many machines)."""
     from tfslurm.runtime.supervise import Process

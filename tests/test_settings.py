@@ -155,7 +155,7 @@ def test_step_carries_the_settings_and_gpu_variables() -> None:
     assert records.replace(step, settings=given) == step
 
 
-def test_gpu_variables_never_fail_and_know_no_task_outside_a_step() -> None:
+def test_gpu_variables_never_fail_and_have_no_task_off_step() -> None:
     gpus = GpuVariables.from_environ({"SLURM_GPUS_ON_NODE": "two", "CUDA_VISIBLE_DEVICES": "junk!"})
     assert gpus.gpus_on_node == "two" and gpus.task_key is None and gpus.slurm_manages
     batch = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "-5", "SLURM_PROCID": "0"}

@@ -360,7 +360,7 @@ def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(
 
 
 @pytest.mark.parametrize("how", ["sbatch --tf-dist", "#SBATCH --tf-dist", "salloc --tf-dist"])
-def test_bare_tf_dist_of_the_allocation_means_the_site_default_in_its_steps(
+def test_bare_tf_dist_of_an_allocation_is_the_site_default(
     site_cluster: LocalCluster, site_files, tmp_path: Path, how: str
 ) -> None:
     """Slurm hands the steps of a bare `sbatch --tf-dist` the text "(null)"; the steps
@@ -420,7 +420,7 @@ def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: Local
     assert site_cluster.srun("-N4", "-n4", "true").returncode == 0
 
 
-def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(
+def test_spec_not_fitting_the_step_fails_every_task_saying_why(
     site_cluster: LocalCluster,
 ) -> None:
     done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
@@ -565,7 +565,7 @@ def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster
     assert "shared file system" not in done.stdout
 
 
-def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(
+def test_hook_past_its_time_limit_is_killed_and_the_step_fails(
     hook_cluster: LocalCluster, site_files
 ) -> None:
     """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
@@ -615,7 +615,7 @@ def normalized(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("shape", list(NODE_SHAPES))
-def test_plugin_prolog_mode_per_node_run_equals_the_per_task_hook(
+def test_plugin_prolog_per_node_run_equals_the_per_task_hook(
     hook_cluster: LocalCluster, site_files, tmp_path: Path, shape: str
 ) -> None:
     """Every task ends up with exactly the environment the hook run in that task gives."""
@@ -688,7 +688,7 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(
 
 
 @pytest.mark.parametrize("setup", ["TaskProlog", "prolog="])
-def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
+def test_descriptor_replaces_a_tf_config_too_large_for_environ(
     request: pytest.FixtureRequest, site_files, tmp_path: Path, setup: str
 ) -> None:
     """Host names of 40 kB (a host template) make TF_CONFIG of 4 tasks ~160 kB, over the
@@ -804,7 +804,7 @@ def test_broken_installation_never_fails_other_jobs(
     assert not unhealthy_nodes(cluster)
 
 
-def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrapper_fails_all(
+def test_setup_b_missing_tfslurm_fails_tf_dist_tasks_only(
     slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Set-up B (TaskProlog= the wrapper). The wrapper is safe: with its Python gone, plain
@@ -846,7 +846,7 @@ def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: L
     assert done.returncode != 0 and done.stdout == ""
 
 
-def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(
+def test_task_prolog_warns_about_gpus_exactly_for_uneven_tasks(
     slurm_cluster: LocalCluster, site_files
 ) -> None:
     # --gpus=3 over 2 nodes x 2 tasks: one node gets 1 GPU for 2 tasks. The hook says so with

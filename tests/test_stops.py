@@ -166,7 +166,7 @@ def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
     assert f"stopped early by {name}: exit 85 (not 0: training is unfinished" in err
 
 
-def test_sigterm_is_not_passed_on_as_sigterm_and_nothing_kills_early(tmp_path):
+def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
     """The program's own SIGTERM handler (TF's, under MWMS) is bypassed: it gets the
     preemption signal, and no SIGKILL comes before Slurm's."""
     script = tmp_path / "prog.py"
@@ -269,7 +269,7 @@ def test_termination_config_bad_input_is_one_line(kwargs, message):
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_termination_config_does_not_load_tensorflow_with_tfslurm():
+def test_termination_config_attribute_does_not_import_tf():
     code = "import sys, tfslurm; f = tfslurm.termination_config; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -82,7 +82,7 @@ def preempt(cluster, tmp: Path) -> int:
 # ---------------------------------------------------------------- MWMS, real preemption
 @pytest.mark.tf
 @needs("tensorflow")
-def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_cluster, tmp_path):
+def test_mwms_preempted_in_gracetime_resumes_to_equal_weights(preempt_cluster, tmp_path):
     """PreemptMode=REQUEUE + GraceTime: SIGTERM to every task (MWMS's own C handler would
     swallow it); the tasks checkpoint on it, exit 85, the job is requeued, resumes from
     that step, and ends COMPLETED with the weights of an uninterrupted run."""
@@ -221,7 +221,7 @@ def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster
 # ---------------------------------------------------------------- signal to the steps
 @pytest.mark.tf
 @needs("tensorflow")
-def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(preempt_cluster, tmp_path):
+def test_mwms_signal_to_steps_requeues_by_exit_code_no_scontrol(preempt_cluster, tmp_path):
     """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) once ended the job
     COMPLETED at step 45 of 300. Now the tasks checkpoint and exit 85; with
     TFSLURM_REQUEUE=exit the script runs no Slurm command and exits 85, and slurm.conf
@@ -288,7 +288,7 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
 # ---------------------------------------------------------------- TF's own handler
 @pytest.mark.tf
 @needs("tensorflow")
-def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_cluster, tmp_path):
+def test_mwms_tf_preemption_handler_with_termination_config(preempt_cluster, tmp_path):
     """tf.distribute.experimental.PreemptionCheckpointHandler with
     tfslurm.termination_config(): SIGTERM to the steps, TF saves on every worker and exits
     85, the template requeues, TF's handler restores, every step is trained once."""

@@ -76,7 +76,7 @@ def test_mwms_template_with_the_plugin(plugin_cluster, tmp_path):
 
 
 @pytest.mark.parametrize("template", ["mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch"])
-def test_template_without_tfslurm_on_path_fails_at_once_naming_the_fix(slurm_cluster, tmp_path, template):
+def test_template_without_tfslurm_on_path_fails_naming_the_fix(slurm_cluster, tmp_path, template):
     """Submitted from a shell where the tfslurm environment is not active: the job fails in
     its first second with one line naming the fix, instead of execve() errors per task."""
     from tfslurm.runtime.templates import template_path
