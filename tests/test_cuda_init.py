@@ -63,7 +63,7 @@ def test_loaded_is_not_initialised(libcuda: Path) -> None:
 
 
 def test_unaskable_mapped_libcuda_counts_as_initialised(tmp_path: Path) -> None:
-    # A libcuda without cuDeviceGetCount (not the real driver): assume the worst, as before.
+    # A libcuda without cuDeviceGetCount (not the real driver): assume the worst (initialised).
     (tmp_path / "c.c").write_text("int cuInit(unsigned int f) { (void)f; return 0; }\n")
     lib = tmp_path / "libcuda.so.1"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "c.c")], check=True)

@@ -49,7 +49,7 @@ def test_errors_are_one_line_on_stderr_with_status_2() -> None:
 
 
 def test_hostile_input_gives_one_bounded_line() -> None:
-    # issue 16 H2: a newline inside the expression and a 1 MB expression
+    # a newline inside the expression and a 1 MB expression
     for done in (
         tfslurm("expand", "n[1\n2]"),
         tfslurm("compress", stdin="n[" + "1," * 500_000 + "x]"),

@@ -568,8 +568,8 @@ def test_cli_tf_config_env_and_plan() -> None:
 
 
 def test_plan_is_printed_once_per_step_by_rank_0() -> None:
-    """`srun -n3 tfslurm plan` printed three interleaved tables; now rank 0 prints the one
-    table (and a note on '?'), the others only check; --all-tasks prints in every task."""
+    """`srun -n3 tfslurm plan` prints one table, not three interleaved: rank 0 prints it (and
+    a note on '?'), the others only check; --all-tasks prints in every task."""
     args = ["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"]
     other = run_cli(args, task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))
     assert other.returncode == 0 and other.stdout == "" and other.stderr == ""

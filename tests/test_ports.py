@@ -105,8 +105,8 @@ USUAL_MPI_RANGES = [(12000, 12999), (20000, 32767), (20000, 20100)]
 
 def test_het_step_derived_ports_avoid_usual_mpiparams_ranges() -> None:
     """Recorded het steps (MpiParams=ports=20000-20100): for every job id, their derived
-    ports stay outside every usual MpiParams range and every port they were shown.  Before,
-    derived_base(2, 2, 4) = 20018 sat inside 20000-20100."""
+    ports stay outside every usual MpiParams range and every port they were shown (a plain
+    derived_base(2, 2, 4) = 20018 would sit inside 20000-20100)."""
     multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
     for fid, label in multi:
         _task, step, _rule = rules_of(fid, label)[0]
@@ -274,7 +274,7 @@ def test_rule_validation() -> None:
 
 
 def test_a_kinds_text_stands_for_it() -> None:
-    """PortKind is an Enum whose text still works where a kind was a string."""
+    """A port kind's text stands for the PortKind member: PortRule takes it, and they compare equal."""
     assert PortRule("reserved", ports=(20000,)) == PortRule(PortKind.RESERVED, ports=(20000,))
     assert PortRule("explicit", base=8888).kind is PortKind.EXPLICIT
     assert PortKind.DERIVED == "derived" and f"{PortKind.DERIVED}" == str(PortKind.DERIVED) == "derived"

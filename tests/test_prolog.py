@@ -472,7 +472,7 @@ HOOK_MODULES = frozenset(
 )  # fmt: skip
 # The records those modules define (tfslurm.records). As dataclasses they cost a quarter of a
 # hook run on Python 3.11 (dataclasses compiles five methods per class) and importing
-# dataclasses with inspect as much again (issue 17, item 6); records compile nothing.
+# dataclasses with inspect as much again; records compile nothing.
 HOOK_RECORDS = (
     "tfslurm.gpus.GpuAssignment", "tfslurm.layout.Layout", "tfslurm.plan.GpuPlan", "tfslurm.plan.Plan",
     "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",

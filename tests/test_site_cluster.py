@@ -530,7 +530,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
     hook_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """srun reads SLURM_HOSTFILE once; a FIFO is then empty, and a hook that opened it
-    again waited for a writer until scancel.  Now every task fails at once, saying why."""
+    again would wait for a writer until scancel: every task fails at once, saying why."""
     tmp_path.chmod(0o755)
     fifo = tmp_path / "hosts"
     os.mkfifo(fifo)
@@ -553,7 +553,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
 
 def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster, tmp_path: Path) -> None:
     """srun reads a relative SLURM_HOSTFILE from where it runs; --chdir moves the tasks, so
-    they cannot find it. The message says so (it used to blame the shared file system)."""
+    they cannot find it. The message names --chdir, not the shared file system."""
     tmp_path.chmod(0o755)
     (tmp_path / "hosts").write_text("node1\nnode1\n")
     done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
@@ -799,7 +799,7 @@ def test_broken_installation_never_fails_other_jobs(
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
     assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
-    # the stale build is reported, not loaded (Slurm's words changed in 26.05)
+    # the stale build is reported, not loaded (Slurm words it differently from 26.05 on)
     assert INCOMPATIBLE.get(slurm_version(), "Incompatible Slurm plugin") in done.stderr, done.stderr
     assert not unhealthy_nodes(cluster)
 

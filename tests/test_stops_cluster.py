@@ -222,10 +222,10 @@ def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster
 @pytest.mark.tf
 @needs("tensorflow")
 def test_mwms_signal_to_steps_requeues_by_exit_code_no_scontrol(preempt_cluster, tmp_path):
-    """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) once ended the job
-    COMPLETED at step 45 of 300. Now the tasks checkpoint and exit 85; with
-    TFSLURM_REQUEUE=exit the script runs no Slurm command and exits 85, and slurm.conf
-    RequeueExit=85 requeues the job; the next run finishes every step."""
+    """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) does not end the job
+    COMPLETED part way: the tasks checkpoint and exit 85; with TFSLURM_REQUEUE=exit the
+    script runs no Slurm command and exits 85, and slurm.conf RequeueExit=85 requeues the
+    job; the next run finishes every step."""
     cluster, steps = preempt_cluster, 200
     program = example("mwms", steps=steps, step_delay=0.03, log_every=20)
     options = ("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit")
@@ -373,7 +373,7 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
     before_failure = max(int(s) for s in re.findall(r"step (\d+)/200", log.read_text()))
     # The DOWN node's tasks live on and checkpoint; the requeued job keeps its id, so a run
     # started before they are gone (and the node idle again) has its step 12.0 killed by
-    # the clean-up meant for the old one (seen on 24.11 and 26.05: run 3 ended FAILED).
+    # the clean-up meant for the earlier run (24.11 and 26.05: run 3 ends FAILED).
     wait_quiet(cluster, job, timeout=60)
     release(cluster, job)
     text = completed(cluster, job, log, timeout=300)
