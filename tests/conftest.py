@@ -14,8 +14,10 @@ instead, so a CI run can never pass by skipping the tests that matter.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -78,6 +80,25 @@ def skip_or_fail(reason: str) -> None:
     if in_ci():
         pytest.fail(f"CI=true and the cluster tests cannot run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+# A TF_CONFIG of one worker on 127.0.0.1:1, for `tfslurm run` outside Slurm.
+SINGLE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
+
+
+def tfslurm_run(*args: str, tf_config: str = SINGLE_WORKER, **env: str) -> subprocess.Popen[str]:
+    """``tfslurm run ARGS`` outside Slurm, its role from ``tf_config``: none of this session's
+    SLURM_* and TFSLURM_* variables, TF's start-up quiet, stdout and stderr piped as text."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
+    full.update({"TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"})
+    full.update({"no_proxy": "*"}, **env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfslurm", "run", *args],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -35,6 +35,15 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+def _demo(
+    *args: str, env: dict[str, str] | None = None, as_user: tuple[str, ...] = (), cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``tfslurm demo ARGS`` run to its end (``as_user``: the command that runs it as another user)."""
+    argv = [*as_user, *TFSLURM, "demo", *args]
+    env = _clean_env() if env is None else env
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60, env=env, cwd=cwd)
+
+
 def _processes_mentioning(text: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -106,9 +115,7 @@ def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
 def test_demo_without_cluster_support_is_one_clear_line():
     env = _clean_env()
     env["TFSLURM_NO_CLUSTER"] = "1"
-    done = subprocess.run(
-        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60, env=env
-    )
+    done = _demo(env=env)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -121,15 +128,7 @@ def test_demo_without_cluster_support_is_one_clear_line():
 def test_demo_as_non_root_says_so():
     env = _clean_env()
     env["HOME"] = "/tmp"
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *TFSLURM, "demo"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=env,
-        cwd="/tmp",
-    )
+    done = _demo(env=env, as_user=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"), cwd="/tmp")
     assert done.returncode == 2, done.stderr
     assert re.fullmatch(
         r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n", done.stderr
@@ -137,24 +136,10 @@ def test_demo_as_non_root_says_so():
 
 
 def test_demo_rejects_bad_options():
-    done = subprocess.run(
-        [*TFSLURM, "demo", "--nodes", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=_clean_env(),
-    )
+    done = _demo("--nodes", "0")
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"
-    done = subprocess.run(
-        [*TFSLURM, "demo", "--timeout", "nan"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=_clean_env(),
-    )
+    done = _demo("--timeout", "nan")
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --timeout nan: choose a positive number of seconds"
 
@@ -165,14 +150,7 @@ def test_demo_rejects_bad_cluster_options_in_one_line():
         (["--ctld-port", "80"], "--ctld-port 80: expected an integer in 1024..65534"),
         (["--resv-ports", "30000-20000"], "--resv-ports '30000-20000': expected LOW-HIGH"),
     ):
-        done = subprocess.run(
-            [*TFSLURM, "demo", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            env=_clean_env(),
-        )
+        done = _demo(*args)
         assert done.returncode == 2
         assert done.stderr.strip() == f"tfslurm demo: error: {needle}" or (
             len(done.stderr.splitlines()) == 1 and needle in done.stderr

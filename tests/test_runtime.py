@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import tfslurm_run
 from tfslurm.commands.run import PythonProgram, parse_program
 from tfslurm.runtime import preemption
 from tfslurm.runtime.peers import (
@@ -305,25 +306,6 @@ def _local_ps_cluster() -> tuple[list[int], dict[str, list[str]]]:
     return ports, {job: [f"127.0.0.1:{port}"] for job, port in zip(jobs, ports, strict=True)}
 
 
-def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "TF_CONFIG": config,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "TF_ENABLE_ONEDNN_OPTS": "0",
-        "no_proxy": "*",
-    }
-    env = {k: v for k, v in env.items() if not k.startswith("SLURM")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfslurm", "run", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kwargs,
-    )
-
-
 @pytest.mark.tf
 @pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
 def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
@@ -332,8 +314,8 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
     chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     chief.bind(("127.0.0.1", chief_port))
     chief.listen()
-    ps = _tfslurm_run(tf_config(cluster, "ps", 0))
-    worker = _tfslurm_run(tf_config(cluster, "worker", 0))
+    ps = tfslurm_run(tf_config=tf_config(cluster, "ps", 0))
+    worker = tfslurm_run(tf_config=tf_config(cluster, "worker", 0))
     try:
         deadline = time.monotonic() + 90
         while not (is_listening("127.0.0.1", ps_port) and is_listening("127.0.0.1", w_port)):
@@ -364,17 +346,8 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
 def test_missing_ps_is_a_clear_error_on_the_chief():
     (_, ps_port, w_port), cluster = _local_ps_cluster()
     started = time.monotonic()
-    chief = _tfslurm_run(
-        tf_config(cluster, "chief", 0),
-        "--peer-timeout",
-        "2",
-        "--",
-        "python",
-        "-m",
-        "tfslurm.examples.ps",
-        "--steps",
-        "3",
-    )
+    program = ("python", "-m", "tfslurm.examples.ps", "--steps", "3")
+    chief = tfslurm_run("--peer-timeout", "2", "--", *program, tf_config=tf_config(cluster, "chief", 0))
     _, err = chief.communicate(timeout=90)
     assert chief.returncode == 3, err
     assert f"peer ps:0 at 127.0.0.1:{ps_port}, worker:0 at 127.0.0.1:{w_port} did not come up within" in err
@@ -382,9 +355,6 @@ def test_missing_ps_is_a_clear_error_on_the_chief():
 
 
 # ---------------------------------------------------------------- tfslurm run without TF
-SINGLE = tf_config({"worker": ["127.0.0.1:1"]}, "worker", 0)
-
-
 def test_python_program_runs_in_process_with_args_and_status(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(
@@ -394,7 +364,7 @@ def test_python_program_runs_in_process_with_args_and_status(tmp_path):
         "      p._current is not None and p._current.signum)\n"
         "sys.exit(7)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--", "python", str(script), "a", "--b")
+    proc = tfslurm_run("--", "python", str(script), "a", "--b")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 7, err
     assert out.strip() == f"{{'type': 'worker', 'index': 0}} ['a', '--b'] worker:0 {int(signal.SIGUSR1)}"
@@ -402,19 +372,19 @@ def test_python_program_runs_in_process_with_args_and_status(tmp_path):
 
 
 def test_other_commands_run_as_a_child_with_tf_config():
-    proc = _tfslurm_run(SINGLE, "--", "sh", "-c", 'echo "$TF_CONFIG"; exit 5')
+    proc = tfslurm_run("--", "sh", "-c", 'echo "$TF_CONFIG"; exit 5')
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 5, err
     assert json.loads(out)["task"] == {"type": "worker", "index": 0}
 
 
 def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
-    proc = _tfslurm_run(SINGLE)
+    proc = tfslurm_run()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and err.strip().endswith(
         "tfslurm run: error: no program given for worker:0: use tfslurm run -- python train.py"
     )
-    proc = _tfslurm_run("{nope", "--", "true")
+    proc = tfslurm_run("--", "true", tf_config="{nope")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert err.strip().splitlines() == [
@@ -423,7 +393,7 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
             "Expecting property name enclosed in double quotes at position 1"
         )
     ]
-    proc = _tfslurm_run(SINGLE, "--", "python", str(tmp_path / "absent.py"))
+    proc = tfslurm_run("--", "python", str(tmp_path / "absent.py"))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "absent.py' does not exist" in err
 
@@ -440,7 +410,7 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--stop-grace", "5", "--", "python", str(script))
+    proc = tfslurm_run("--stop-grace", "5", "--", "python", str(script))
     assert proc.stdout.readline().strip() == "ready"
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -460,7 +430,7 @@ def test_preemption_signal_reaches_program_and_never_kills_it(tmp_path):
         "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
         "print('preempted' if r.requested() else 'timeout', flush=True)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--preempt-signal", "USR2", "--", "python", str(script))
+    proc = tfslurm_run("--preempt-signal", "USR2", "--", "python", str(script))
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGUSR2)  # to the parent: it passes the signal on
     out, err = proc.communicate(timeout=30)
@@ -524,8 +494,8 @@ def test_peer_timeout_must_be_positive(monkeypatch, value, env):
 
 def test_sigterm_reaches_a_command_run_as_a_child():
     """The command starts with SIGTERM unblocked and gets it from the watching parent."""
-    proc = _tfslurm_run(
-        SINGLE, "--", "sh", "-c", 'trap "echo got TERM; exit 4" TERM; echo ready; while :; do sleep 0.1; done'
+    proc = tfslurm_run(
+        "--", "sh", "-c", 'trap "echo got TERM; exit 4" TERM; echo ready; while :; do sleep 0.1; done'
     )
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
@@ -535,7 +505,7 @@ def test_sigterm_reaches_a_command_run_as_a_child():
 
 
 def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
-    proc = _tfslurm_run(SINGLE, "--", "grep", "SigBlk", "/proc/self/status")
+    proc = tfslurm_run("--", "grep", "SigBlk", "/proc/self/status")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     blocked = int(out.split()[1], 16)

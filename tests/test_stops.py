@@ -8,7 +8,6 @@ The same paths on the real cluster: tests/test_stops_cluster.py.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,23 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import tfslurm_run
 from tfslurm.errors import TfslurmError
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import remove_leftovers
-
-SINGLE = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
-
-
-def tfslurm_run(*args: str, tf_config: str = SINGLE, **env: str) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
-    full.update({"TF_CONFIG": tf_config, "no_proxy": "*"}, **env)
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfslurm", "run", *args],
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def one_line_error(proc: subprocess.Popen) -> str:
