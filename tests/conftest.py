@@ -101,6 +101,26 @@ def tfslurm_run(*args: str, tf_config: str = SINGLE_WORKER, **env: str) -> subpr
     )
 
 
+# A program that waits up to 20 s for tfslurm's stop flag and says whether it came.
+STOPPABLE = (
+    "import sys, time, tfslurm.runtime as r\n"
+    "print('ready', flush=True)\n"
+    "end = time.time() + 20\n"
+    "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
+    "print('stopped' if r.requested() else 'timeout', flush=True)\n"
+)
+
+
+def started(tmp: Path, program: str, *options: str) -> subprocess.Popen[str]:
+    """``tfslurm run OPTIONS -- python prog.py``, ``program`` the text of a script that
+    prints "ready" first, once it did."""
+    script = tmp / "prog.py"
+    script.write_text(program)
+    proc = tfslurm_run(*options, "--", "python", str(script))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """In CI, a cluster test that skips itself (for any reason) is reported as failed."""

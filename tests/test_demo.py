@@ -36,12 +36,30 @@ def _clean_env() -> dict[str, str]:
 
 
 def _demo(
-    *args: str, env: dict[str, str] | None = None, as_user: tuple[str, ...] = (), cwd: str | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    as_user: tuple[str, ...] = (),
+    cwd: str | None = None,
+    timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     """``tfslurm demo ARGS`` run to its end (``as_user``: the command that runs it as another user)."""
     argv = [*as_user, *TFSLURM, "demo", *args]
     env = _clean_env() if env is None else env
-    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60, env=env, cwd=cwd)
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=timeout, env=env, cwd=cwd
+    )
+
+
+def _start_demo(*args: str) -> subprocess.Popen[str]:
+    """``tfslurm demo ARGS`` started as from a terminal (Ctrl-C reaches it), its output in one pipe."""
+    return subprocess.Popen(
+        [*TFSLURM, "demo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_clean_env(),
+        preexec_fn=_sigint_default,
+    )
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -62,9 +80,7 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
     slurm_cluster_factory()  # skips (or fails in CI) where no cluster can run
     _need_tensorflow()
     started = time.monotonic()
-    done = subprocess.run(
-        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=300, env=_clean_env()
-    )
+    done = _demo(timeout=300)
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -84,14 +100,7 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
 def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
     slurm_cluster_factory()
     _need_tensorflow()
-    proc = subprocess.Popen(
-        [*TFSLURM, "demo", "--steps", "100000"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_clean_env(),
-        preexec_fn=_sigint_default,
-    )
+    proc = _start_demo("--steps", "100000")
     lines = []
     state = None
     try:
@@ -165,24 +174,15 @@ def test_demo_takes_its_state_dir_and_ports(slurm_cluster_factory, tmp_path):
     _need_tensorflow()
     state = Path(f"/tmp/tfs-demo-opts-{os.getpid()}")
     port = 30000 + os.getpid() % 2000 * 2
-    proc = subprocess.Popen(
-        [
-            *TFSLURM,
-            "demo",
-            "--steps",
-            "100000",
-            "--state-dir",
-            str(state),
-            "--ctld-port",
-            str(port),
-            "--resv-ports",
-            "21000-21100",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_clean_env(),
-        preexec_fn=_sigint_default,
+    proc = _start_demo(
+        "--steps",
+        "100000",
+        "--state-dir",
+        str(state),
+        "--ctld-port",
+        str(port),
+        "--resv-ports",
+        "21000-21100",
     )
     lines = []
     try:

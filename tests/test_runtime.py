@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import tfslurm_run
+from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.commands.run import PythonProgram, parse_program
 from tfslurm.runtime import preemption
 from tfslurm.runtime.peers import (
@@ -401,8 +401,7 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
 def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     """A stop signal reaches the program as the preemption signal (MWMS swallows SIGTERM);
     with --stop-grace 5 tfslurm run's parent SIGKILLs it 5 s later (without, Slurm does)."""
-    script = tmp_path / "stubborn.py"
-    script.write_text(
+    stubborn = (
         "import os, signal, time\n"
         # os.write, not print: a print in the handler can interrupt the main thread's own
         # print and die with "reentrant call inside BufferedWriter"
@@ -410,8 +409,7 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = tfslurm_run("--stop-grace", "5", "--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, stubborn, "--stop-grace", "5")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     rest, err = proc.communicate(timeout=30)
@@ -422,21 +420,12 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
 
 
 def test_preemption_signal_reaches_program_and_never_kills_it(tmp_path):
-    script = tmp_path / "flag.py"
-    script.write_text(
-        "import time, tfslurm.runtime as r\n"
-        "print('ready', flush=True)\n"
-        "end = time.time() + 20\n"
-        "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
-        "print('preempted' if r.requested() else 'timeout', flush=True)\n"
-    )
-    proc = tfslurm_run("--preempt-signal", "USR2", "--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, STOPPABLE, "--preempt-signal", "USR2")
     proc.send_signal(signal.SIGUSR2)  # to the parent: it passes the signal on
     out, err = proc.communicate(timeout=30)
     # stopped early: never 0 (a job would end COMPLETED with training unfinished)
     assert proc.returncode == 85, err
-    assert out.strip() == "preempted"
+    assert out.strip() == "stopped"
 
 
 def test_evaluator_watch_ends_when_the_chief_never_shows_up():

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import tfslurm_run
+from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.errors import TfslurmError
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import remove_leftovers
@@ -128,21 +128,9 @@ def test_cap_check_needs_no_step_and_runs_nothing():
 
 
 # ------------------------------------------------------------------ stop -> never 0
-STOPPABLE = (
-    "import sys, time, tfslurm.runtime as r\n"
-    "print('ready', flush=True)\n"
-    "end = time.time() + 20\n"
-    "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
-    "print('stopped' if r.requested() else 'timeout', flush=True)\n"
-)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
-    script = tmp_path / "prog.py"
-    script.write_text(STOPPABLE)
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, STOPPABLE)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == "stopped"
@@ -155,8 +143,7 @@ def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
 def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
     """The program's own SIGTERM handler (TF's, under MWMS) is bypassed: it gets the
     preemption signal, and no SIGKILL comes before Slurm's."""
-    script = tmp_path / "prog.py"
-    script.write_text(
+    program = (
         "import signal, time\n"
         "got = []\n"
         "signal.signal(signal.SIGTERM, lambda *a: got.append('TERM'))\n"
@@ -165,8 +152,7 @@ def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
         "time.sleep(6.5)\n"
         "print(got, flush=True)\n"
     )
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, program)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == "['USR1']"
@@ -174,10 +160,7 @@ def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
 
 
 def test_a_failing_program_keeps_its_status_after_a_stop(tmp_path):
-    script = tmp_path / "prog.py"
-    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(1)\nraise SystemExit(3)\n")
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(1)\nraise SystemExit(3)\n")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
