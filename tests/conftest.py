@@ -82,6 +82,25 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def tfslurm_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tfslurm ARGS`` run to its end with ``env`` over this session's environment
+    less its SLURM_*, TFSLURM_*, TF_CONFIG and CUDA* variables."""
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tfslurm", *args],
+        env=clean | (env or {}),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 # A TF_CONFIG of one worker on 127.0.0.1:1, for `tfslurm run` outside Slurm.
 SINGLE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
 

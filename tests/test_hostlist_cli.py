@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
+
+from conftest import tfslurm_cli
 
 
 def tfslurm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tfslurm", "hostlist", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return tfslurm_cli("hostlist", *args, stdin=stdin)
 
 
 def test_expand_prints_one_host_per_line() -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
+from conftest import tfslurm_cli
 from importcost import added_by
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import (
@@ -529,18 +528,7 @@ def test_long_explicit_maps_are_compressed() -> None:
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
-    }
-    clean.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "tfslurm", *args],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return tfslurm_cli(*args, env=env)
 
 
 def test_cli_tf_config_env_and_plan() -> None:
