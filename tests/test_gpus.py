@@ -618,10 +618,12 @@ def plan_warnings(
     return gpu_warnings(step, layout, gpu, dev_dir=dev_dir, **kwargs)  # type: ignore[arg-type]
 
 
-def fixture_warnings(fid: str, **kwargs: object) -> dict[int, tuple[str, ...]]:
+def fixture_warnings(fid: str, gpus: str | None = None, **kwargs: object) -> dict[int, tuple[str, ...]]:
+    """rank -> the warnings its plan prints, for the tasks of a recorded step that have any
+    (``gpus``: as if every node held these devices, see with_gpus)."""
     out = {}
     for task in FIXTURES[fid].steps["s0"]:
-        lines = plan_warnings(task.env, **kwargs)
+        lines = plan_warnings(task.env if gpus is None else with_gpus(task.env, gpus), **kwargs)
         if lines:
             out[task.procid] = lines
     return out
@@ -706,11 +708,10 @@ def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
     # srun -N2 -n5 (4 + 1 tasks) as if with --gres=gpu:2: node1 splits 1,1,0,0, node2's only
     # task gets 2. Node1's local task 0 says "fewer" and "unequal", each task with 0 says so;
     # node2 (not rank 0) stays quiet about the cross-node difference node1 already reports.
-    got = {}
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1"))
-        if lines:
-            got[task.procid] = [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+    got = {
+        rank: [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+        for rank, lines in fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1").items()
+    }
     zero = "task {} on node1 gets 0 GPUs while other tasks of the step have some (2 GPU(s) for 4 task(s) on the node)"
     assert got == {
         0: ["node node1 has 2 GPU(s) for 4 tasks", "tasks get unequal GPU counts (1, 1, 0, 0 on node node1)"],
@@ -723,31 +724,20 @@ def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
 def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> None:
     # --gres=gpu:4: node1 1,1,1,1, node2 4. Each node is even in itself; rank 0 says the
     # cross-node line once.
-    got = {}
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
-        if lines:
-            got[task.procid] = lines
-    assert got == {
+    assert fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1,2,3") == {
         0: (
             "tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
             "like this one)" + UNEVEN_TAIL,
         )
     }
     # with gpus_per_task=1 every task has one: even, silent
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
+    assert fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1,2,3", gpus_per_task=1) == {}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None:
     # srun -N3 -n7 (4, 2, 1 tasks) with --gres=gpu:4: 1,1,1,1 / 2,2 / 4.
-    got = {}
-    for task in FIXTURES[fid_of(version, "07_uneven_N3_n7")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
-        if lines:
-            got[task.procid] = lines
-    assert got == {
+    assert fixture_warnings(fid_of(version, "07_uneven_N3_n7"), gpus="0,1,2,3") == {
         0: (
             "tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
             "like this one)" + UNEVEN_TAIL,
