@@ -721,28 +721,19 @@ def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> None:
-    # --gres=gpu:4: node1 1,1,1,1, node2 4. Each node is even in itself; rank 0 says the
-    # cross-node line once.
-    assert fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1,2,3") == {
+@pytest.mark.parametrize(("fixture", "others"), [("05_uneven_N2_n5", "4"), ("07_uneven_N3_n7", "2, 4")])
+def test_gres_gpu4_over_uneven_nodes_is_uneven_across_nodes(version: str, fixture: str, others: str) -> None:
+    # --gres=gpu:4 over srun -N2 -n5 (4 + 1 tasks: 1,1,1,1 / 4) or -N3 -n7 (4, 2, 1 tasks:
+    # 1,1,1,1 / 2,2 / 4). Each node is even in itself; rank 0 says the cross-node line once.
+    fid = fid_of(version, fixture)
+    assert fixture_warnings(fid, gpus="0,1,2,3") == {
         0: (
-            "tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
+            f"tfslurm: warning: tasks get unequal GPU counts (1 here, {others} on other nodes if they hold 4 GPUs "
             "like this one)" + UNEVEN_TAIL,
         )
     }
     # with gpus_per_task=1 every task has one: even, silent
-    assert fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1,2,3", gpus_per_task=1) == {}
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None:
-    # srun -N3 -n7 (4, 2, 1 tasks) with --gres=gpu:4: 1,1,1,1 / 2,2 / 4.
-    assert fixture_warnings(fid_of(version, "07_uneven_N3_n7"), gpus="0,1,2,3") == {
-        0: (
-            "tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
-            "like this one)" + UNEVEN_TAIL,
-        )
-    }
+    assert fixture_warnings(fid, gpus="0,1,2,3", gpus_per_task=1) == {}
 
 
 def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
