@@ -14,7 +14,7 @@ Rows, all measured in this one run:
 * with ``--with-cluster`` (root, Debian slurm-wlm; minutes): the per-task cost of the
   TaskProlog and plugin on a real local cluster (``bench/prolog.py``).
 
-Every ratio is anchor / tfslurm (> 1: tfslurm is faster or smaller); the checks (issue 17)
+Every ratio is anchor / tfslurm (> 1: tfslurm is faster or smaller); the checks
 compare each ratio with its least (1.0 at 10k and above and for the resolvers, 0.9 at 1k),
 each growth exponent with 1.15, peak memory with 1.5x the list; PASS/MISS per check, and
 with ``--check`` exit status 1 when any is missed. Run it from the repository root with

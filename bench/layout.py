@@ -28,30 +28,10 @@ from tfslurm.layout import Layout, arbitrary_layout, block_layout, cyclic_layout
 from tfslurm.step import Step
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from measure import Check, Row
 
-
-def step_env(layout: Layout, rank: int, node_order: list[str] | None = None, **extra: str) -> dict[str, str]:
-    """The environment slurmstepd gives task ``rank`` of a step laid out as ``layout``.
-
-    ``node_order``: nodes by SLURM_NODEID where that differs (het: component order).
-    """
-    counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
-    node = layout.rank_node[rank]
-    nodeid = node if node_order is None else node_order.index(layout.nodes[node])
-    return {
-        "SLURM_JOB_ID": "1234",
-        "SLURM_STEP_ID": "0",
-        "SLURM_STEP_NODELIST": hostlist.compress(list(layout.nodes)),
-        "SLURM_STEP_TASKS_PER_NODE": hostlist.compress_counts(counts),
-        "SLURM_STEP_NUM_TASKS": str(layout.num_tasks),
-        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
-        "SLURM_PROCID": str(rank),
-        "SLURM_LOCALID": str(layout.rank_local[rank]),
-        "SLURM_NODEID": str(nodeid),
-        "SLURMD_NODENAME": layout.nodes[node],
-        "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
-    } | extra
+from stepenv import task_env
 
 
 def median_ms(func: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -75,15 +55,15 @@ def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
     packed[-1] += 100_000 - sum(packed)
     last = 99_999
     out = [
-        ("block (no -m), 10 per node", step_env(block_layout(nodes, even), last)),
+        ("block (no -m), 10 per node", task_env(block_layout(nodes, even), last)),
         (
             "block, packed 16/7 per node",
-            step_env(block_layout(nodes, packed), last, SLURM_DISTRIBUTION="block"),
+            task_env(block_layout(nodes, packed), last, SLURM_DISTRIBUTION="block"),
         ),
-        ("cyclic, 10 per node", step_env(cyclic_layout(nodes, even), last, SLURM_DISTRIBUTION="cyclic")),
+        ("cyclic, 10 per node", task_env(cyclic_layout(nodes, even), last, SLURM_DISTRIBUTION="cyclic")),
         (
             "plane=4, 10 per node",
-            step_env(
+            task_env(
                 plane_layout(nodes, even, 4), last, SLURM_DISTRIBUTION="plane", SLURM_DIST_PLANESIZE="4"
             ),
         ),
@@ -95,7 +75,7 @@ def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
     out.append(
         (
             "arbitrary, 100k-line SLURM_HOSTFILE",
-            step_env(
+            task_env(
                 arbitrary_layout(nodes, hosts), last, SLURM_DISTRIBUTION="arbitrary", SLURM_HOSTFILE=hostfile
             ),
         )
@@ -109,7 +89,7 @@ def shapes(tmp: str) -> list[tuple[str, dict[str, str]]]:
     out.append(
         (
             "het step, 2 components x 50k",
-            step_env(
+            task_env(
                 het,
                 last,
                 nodes[half:] + nodes[:half],
@@ -142,7 +122,7 @@ def compare_tf(repeat: int) -> tuple[float, float, bool] | str:
     step, or why TF failed. TF runs in a subprocess, timed after its import."""
     nodes = [f"nid{i:05d}" for i in range(4_000)]  # names sort like node order: TF is right here
     layout = block_layout(nodes, [10] * 4_000)
-    env = step_env(layout, 39_999)
+    env = task_env(layout, 39_999)
 
     def ours() -> list[str]:
         mine = layout_for(Step.from_environ(env))

@@ -12,7 +12,7 @@ other processes hits all three alike:
 and the same two with the hook run by the plugin (``prolog=`` on its plugstack line, no
 TaskProlog at all): (b2) without and (c2) with --tf-dist, where Python runs once per node
 and step; and (c3) like (c2) but with that per-node run refused (the hook behind ``prolog=``
-fails ``--node``), so every task runs the hook itself, as before. It prints the medians and the
+fails ``--node``), so every task runs the hook itself, as in (c). It prints the medians and the
 per-task deltas (step delta / tasks) against the targets:
 (b)-(a) <= 1 ms per task, (c)-(a) <= 30 ms per task. As references it also times (r) a
 cluster whose TaskProlog is an empty ``/bin/sh`` script (Slurm's own cost of running any
@@ -208,7 +208,7 @@ def rows(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> tupl
         raise SystemExit("cannot run the cluster bench: " + "; ".join(missing))
     med = measure(runs, warmup, nodes, tasks, snapshot).med
     per_task = {k: (med[k] - med["a"]) / tasks / 1000 for k in med}
-    # (c2) against set-up A's floor (f), issue 17: at most twice it, i.e. a ratio >= 0.5
+    # (c2) against set-up A's floor (f): at most twice it, i.e. a ratio >= 0.5
     floor = {FLOOR_ANCHOR: per_task["f"]} if per_task["f"] > 0 else {}
     out = [
         Row(

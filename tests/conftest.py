@@ -14,8 +14,10 @@ instead, so a CI run can never pass by skipping the tests that matter.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -78,6 +80,64 @@ def skip_or_fail(reason: str) -> None:
     if in_ci():
         pytest.fail(f"CI=true and the cluster tests cannot run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def tfslurm_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tfslurm ARGS`` run to its end with ``env`` over this session's environment
+    less its SLURM_*, TFSLURM_*, TF_CONFIG and CUDA* variables."""
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tfslurm", *args],
+        env=clean | (env or {}),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+# A TF_CONFIG of one worker on 127.0.0.1:1, for `tfslurm run` outside Slurm.
+SINGLE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
+
+
+def tfslurm_run(*args: str, tf_config: str = SINGLE_WORKER, **env: str) -> subprocess.Popen[str]:
+    """``tfslurm run ARGS`` outside Slurm, its role from ``tf_config``: none of this session's
+    SLURM_* and TFSLURM_* variables, TF's start-up quiet, stdout and stderr piped as text."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
+    full.update({"TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"})
+    full.update({"no_proxy": "*"}, **env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfslurm", "run", *args],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# A program that waits up to 20 s for tfslurm's stop flag and says whether it came.
+STOPPABLE = (
+    "import sys, time, tfslurm.runtime as r\n"
+    "print('ready', flush=True)\n"
+    "end = time.time() + 20\n"
+    "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
+    "print('stopped' if r.requested() else 'timeout', flush=True)\n"
+)
+
+
+def started(tmp: Path, program: str, *options: str) -> subprocess.Popen[str]:
+    """``tfslurm run OPTIONS -- python prog.py``, ``program`` the text of a script that
+    prints "ready" first, once it did."""
+    script = tmp / "prog.py"
+    script.write_text(program)
+    proc = tfslurm_run(*options, "--", "python", str(script))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -35,6 +35,33 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+def _demo(
+    *args: str,
+    env: dict[str, str] | None = None,
+    as_user: tuple[str, ...] = (),
+    cwd: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``tfslurm demo ARGS`` run to its end (``as_user``: the command that runs it as another user)."""
+    argv = [*as_user, *TFSLURM, "demo", *args]
+    env = _clean_env() if env is None else env
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=timeout, env=env, cwd=cwd
+    )
+
+
+def _start_demo(*args: str) -> subprocess.Popen[str]:
+    """``tfslurm demo ARGS`` started as from a terminal (Ctrl-C reaches it), its output in one pipe."""
+    return subprocess.Popen(
+        [*TFSLURM, "demo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_clean_env(),
+        preexec_fn=_sigint_default,
+    )
+
+
 def _processes_mentioning(text: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -53,9 +80,7 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
     slurm_cluster_factory()  # skips (or fails in CI) where no cluster can run
     _need_tensorflow()
     started = time.monotonic()
-    done = subprocess.run(
-        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=300, env=_clean_env()
-    )
+    done = _demo(timeout=300)
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
@@ -75,14 +100,7 @@ def test_demo_trains_across_nodes_and_cleans_up(slurm_cluster_factory):
 def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
     slurm_cluster_factory()
     _need_tensorflow()
-    proc = subprocess.Popen(
-        [*TFSLURM, "demo", "--steps", "100000"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_clean_env(),
-        preexec_fn=_sigint_default,
-    )
+    proc = _start_demo("--steps", "100000")
     lines = []
     state = None
     try:
@@ -106,9 +124,7 @@ def test_demo_ctrl_c_tears_the_cluster_down(slurm_cluster_factory):
 def test_demo_without_cluster_support_is_one_clear_line():
     env = _clean_env()
     env["TFSLURM_NO_CLUSTER"] = "1"
-    done = subprocess.run(
-        [*TFSLURM, "demo"], capture_output=True, text=True, check=False, timeout=60, env=env
-    )
+    done = _demo(env=env)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -121,15 +137,7 @@ def test_demo_without_cluster_support_is_one_clear_line():
 def test_demo_as_non_root_says_so():
     env = _clean_env()
     env["HOME"] = "/tmp"
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *TFSLURM, "demo"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=env,
-        cwd="/tmp",
-    )
+    done = _demo(env=env, as_user=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"), cwd="/tmp")
     assert done.returncode == 2, done.stderr
     assert re.fullmatch(
         r"tfslurm demo: error: cannot start a local Slurm cluster: needs root[^\n]*\n", done.stderr
@@ -137,24 +145,10 @@ def test_demo_as_non_root_says_so():
 
 
 def test_demo_rejects_bad_options():
-    done = subprocess.run(
-        [*TFSLURM, "demo", "--nodes", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=_clean_env(),
-    )
+    done = _demo("--nodes", "0")
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --nodes 0: choose 1 to 16"
-    done = subprocess.run(
-        [*TFSLURM, "demo", "--timeout", "nan"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=_clean_env(),
-    )
+    done = _demo("--timeout", "nan")
     assert done.returncode == 2
     assert done.stderr.strip() == "tfslurm demo: error: --timeout nan: choose a positive number of seconds"
 
@@ -165,14 +159,7 @@ def test_demo_rejects_bad_cluster_options_in_one_line():
         (["--ctld-port", "80"], "--ctld-port 80: expected an integer in 1024..65534"),
         (["--resv-ports", "30000-20000"], "--resv-ports '30000-20000': expected LOW-HIGH"),
     ):
-        done = subprocess.run(
-            [*TFSLURM, "demo", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            env=_clean_env(),
-        )
+        done = _demo(*args)
         assert done.returncode == 2
         assert done.stderr.strip() == f"tfslurm demo: error: {needle}" or (
             len(done.stderr.splitlines()) == 1 and needle in done.stderr
@@ -187,24 +174,15 @@ def test_demo_takes_its_state_dir_and_ports(slurm_cluster_factory, tmp_path):
     _need_tensorflow()
     state = Path(f"/tmp/tfs-demo-opts-{os.getpid()}")
     port = 30000 + os.getpid() % 2000 * 2
-    proc = subprocess.Popen(
-        [
-            *TFSLURM,
-            "demo",
-            "--steps",
-            "100000",
-            "--state-dir",
-            str(state),
-            "--ctld-port",
-            str(port),
-            "--resv-ports",
-            "21000-21100",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_clean_env(),
-        preexec_fn=_sigint_default,
+    proc = _start_demo(
+        "--steps",
+        "100000",
+        "--state-dir",
+        str(state),
+        "--ctld-port",
+        str(port),
+        "--resv-ports",
+        "21000-21100",
     )
     lines = []
     try:

@@ -6,7 +6,7 @@ check parses each module and reports every *read* of such a variable from a mapp
 ``m.get(KEY)``, ``m.pop(KEY)``, ``os.getenv(KEY)``, ``m[KEY]`` (not as an assignment
 target: writing a variable, e.g. for a child's environment, is fine) and ``KEY in m``, where
 ``KEY`` is a ``SLURM*``/``TFSLURM*`` string, an f-string starting so, or a name bound to
-such a string anywhere in the package (``JOBS_VARIABLE``). ``tfslurm/localcluster/`` (the
+such a string anywhere in the package (``TF_DIST_VARIABLE``). ``tfslurm/localcluster/`` (the
 test cluster harness) and ``tfslurm/examples/`` are not the library and are not checked.
 """
 
@@ -90,7 +90,7 @@ def offenders(package: Path = PACKAGE) -> dict[str, list[str]]:
     }
 
 
-def test_only_the_snapshot_modules_read_slurm_or_tfslurm_variables() -> None:
+def test_only_snapshot_modules_read_slurm_or_tfslurm_variables() -> None:
     assert {"TF_DIST_VARIABLE", "DESCRIPTOR_VARIABLE", "ASSIGNED_VARIABLE"} <= _variable_constants(_modules())
     assert offenders() == {}, "read Step / Settings instead of the environment"
 
@@ -111,7 +111,7 @@ def test_the_snapshot_modules_are_where_the_reads_are() -> None:
         'os.getenv("TFSLURM_PEER_TIMEOUT")',
         'env["TFSLURM_IFACE"]',
         'x = os.environ["SLURM_PROCID"] == "0"',
-        "env.get(JOBS_VARIABLE) or None",
+        "env.get(TF_DIST_VARIABLE) or None",
         "plan.step.env.get(plan.DESCRIPTOR_VARIABLE)",
         '"SLURM_STEP_GPUS" in env',
         "UNEVEN_VARIABLE not in env",
@@ -120,7 +120,7 @@ def test_the_snapshot_modules_are_where_the_reads_are() -> None:
     ],
 )
 def test_a_planted_read_is_found(line: str) -> None:
-    constants = {"JOBS_VARIABLE", "DESCRIPTOR_VARIABLE", "UNEVEN_VARIABLE"}
+    constants = {"TF_DIST_VARIABLE", "DESCRIPTOR_VARIABLE", "UNEVEN_VARIABLE"}
     source = f"import os\n\ndef f(env, plan, n):\n    {line}\n"
     assert environ_reads(source, constants) == [f"4: {line}"]
 
@@ -156,4 +156,4 @@ def test_a_planted_read_fails_the_package_check(tmp_path: Path) -> None:
 )
 def test_writes_and_other_variables_are_not_reads(line: str) -> None:
     source = f"import os\n\ndef f(env, task_env, gtid, raw):\n    {line}\n"
-    assert environ_reads(source, {"JOBS_VARIABLE"}) == []
+    assert environ_reads(source, {"TF_DIST_VARIABLE"}) == []

@@ -171,16 +171,14 @@ def test_a_missing_or_misnamed_interface_is_one_line(slurm_cluster: LocalCluster
 def test_sbatch_template(slurm_cluster: LocalCluster, tmp_path: Path, runtime: str) -> None:
     """Each runtime's template, as submitted: two nodes, the example collective, COMPLETED.
     The torch one runs on the second network (TFSLURM_IFACE=eth1 in the job)."""
-    from test_runtime_cluster import submit
+    from jobs import completed, submit
 
     skip_without(*NEEDS[runtime])
     tmp_path.chmod(0o755)
     options = ("--export=ALL,TFSLURM_IFACE=eth1",) if runtime == "torch" else ()
     job, log = submit(slurm_cluster, tmp_path, f"{runtime}.sbatch",
                       sys.executable, "-m", "tfslurm.examples.collective", runtime, options=options)  # fmt: skip
-    state = slurm_cluster.wait_job(job, timeout=180)
-    text = log.read_text()
-    assert state == "COMPLETED", text[-3000:]
+    text = completed(slurm_cluster, job, log, timeout=180)
     sums = sorted(line.split(": ", 1)[1] for line in text.splitlines() if " sum " in line)
     assert sums == ["rank 0 of 2: sum 3 (expected 3)", "rank 1 of 2: sum 3 (expected 3)"], text[-3000:]
 

@@ -17,7 +17,7 @@ def test_hostlist_inputs_give_answers_or_one_line_errors() -> None:
     assert outcomes["ok"] > 1000 and outcomes["HostlistError"] > 300  # both sides reached
 
 
-def test_time_bound_is_one_second_up_to_the_bound_size_then_linear() -> None:
+def test_time_bound_is_one_second_to_bound_size_then_linear() -> None:
     assert fuzz_hostlist.cpu_bound(0) == fuzz_hostlist.MAX_SECONDS == 1.0
     assert fuzz_hostlist.cpu_bound(fuzz_hostlist.TIME_BOUND_HOSTS) == 1.0
     assert fuzz_hostlist.cpu_bound(300_000) == 3.0

@@ -162,7 +162,7 @@ def test_gpus_total_3_is_uneven_over_two_nodes(version: str) -> None:
         assignments(fid, gpus_per_task=1)
 
 
-def test_gpu_bind_none_names_no_device_and_touches_nothing_on_22_05() -> None:
+def test_gpu_bind_none_on_22_05_names_no_device_touches_nothing() -> None:
     # 22.05 sets only SLURM_GPUS_ON_NODE: no variable says which devices.
     for task, _step, gpu in assignments("13_gpus_per_node_bind_none"):
         assert "CUDA_VISIBLE_DEVICES" not in task.env and task.env["SLURMD_TRES_BIND"] == "gpu:none"
@@ -174,7 +174,7 @@ def test_gpu_bind_none_names_no_device_and_touches_nothing_on_22_05() -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS[1:])
-def test_gpu_bind_none_on_24_11_and_later_lists_the_node_and_is_split(version: str) -> None:
+def test_gpu_bind_none_from_24_11_lists_the_node_and_is_split(version: str) -> None:
     # 24.11+ set CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS to the node's list under
     # --gpu-bind=none: a per-node list like --gpus-per-node=2's, split the same way.
     fid = fid_of(version, "13_gpus_per_node_bind_none")
@@ -287,7 +287,7 @@ def test_intel_ze_affinity_mask_with_subdevices() -> None:
     assert gpu.variable == "ZE_AFFINITY_MASK" and gpu.devices == ("0.0", "0.1")
 
 
-def test_secondary_variables_follow_by_position_or_are_left_alone() -> None:
+def test_secondary_variables_follow_by_position_or_stay_as_is() -> None:
     env = {
         "CUDA_VISIBLE_DEVICES": "0,1",
         "GPU_DEVICE_ORDINAL": "4,5",  # same length: mapped by position
@@ -317,7 +317,7 @@ def test_gpus_per_task_zero_hides_everything_slurm_set() -> None:
     assert gpu.devices == () and gpu.env() == {"CUDA_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
 
 
-def test_unknown_local_task_count_keeps_the_list_or_checks_own_block() -> None:
+def test_unknown_local_task_count_keeps_list_or_checks_own_block() -> None:
     env = {"CUDA_VISIBLE_DEVICES": "0,1,2", "SLURM_GPUS_ON_NODE": "3"}
     assert assign_gpus_from_env(env, local_id=1).devices == ("0", "1", "2")
     assert assign_gpus_from_env(env, local_id=1, gpus_per_task=1).devices == ("1",)
@@ -380,7 +380,7 @@ def test_a_per_task_list_that_is_the_whole_node_list_is_split(bind: str) -> None
     assert assign_gpus_from_env(mapped, local_id=1, local_tasks=2).devices == ("0", "1", "2", "3")
 
 
-def test_whole_node_list_split_by_the_gpus_per_task_slurm_was_asked_for() -> None:
+def test_node_list_split_by_the_gpus_per_task_slurm_was_given() -> None:
     # --gpus-per-task=1 --gpu-bind=closest with 4 GPUs and 2 tasks: one each (24.11+ says
     # SLURM_TRES_PER_TASK, older sbatch jobs SLURM_GPUS_PER_TASK), not a balanced 2 each.
     base = {
@@ -418,7 +418,7 @@ def test_bind_none_with_exactly_the_allocated_gpus_visible(tmp_path: Path) -> No
     assert "nvidia-smi sees exactly 2" in gpu.source
 
 
-def test_bind_none_with_more_gpus_visible_than_allocated_names_none(tmp_path: Path) -> None:
+def test_bind_none_with_more_gpus_visible_than_held_names_none(tmp_path: Path) -> None:
     smi = fake_smi(tmp_path, 'for i in 0 1 2 3; do echo "GPU $i: Fake"; done')
     gpu = assign_gpus_from_env(BIND_NONE, local_id=0, local_tasks=2, nvidia_smi=smi)
     assert gpu.devices == () and gpu.unbound == 2 and gpu.env() == {}
@@ -496,7 +496,7 @@ def node_envs(draw: st.DrawFn) -> tuple[dict[str, str], int, int | None]:
 
 @settings(max_examples=300)
 @given(node_envs())
-def test_every_task_gets_a_subset_and_disjoint_devices_under_gpus_per_task(case: tuple) -> None:
+def test_gpus_per_task_gives_each_task_a_disjoint_subset(case: tuple) -> None:
     env, tasks, per_task = case
     results = []
     for local_id in range(tasks):
@@ -589,7 +589,7 @@ def test_local_id_comes_from_the_layout_and_is_never_guessed() -> None:
     assert alone.devices == ("0", "1", "2", "3")
 
 
-def test_marker_makes_reassignment_idempotent_without_a_slurm_reference() -> None:
+def test_marker_makes_reassignment_idempotent_without_reference() -> None:
     # Where Slurm manages no GPUs there is no SLURM_STEP_GPUS to compare with: the marker decides.
     env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
     first = assign_gpus_from_env(env, local_id=1, local_tasks=2)
@@ -618,10 +618,12 @@ def plan_warnings(
     return gpu_warnings(step, layout, gpu, dev_dir=dev_dir, **kwargs)  # type: ignore[arg-type]
 
 
-def fixture_warnings(fid: str, **kwargs: object) -> dict[int, tuple[str, ...]]:
+def fixture_warnings(fid: str, gpus: str | None = None, **kwargs: object) -> dict[int, tuple[str, ...]]:
+    """rank -> the warnings its plan prints, for the tasks of a recorded step that have any
+    (``gpus``: as if every node held these devices, see with_gpus)."""
     out = {}
     for task in FIXTURES[fid].steps["s0"]:
-        lines = plan_warnings(task.env, **kwargs)
+        lines = plan_warnings(task.env if gpus is None else with_gpus(task.env, gpus), **kwargs)
         if lines:
             out[task.procid] = lines
     return out
@@ -727,11 +729,10 @@ def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
     # srun -N2 -n5 (4 + 1 tasks) as if with --gres=gpu:2: node1 splits 1,1,0,0, node2's only
     # task gets 2. Node1's local task 0 says "fewer" and "unequal", each task with 0 says so;
     # node2 (not rank 0) stays quiet about the cross-node difference node1 already reports.
-    got = {}
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1"))
-        if lines:
-            got[task.procid] = [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+    got = {
+        rank: [line.split(":", 2)[2].split(";")[0].split(":")[0].strip() for line in lines]
+        for rank, lines in fixture_warnings(fid_of(version, "05_uneven_N2_n5"), gpus="0,1").items()
+    }
     zero = "task {} on node1 gets 0 GPUs while other tasks of the step have some (2 GPU(s) for 4 task(s) on the node)"
     assert got == {
         0: ["node node1 has 2 GPU(s) for 4 tasks", "tasks get unequal GPU counts (1, 1, 0, 0 on node node1)"],
@@ -741,39 +742,19 @@ def test_gres_gpu2_over_4_plus_1_tasks_warns_node1(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_gres_gpu4_over_4_plus_1_tasks_is_uneven_across_nodes(version: str) -> None:
-    # --gres=gpu:4: node1 1,1,1,1, node2 4. Each node is even in itself; rank 0 says the
-    # cross-node line once.
-    got = {}
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
-        if lines:
-            got[task.procid] = lines
-    assert got == {
+@pytest.mark.parametrize(("fixture", "others"), [("05_uneven_N2_n5", "4"), ("07_uneven_N3_n7", "2, 4")])
+def test_gres_gpu4_over_uneven_nodes_is_uneven_across_nodes(version: str, fixture: str, others: str) -> None:
+    # --gres=gpu:4 over srun -N2 -n5 (4 + 1 tasks: 1,1,1,1 / 4) or -N3 -n7 (4, 2, 1 tasks:
+    # 1,1,1,1 / 2,2 / 4). Each node is even in itself; rank 0 says the cross-node line once.
+    fid = fid_of(version, fixture)
+    assert fixture_warnings(fid, gpus="0,1,2,3") == {
         0: (
-            "tfslurm: warning: tasks get unequal GPU counts (1 here, 4 on other nodes if they hold 4 GPUs "
+            f"tfslurm: warning: tasks get unequal GPU counts (1 here, {others} on other nodes if they hold 4 GPUs "
             "like this one)" + UNEVEN_TAIL,
         )
     }
     # with gpus_per_task=1 every task has one: even, silent
-    for task in FIXTURES[fid_of(version, "05_uneven_N2_n5")].steps["s0"]:
-        assert plan_warnings(with_gpus(task.env, "0,1,2,3"), gpus_per_task=1) == ()
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_gres_gpu4_over_4_2_1_tasks_is_uneven_across_nodes(version: str) -> None:
-    # srun -N3 -n7 (4, 2, 1 tasks) with --gres=gpu:4: 1,1,1,1 / 2,2 / 4.
-    got = {}
-    for task in FIXTURES[fid_of(version, "07_uneven_N3_n7")].steps["s0"]:
-        lines = plan_warnings(with_gpus(task.env, "0,1,2,3"))
-        if lines:
-            got[task.procid] = lines
-    assert got == {
-        0: (
-            "tfslurm: warning: tasks get unequal GPU counts (1 here, 2, 4 on other nodes if they hold 4 GPUs "
-            "like this one)" + UNEVEN_TAIL,
-        )
-    }
+    assert fixture_warnings(fid, gpus="0,1,2,3", gpus_per_task=1) == {}
 
 
 def test_no_gres_but_gpu_device_files_warns_once_per_node(tmp_path: Path) -> None:
@@ -823,7 +804,7 @@ def test_every_recorded_shape_has_its_policy_row(name: str, version: str) -> Non
     assert not rule.startswith("("), f"{name} on {version} lands on a row that says the version cannot set it"
 
 
-def test_policy_table_covers_every_kind_and_version_and_is_in_the_docs() -> None:
+def test_policy_table_covers_every_kind_and_version_and_docs() -> None:
     from tfslurm.gpus import POLICY, GpuBinding
 
     assert set(POLICY) == set(GpuBinding)
@@ -920,7 +901,7 @@ def slurm_steps(draw: st.DrawFn) -> tuple[str, str, list[dict[str, str]]]:
 
 @settings(max_examples=200, deadline=None)
 @given(slurm_steps())
-def test_random_steps_stay_within_slurm_never_share_and_warn_every_uneven_split(case: tuple) -> None:
+def test_random_steps_stay_in_slurm_never_share_warn_if_uneven(case: tuple) -> None:
     from tfslurm.gpus import gpu_warnings
 
     version, shape, envs = case

@@ -215,7 +215,7 @@ def test_gpus_per_task_binding_is_kept(slurm_cluster: Any) -> None:
         assert row["source"].startswith(f"per-task binding (SLURMD_TRES_BIND={tres_prefix()}per_task:1)")
 
 
-def test_gpu_bind_closest_with_gpus_per_task_2_gives_disjoint_pairs(slurm_cluster: Any) -> None:
+def test_gpu_bind_closest_gpus_per_task_2_gives_disjoint_pairs(slurm_cluster: Any) -> None:
     # On one-socket nodes Slurm's closest gives every task of the node the step's whole list
     # (0,1,2,3 here); tfslurm splits it: each task its own pair, the pairs disjoint.
     results, allocated = run_step(
@@ -282,7 +282,7 @@ def test_gpu_bind_none_with_gpus_per_task_is_one_clear_error(slurm_cluster: Any)
             assert "error" not in row and row["devices"] == [str(row["local"])]
 
 
-def test_cpu_only_step_on_the_gpu_cluster_gets_zero_gpus_even_with_an_inherited_cvd(
+def test_cpu_only_step_gets_no_gpus_despite_inherited_cvd(
     slurm_cluster: Any,
 ) -> None:
     proc = slurm_cluster.srun(
@@ -479,7 +479,7 @@ def test_two_concurrent_jobs_with_reserved_ports_never_collide(slurm_cluster: An
     check_concurrent(run_concurrent(slurm_cluster, []), "r")
 
 
-def test_two_concurrent_jobs_without_reservation_use_derived_ports_that_do_not_collide(
+def test_concurrent_unreserved_jobs_derive_non_colliding_ports(
     slurm_cluster: Any,
 ) -> None:
     # A bare --resv-ports reserves nothing (ResvPorts=(null)): the step looks exactly like one
@@ -505,7 +505,7 @@ def run_concurrent_steps(cluster: Any, workdir: Any, resv: list[str]) -> list[di
     return results
 
 
-def test_cluster_without_mpiparams_derives_ports_that_bind_and_never_collide(
+def test_without_mpiparams_derived_ports_bind_and_never_collide(
     slurm_cluster_factory: Any, tmp_path_factory: Any
 ) -> None:
     # A site that never configured MpiParams=ports: no step has SLURM_STEP_RESV_PORTS.

@@ -125,11 +125,11 @@ BAD_EXPRS = {
     "n[99999999999999999999999]": "64-bit",
     "a[1-40000,1-40000]b[1]": "non-final group",
     "a[1-65536]b[1-65536]": "more than 1048576 hosts",
-    # issue 16 H4: Slurm 22.05 keeps a newline in a host name (or says Invalid hostlist)
+    # Slurm 22.05 keeps a newline in a host name (or says Invalid hostlist)
     "q[1]\nb": "newline at offset 4",
     "q1\nb": "newline at offset 2",
     "n[1\n2]": "newline at offset 3",
-    # issue 13 item 7: Slurm saturates or crashes on numbers past 2**64 - 1
+    # Slurm saturates or crashes on numbers past 2**64 - 1
     "n18446744073709551616": "64-bit",
     "n[18446744073709551614-18446744073709551616]": "64-bit",
     "n1844674407370955161[5-6]": "64-bit",
@@ -227,7 +227,7 @@ HOSTILE_ERRORS = [
 
 @pytest.mark.parametrize("expr", HOSTILE_ERRORS, ids=range(len(HOSTILE_ERRORS)))
 def test_error_messages_are_one_bounded_line(expr: str) -> None:
-    # issue 16 H2: one line, at most 300 characters, whatever the input
+    # one line, at most 300 characters, whatever the input
     for function in (expand, count, expand_counts, lambda t: compress([t]), lambda t: nth(t, 0)):
         with pytest.raises(HostlistError) as info:
             function(expr)
@@ -370,7 +370,7 @@ def test_compress_rejects_names_that_would_not_read_back(bad) -> None:
 
 @settings(max_examples=500)
 @given(st.lists(st.text(max_size=8), max_size=8), st.booleans())
-def test_compress_of_arbitrary_text_gives_a_string_or_hostlist_error(hosts: list[str], sort: bool) -> None:
+def test_compress_of_any_text_gives_a_string_or_hostlist_error(hosts: list[str], sort: bool) -> None:
     try:
         text = compress(hosts, sort=sort)
     except HostlistError as exc:
@@ -523,7 +523,7 @@ def overlapping_runs(draw) -> list[str]:
 @given(overlapping_runs())
 @example(["n9", "n10", "n00", "n9", "n10"])  # Slurm's split loses n00: hosts sorted one by one
 @example(["n9", "n10", "n00", "n9", "n10", "x", "n"])  # the same, names without a number
-def test_sorted_compress_of_overlaps_merges_numbers_as_slurm_splits_runs(hosts: list[str]) -> None:
+def test_sorted_compress_merges_overlaps_splits_runs_as_slurm(hosts: list[str]) -> None:
     """The by-prefix merge of overlapping runs (linear after a sort) writes exactly what the
     literal transcription of hostlist_coalesce + collapse writes (quadratic in overlaps)."""
     literal = compression.compress_by_host(hosts, True)
@@ -548,7 +548,7 @@ def names_among_numbered(draw) -> list[str]:
 @given(names_among_numbered())
 # n9 and n10 are pushed as two runs (r10n stands between them), so n01 sorts between them
 @example(["x-0", "n01", "x-3", "é11", "é008", "n9", "r10n", "n10", "n1x", "a", "r10n01"])
-def test_sorted_compress_of_names_among_numbered_hosts_is_the_host_by_host_text(hosts: list[str]) -> None:
+def test_sorted_compress_of_mixed_names_is_host_by_host_text(hosts: list[str]) -> None:
     """Names without a number are sorted apart from the numbered hosts, which take the
     column path; the text is the literal transcription's on every input."""
     assert compress(hosts, sort=True) == compression.compress_by_host(hosts, True)
@@ -621,8 +621,8 @@ def test_compress_of_many_prefixes_is_the_host_by_host_text(hosts: list[str], so
             )
 
 
-def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_text() -> None:
-    # issue 16 (fuzz, 3.9 s): 271,524 hosts of which some end in a 30-digit zero-padded
+def test_zero_padding_past_20_digits_keeps_the_same_text() -> None:
+    # found by the fuzz target: 271,524 hosts of which some end in a 30-digit zero-padded
     # number; the last unpadded host overlaps the first padded one in value, an overlap of
     # incompatible widths that Slurm's coalesce leaves alone (so must the fast paths)
     hosts = expand("r2n[347-359,000000000000000001123]6[1147-1157,234-244][495-497]4")
@@ -633,9 +633,8 @@ def test_numbers_zero_padded_past_20_digits_take_the_column_path_with_the_same_t
 
 
 def test_sorted_compress_of_large_overlaps() -> None:
-    # issue 16: four overlapping 60,000-host runs took 3 s (2.2 s with names without a
-    # numeric tail among them): Slurm's split made one Python list per repeated host.
-    # Speed is in bench/hostlist.py and the fuzz target; here, the result.
+    # four overlapping 60,000-host runs, some with names without a numeric tail among
+    # them. Speed is in bench/hostlist.py and the fuzz target; here, the result.
     cases = [
         "n[0-60000],n[5-60005],n[10-60010],n[100-60100]",
         "n[0-60000]x,n[5-60005]x,n[10-60010],n[100-60100]",
@@ -651,7 +650,7 @@ def test_sorted_compress_of_large_overlaps() -> None:
 
 
 def test_numbers_past_64_bits_are_refused() -> None:
-    # issue 13 item 7: Slurm saturates such numbers (n18446744073709551616 becomes
+    # Slurm saturates such numbers (n18446744073709551616 becomes
     # n18446744073709551615) or crashes, so no node has such a name: refused everywhere.
     for hosts in (
         ["n18446744073709551616"],
@@ -751,7 +750,7 @@ def test_sorted_compress_never_invents_or_loses_hosts(parts: list[tuple[str, int
     assert Counter(hostlist.expand(text)) == Counter(names)
 
 
-# ---- linear time at the limits (issue 16 H3) ---------------------------------------------
+# ---- linear time at the limits -----------------------------------------------------------
 
 
 def _seconds(function) -> float:
@@ -763,12 +762,12 @@ def _seconds(function) -> float:
 def test_count_of_many_bracket_free_hosts_is_as_fast_as_expand() -> None:
     for expr in ("n," * (hostlist.MAX_HOSTS - 1) + "n", "n[1]," + "n," * (hostlist.MAX_HOSTS - 2) + "n"):
         assert count(expr) == hostlist.MAX_HOSTS
-        # was 2.4 s against 0.01 s for expand; now one split (generous bound for loaded CI)
+        # one split, about as fast as expand (generous bound for loaded CI)
         assert _seconds(lambda e=expr: count(e)) < 2.0 + 20 * _seconds(lambda e=expr: expand(e))
 
 
 def test_sorted_compress_of_names_without_numbers_is_fast() -> None:
-    hosts = expand("h[1-700]x[1-1000]J")  # no numeric tail: was 7.6 s and 548 MB
+    hosts = expand("h[1-700]x[1-1000]J")  # no numeric tail: 700,000 names sorted as text
     took = _seconds(lambda: compress(hosts, sort=True))
     assert took < 20, took
     small = expand("h[1-70]x[1-100]J,a[1-5]-b,h[01-3]x0J")
@@ -789,17 +788,17 @@ def test_natural_keys_sort_as_natural_key(names: list[str]) -> None:
 
 
 def test_natural_keys_of_many_names_share_one_encoding() -> None:
-    # Keys were made 65,536 names at a time, each batch choosing its own encoding (ASCII
-    # or UTF-8 bytes as signed chars), and keys of the two do not compare: a non-ASCII
-    # name after the first batch sorted after "a0x" although strnatcmp puts it first.
+    # Keys made 65,536 names at a time, each batch choosing its own encoding (ASCII or
+    # UTF-8 bytes as signed chars), would not compare across batches: a non-ASCII name
+    # after the first batch would sort after "a0x" although strnatcmp puts it first.
     names = [f"a{i}x" for i in range(65_536)] + ["éz"]
     assert natural.natural_order(names)[:2] == [65_536, 0]
     assert compress(names, sort=True).startswith("éz,a0x,a1x,")
 
 
 def test_expanding_scattered_hosts_stays_near_the_memory_floor() -> None:
-    # issue 17 item 5: what Slurm writes for shuffled hosts is one long bracket of single
-    # numbers (with a span or two); expanding it peaked at 4x the list it returns
+    # what Slurm writes for shuffled hosts is one long bracket of single numbers (with a
+    # span or two); expanding it must not peak at a multiple of the list it returns
     numbers = list(range(200_000))
     random.Random(42).shuffle(numbers)
     numbers[10:12] = [7, 8]  # a span
@@ -823,7 +822,7 @@ def _expand_traced(text: str) -> tuple[list[str], int]:
         tracemalloc.stop()
 
 
-def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None:
+def test_expanding_scattered_brackets_stays_near_memory_floor() -> None:
     # 25 items of 4,000 scattered numbers each: what expand keeps of the parsed groups
     # (their split parts, from the 64-bit check of "n1[...]") is gone before the hosts
     numbers = list(range(100_000))
@@ -837,9 +836,9 @@ def test_expanding_many_scattered_brackets_stays_near_the_memory_floor() -> None
     assert peak < 1.5 * floor, (peak, floor)
 
 
-def test_trailing_numbers_made_of_several_groups_are_checked_without_expanding() -> None:
+def test_multi_group_trailing_numbers_checked_without_expanding() -> None:
     # the digits after the last non-digit span groups and texts: found by the fuzz target
-    # (it took seconds, expanding 900k hosts three times, to accept or refuse them)
+    # (expanding the 900k hosts, three times, takes seconds to accept or refuse them)
     ok = "n[000000000000000000001-5000][00-99]"
     assert count(ok) == 500_000
     bad = "é[000000000000000000086-0770][1134][000000000000000000218-643]"

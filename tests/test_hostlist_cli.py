@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
+
+from conftest import tfslurm_cli
 
 
 def tfslurm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tfslurm", "hostlist", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return tfslurm_cli("hostlist", *args, stdin=stdin)
 
 
 def test_expand_prints_one_host_per_line() -> None:
@@ -49,7 +43,7 @@ def test_errors_are_one_line_on_stderr_with_status_2() -> None:
 
 
 def test_hostile_input_gives_one_bounded_line() -> None:
-    # issue 16 H2: a newline inside the expression and a 1 MB expression
+    # a newline inside the expression and a 1 MB expression
     for done in (
         tfslurm("expand", "n[1\n2]"),
         tfslurm("compress", stdin="n[" + "1," * 500_000 + "x]"),

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import observed
+from conftest import tfslurm_cli
+from stepenv import task_env
 from tfslurm import hostlist
 from tfslurm.errors import LayoutError, SlurmEnvError, TfslurmError
 from tfslurm.layout import (
@@ -78,34 +78,8 @@ def test_het_step_sizes_and_single_component_step(tmp_path: Path) -> None:
 
 
 def task_envs(layout: Layout, node_order: list[str] | None = None, **extra: str) -> list[dict[str, str]]:
-    """Every task's environment for a step really laid out as ``layout``.
-
-    ``node_order`` gives the nodes by SLURM_NODEID when that differs from ``layout.nodes``
-    (het steps number nodes in component order).
-    """
-    order = list(layout.nodes) if node_order is None else node_order
-    counts = [layout.tasks_on(i) for i in range(len(layout.nodes))]
-    common = {
-        "SLURM_JOB_ID": "42",
-        "SLURM_STEP_ID": "0",
-        "SLURM_STEP_NODELIST": hostlist.compress(list(layout.nodes)),
-        "SLURM_STEP_TASKS_PER_NODE": hostlist.compress_counts(counts),
-        "SLURM_STEP_NUM_TASKS": str(layout.num_tasks),
-        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
-    } | extra
-    envs = []
-    for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local, strict=True)):
-        envs.append(
-            common
-            | {
-                "SLURM_PROCID": str(rank),
-                "SLURM_LOCALID": str(local),
-                "SLURM_NODEID": str(order.index(layout.nodes[node])),
-                "SLURMD_NODENAME": layout.nodes[node],
-                "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
-            }
-        )
-    return envs
+    """Every task's environment for a step really laid out as ``layout`` (see stepenv)."""
+    return [task_env(layout, rank, node_order, **extra) for rank in range(layout.num_tasks)]
 
 
 def assert_all_tasks_agree(envs: list[dict[str, str]], expected: list[str]) -> None:
@@ -211,7 +185,7 @@ def test_every_task_of_a_random_step_verifies_and_agrees(
 
 @settings(max_examples=60)
 @given(shapes)
-def test_a_map_the_environment_does_not_show_is_refused_not_guessed(
+def test_a_map_the_environment_hides_is_refused_not_guessed(
     shape: tuple[list[str], list[int]],
 ) -> None:
     # Slurm >= 26.05 without -m orders tasks by topology: simulate it by a layout that is
@@ -245,7 +219,7 @@ def test_arbitrary_follows_the_host_order(hosts: list[str]) -> None:
 
 @settings(max_examples=60)
 @given(st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=3), min_size=2, max_size=4))
-def test_het_step_component_ranks_are_contiguous_in_component_order(
+def test_het_step_ranks_are_contiguous_in_component_order(
     components: list[list[int]],
 ) -> None:
     # Disjoint node sets per component, in an order that is not the union's sorted order.
@@ -493,14 +467,7 @@ def test_layout_helpers_and_bounds() -> None:
 
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-    return subprocess.run(
-        [sys.executable, "-m", "tfslurm", "layout", *args],
-        env=clean | env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return tfslurm_cli("layout", *args, env=env)
 
 
 def test_cli_json_contract(tmp_path: Path) -> None:
@@ -533,7 +500,7 @@ def test_cli_outside_a_step_is_one_line_exit_2(where: str) -> None:
     assert expect in result.stderr
 
 
-def test_sbatch_arbitrary_nodelist_is_sorted_so_the_hostfile_is_needed(tmp_path: Path) -> None:
+def test_sbatch_sorts_arbitrary_nodelists_so_hostfile_is_needed(tmp_path: Path) -> None:
     fixture = observed.load(PATHS["26_sbatch_arbitrary"])
     assert fixture.batch.env["SLURM_ARBITRARY_NODELIST"] == "node[1-2]"  # not node[2,1,2]
     env = dict(fixture.steps["s0"][0].env) | {"SLURM_HOSTFILE": str(tmp_path / "gone")}

@@ -51,7 +51,7 @@ def test_mypy() -> None:
 
 
 def test_every_error_class_is_in_errors_py() -> None:
-    """One place lists what tfslurm raises (issue 14): no exception class elsewhere (the
+    """One place lists what tfslurm raises: no exception class elsewhere (the
     example programs are users' code and keep their own)."""
     import ast
 

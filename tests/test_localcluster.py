@@ -98,7 +98,7 @@ def test_slurm_conf_keeps_everything_in_the_state_dir() -> None:
     assert len(nodes) == 4
 
 
-def test_gpu_less_and_hookless_config_has_no_gres_and_empty_plugstack() -> None:
+def test_gpu_less_hookless_config_has_no_gres_empty_plugstack() -> None:
     config = ClusterConfig(gpus=0)
     values = conf_values(render(config))
     assert "GresTypes" not in values and "TaskProlog" not in values
@@ -134,7 +134,7 @@ def test_preempt_grace_adds_preemption_and_its_partitions() -> None:
             ClusterConfig(preempt_grace=bad)
 
 
-def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:
+def test_names_differ_per_state_dir_and_fit_interface_limits() -> None:
     a = Network.plan("/tmp/tfslurm-cluster-aaaa", "10.213.150", [f"n{i}" for i in range(1, 201)])
     b = Network.plan("/tmp/tfslurm-cluster-bbbb", "10.213.151", ["n1"])
     assert a.bridge != b.bridge and a.nodes[0].veth != b.nodes[0].veth
@@ -142,7 +142,7 @@ def test_derived_names_differ_per_state_dir_and_fit_interface_limits() -> None:
     assert a.nodes[-1].address == "10.213.150.210"
 
 
-def test_clean_environ_strips_outer_slurm_and_sets_conf_and_no_proxy() -> None:
+def test_clean_environ_drops_outer_slurm_sets_conf_and_no_proxy() -> None:
     outer = {"PATH": "/bin", "SLURM_JOB_ID": "7", "SLURMD_NODENAME": "x", "SBATCH_X": "1", "no_proxy": "corp"}
     env = clean_environ(outer, "/s/etc/slurm.conf", ["node1", "node2"])
     assert env["SLURM_CONF"] == "/s/etc/slurm.conf"
@@ -383,7 +383,7 @@ c.stop()
 
 
 @cluster
-def test_same_state_dir_path_in_another_mount_namespace_gets_its_own_links(tmp_path) -> None:
+def test_same_state_dir_in_another_mount_ns_gets_its_own_links(tmp_path) -> None:
     """The versions matrix runs the suite in several roots at once: equal /tmp paths, one netns."""
     state = str(tmp_path / "twin" / "state")
     here = LocalCluster(num_nodes=1, gpus=0, state_dir=state).start()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
+from conftest import tfslurm_cli
 from importcost import added_by
 from tfslurm.descriptor import Descriptor
 from tfslurm.errors import (
@@ -69,7 +68,7 @@ def task_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fid", sorted(observed.ids()))
-def test_every_recorded_task_gets_its_own_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
+def test_each_recorded_task_gets_its_host_and_the_same_cluster(fid: str, tmp_path: Path) -> None:
     for label, tasks in observed.step_envs(fid, tmp_path).items():
         specs = set()
         ports_by_node: dict[str, set[int]] = {}
@@ -180,7 +179,7 @@ def test_hosts_keep_slurm_node_order_and_ports_follow_local_ids() -> None:
     assert plan.cluster.addresses == ("n9:15000", "n9:15001", "n10:15000")
 
 
-def test_tf_config_is_compact_json_with_rpc_layer_only_when_asked() -> None:
+def test_tf_config_is_compact_json_rpc_layer_only_when_asked() -> None:
     plan = plan_for(Step.from_environ(task_env()), "chief:1,worker:*", PlanOptions(port_base=2222))
     text = plan.tf_config()
     assert " " not in text
@@ -203,7 +202,7 @@ def tf_config_oracle(cluster: dict[str, list[str]], job: str, index: int, rpc: s
     return json.dumps(value, separators=(",", ":"))
 
 
-def test_training_tasks_do_not_see_the_evaluator_in_the_hooks_tf_config() -> None:
+def test_hook_tf_config_hides_the_evaluator_from_training_tasks() -> None:
     """One evaluator rule (docs/ps.md): the hook's TF_CONFIG equals what `tfslurm run`
     writes (Role.tf_config): the evaluator sees everything, the training tasks do not see it."""
     from tfslurm.runtime.roles import Role, role_from_tf_config
@@ -314,7 +313,7 @@ def test_assigned_gpus_are_not_split_twice() -> None:
     assert plan_for(Step.from_environ(env)).own.gpus == ("1",)
 
 
-def test_a_list_narrowed_before_the_plan_is_not_split_for_other_ranks() -> None:
+def test_list_narrowed_before_the_plan_is_not_split_per_rank() -> None:
     # The user (or an earlier tool) narrowed the node's 2 GPUs to "1" for this task: the plan
     # keeps it, and must not split "1" again to predict rank 0's devices on the same node.
     env = task_env(CUDA_VISIBLE_DEVICES="1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1")
@@ -550,18 +549,7 @@ def test_long_explicit_maps_are_compressed() -> None:
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
-    }
-    clean.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "tfslurm", *args],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return tfslurm_cli(*args, env=env)
 
 
 def test_cli_tf_config_env_and_plan() -> None:
@@ -589,8 +577,8 @@ def test_cli_tf_config_env_and_plan() -> None:
 
 
 def test_plan_is_printed_once_per_step_by_rank_0() -> None:
-    """`srun -n3 tfslurm plan` printed three interleaved tables; now rank 0 prints the one
-    table (and a note on '?'), the others only check; --all-tasks prints in every task."""
+    """`srun -n3 tfslurm plan` prints one table, not three interleaved: rank 0 prints it (and
+    a note on '?'), the others only check; --all-tasks prints in every task."""
     args = ["plan", "--jobs", "ps:1,worker:2", "--port-base", "7000"]
     other = run_cli(args, task_env(CUDA_VISIBLE_DEVICES="0,1", SLURM_GPUS_ON_NODE="2", SLURM_STEP_GPUS="0,1"))
     assert other.returncode == 0 and other.stdout == "" and other.stderr == ""

@@ -112,7 +112,7 @@ def test_only_slurm_symbols_are_exported(build_dir: Path) -> None:
 
 def test_plugin_is_built_hardened(build_dir: Path) -> None:
     """Loaded into slurmstepd as root: RELRO + BIND_NOW, a non-executable stack, and the
-    stack protector and _FORTIFY_SOURCE checks compiled in (issue 14, as pyxis)."""
+    stack protector and _FORTIFY_SOURCE checks compiled in (as pyxis builds its plugin)."""
     done = make(build_dir, "check-hardening")
     assert done.returncode == 0 and "hardening OK" in done.stdout, done.stdout + done.stderr
     symbols = subprocess.run(
@@ -374,8 +374,8 @@ TEMPLATE_CASES = [
     "{node}.cluster.example.org",
     "ib-{node}",
     "node-ib",
-    "{node}{node}",  # Python took it, C too; neither now (one node's address)
-    "{node}\r",  # Python took control characters and NUL; C never did
+    "{node}{node}",  # refused by both: a template names one node's address
+    "{node}\r",  # control characters and NUL: refused by both
     "{node}\x01",
     "{node}\x7f",
     "{node}\t",

@@ -50,7 +50,7 @@ def rules_of(fid: str, label: str) -> list[tuple[observed.Task, Step, PortRule]]
 
 
 @pytest.mark.parametrize("fid, label", STEPS)
-def test_recorded_steps_agree_on_one_rule_and_ports_are_distinct_per_node(fid: str, label: str) -> None:
+def test_recorded_steps_agree_on_a_rule_with_distinct_node_ports(fid: str, label: str) -> None:
     results = rules_of(fid, label)
     assert len({rule for _, _, rule in results}) == 1, "tasks of one step computed different rules"
     by_node: dict[str, list[int]] = defaultdict(list)
@@ -72,7 +72,7 @@ def components_used(fid: str, label: str) -> int:
 
 
 @pytest.mark.parametrize("fid, label", STEPS)
-def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, label: str) -> None:
+def test_slurm_reserved_ports_are_used_by_local_id(fid: str, label: str) -> None:
     multi_het = components_used(fid, label) > 1
     for task, step, rule in rules_of(fid, label):
         reserved = task.env.get("SLURM_STEP_RESV_PORTS")
@@ -85,7 +85,7 @@ def test_reserved_ports_are_used_by_local_id_when_slurm_reserved_them(fid: str, 
             assert low <= rule.port(step.localid) <= high
 
 
-def test_het_step_over_two_components_does_not_trust_the_union_of_reservations() -> None:
+def test_het_step_does_not_trust_the_union_of_reservations() -> None:
     # Every task of the 2-component step sees the same union; node2's tasks would take
     # ports reserved only on node1. The derived rule is used instead.
     multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
@@ -110,10 +110,10 @@ def with_ids(step: Step, job_id: int, step_id: int) -> Step:
     return Step(step.context, **fields, gpus=step.gpus, settings=step.settings, env=step.env)
 
 
-def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> None:
+def test_het_step_derived_ports_avoid_usual_mpiparams_ranges() -> None:
     """Recorded het steps (MpiParams=ports=20000-20100): for every job id, their derived
-    ports stay outside every usual MpiParams range and every port they were shown (such as
-    derived_base(2, 2, 4) = 20018, inside 20000-20100, would not)."""
+    ports stay outside every usual MpiParams range and every port they were shown (a plain
+    derived_base(2, 2, 4) = 20018 would sit inside 20000-20100)."""
     multi = [(f, label) for f, label in STEPS if components_used(f, label) > 1]
     for fid, label in multi:
         _task, step, _rule = rules_of(fid, label)[0]
@@ -127,7 +127,7 @@ def test_het_step_derived_ports_keep_clear_of_the_usual_mpiparams_ranges() -> No
                 assert not set(ports) & set(shown)
 
 
-def test_mpi_clear_window_moves_on_when_the_shown_ports_are_inside_it() -> None:
+def test_mpi_clear_window_moves_past_the_shown_ports() -> None:
     assert derived_window(LINUX, reserved=(20007, 20011)) == (13000, 19999)
     assert derived_window(LINUX, reserved=()) == (13000, 19999)
     assert derived_window(LINUX, reserved=(15000, 15001)) == (61000, 65535)
@@ -279,7 +279,7 @@ def test_rule_validation() -> None:
 
 
 def test_a_kinds_text_stands_for_it() -> None:
-    """PortKind is an Enum whose text still works where a kind was a string."""
+    """A port kind's text stands for the PortKind member: PortRule takes it, and they compare equal."""
     assert PortRule("reserved", ports=(20000,)) == PortRule(PortKind.RESERVED, ports=(20000,))
     assert PortRule("explicit", base=8888).kind is PortKind.EXPLICIT
     assert PortKind.DERIVED == "derived" and f"{PortKind.DERIVED}" == str(PortKind.DERIVED) == "derived"
@@ -335,7 +335,7 @@ def test_derived_example_values_are_stable() -> None:
     tpn=st.integers(1, 2000),
     ephemeral=st.sampled_from([(32768, 60999), (20000, 60999), (12000, 55000), (16384, 65000)]),
 )
-def test_derived_ports_stay_in_the_window_and_outside_the_ephemeral_range(
+def test_derived_ports_stay_in_window_and_out_of_ephemeral_range(
     job: int, step: int, tpn: int, ephemeral: tuple[int, int]
 ) -> None:
     low, high = derived_window(ephemeral)
@@ -365,7 +365,7 @@ def test_nearby_jobs_land_far_apart() -> None:
 
 
 @pytest.mark.parametrize("tpn", [4, 8])
-def test_collision_odds_for_unrelated_jobs_match_the_documented_estimate(tpn: int) -> None:
+def test_collision_odds_of_unrelated_jobs_match_the_docs(tpn: int) -> None:
     # All 1,124,250 pairs of 1500 random job ids, tpn tasks per node each: the share of
     # overlapping pairs is about (2 * tpn - 1) / M (measured 0.0305 % and 0.0672 %).
     ids = random.Random(5).sample(range(1, 10**7), 1500)

@@ -135,7 +135,7 @@ def expected_jobs(spec: str, num_tasks: int) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("case", STEP_CASES, ids=[c[0] for c in STEP_CASES])
-def test_every_task_of_a_recorded_step_gets_a_consistent_tf_config(case) -> None:
+def test_every_recorded_task_gets_a_consistent_tf_config(case) -> None:
     """Each task's exported TF_CONFIG, as Slurm would apply it, names the node the rank
     really ran on (the fixture's SLURMD_NODENAME of that rank), gives each rank its job in
     written order, and is the same cluster in every task."""
@@ -263,7 +263,7 @@ def test_a_newline_in_a_value_is_refused_never_passed_on() -> None:
     assert prolog.format_lines({"X": "a\rb", "Y": None}) == ["export X=a\rb", "unset Y"]
 
 
-def test_a_newline_from_the_environment_fails_the_task_with_a_message() -> None:
+def test_a_newline_from_the_environment_fails_the_task_saying_so() -> None:
     env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "CUDA_VISIBLE_DEVICES": "0,1\nexport EVIL=1"})
     rc, text = run_main(env)
     assert rc != 0
@@ -550,7 +550,7 @@ NOT_PREDICTED = {"SLURM_TASK_PID", "FOO", "TF_DIST", "TF_DIST_RANK"}
 
 
 @pytest.mark.parametrize("case", STEP_CASES, ids=[c[0] for c in STEP_CASES])
-def test_node_output_gives_each_task_of_a_node_exactly_its_own_lines(case) -> None:
+def test_node_output_gives_each_task_exactly_its_own_lines(case) -> None:
     """For every node of every recorded step, --node run in the node's first task holds a
     block per local task; the block's input values make the first task's environment into
     that task's, and its lines and status are exactly what the hook prints in that task."""

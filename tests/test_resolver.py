@@ -88,6 +88,16 @@ def as_dict(spec) -> dict[str, list[str]]:
     }
 
 
+def step_vars(nodelist: str, tasks_per_node: str, num_tasks: int, procid: int = 0) -> dict[str, str]:
+    """What the resolver reads of a step: its nodes, its tasks per node and count, this task's rank."""
+    return {
+        "SLURM_PROCID": str(procid),
+        "SLURM_STEP_NUM_TASKS": str(num_tasks),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node,
+    }
+
+
 THREE_NODES = {
     "SLURM_PROCID": "0",
     "SLURM_STEP_NUM_TASKS": "3",
@@ -226,12 +236,7 @@ def test_same_answers_as_tf_where_tf_is_right(slurm_env, shape: dict) -> None:
 
 
 def test_hosts_keep_slurm_order_not_string_order(slurm_env) -> None:
-    env = {
-        "SLURM_PROCID": "0",
-        "SLURM_STEP_NUM_TASKS": "3",
-        "SLURM_STEP_NODELIST": "n[9-10]",
-        "SLURM_STEP_TASKS_PER_NODE": "2,1",
-    }
+    env = step_vars("n[9-10]", "2,1", 3)
     slurm_env(**env)
     ours = Resolver(port_base=8888, auto_set_gpu=False)
     assert as_dict(ours.cluster_spec()) == {"worker": ["n9:8888", "n9:8889", "n10:8888"]}
@@ -265,12 +270,7 @@ def test_recorded_shapes_tf_gets_wrong(fid: str, tmp_path: Path) -> None:
 
 
 def test_cpu_only_step_gives_no_accelerators_where_tf_crashes(slurm_env) -> None:
-    env = {
-        "SLURM_PROCID": "1",
-        "SLURM_STEP_NUM_TASKS": "2",
-        "SLURM_STEP_NODELIST": "n[1-2]",
-        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
-    }
+    env = step_vars("n[1-2]", "1(x2)", 2, procid=1)
     slurm_env(**env, CUDA_VISIBLE_DEVICES="")
     with pytest.raises(ValueError):
         TFResolver(gpus_per_node=0).cluster_spec()
@@ -316,12 +316,7 @@ def test_task_type_is_set_at_construction_and_gpus_do_not_drift(slurm_env) -> No
 
 
 def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
-    base = {
-        "SLURM_PROCID": "0",
-        "SLURM_STEP_NUM_TASKS": "2",
-        "SLURM_STEP_NODELIST": "n1",
-        "SLURM_STEP_TASKS_PER_NODE": "2",
-    }
+    base = step_vars("n1", "2", 2)
     ports = set()
     for job, step in (("100", "0"), ("100", "1"), ("101", "0")):
         slurm_env(**base, SLURM_JOB_ID=job, SLURM_STEP_ID=step)
@@ -331,13 +326,8 @@ def test_ports_of_concurrent_steps_differ_without_port_base(slurm_env) -> None:
     assert Resolver().cluster_spec().as_dict()["worker"] == ["n1:20010", "n1:20011"]
 
 
-def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) -> None:
-    base = {
-        "SLURM_PROCID": "0",
-        "SLURM_STEP_NUM_TASKS": "3",
-        "SLURM_STEP_NODELIST": "n1",
-        "SLURM_STEP_TASKS_PER_NODE": "3",
-    }
+def test_explicit_jobs_keep_tf_order_tf_dist_its_written_order(slurm_env) -> None:
+    base = step_vars("n1", "3", 3)
     slurm_env(**base)
     assert Resolver(jobs={"worker": 2, "ps": 1}).task_type == "ps"
     assert Resolver(jobs="worker:2,ps:1", job_order="written").task_type == "worker"
@@ -346,12 +336,7 @@ def test_explicit_jobs_keep_tf_order_and_tf_dist_keeps_written_order(slurm_env) 
 
 
 def test_bad_arguments_are_one_line_value_errors(slurm_env) -> None:
-    base = {
-        "SLURM_PROCID": "0",
-        "SLURM_STEP_NUM_TASKS": "2",
-        "SLURM_STEP_NODELIST": "n[1-2]",
-        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
-    }
+    base = step_vars("n[1-2]", "1(x2)", 2)
     slurm_env(**base)
     cases = [
         ({"jobs": {"worker": 3}}, "asks for 3 tasks but the step has 2"),
@@ -412,7 +397,7 @@ STEP = {
 }  # fmt: skip
 
 
-def test_importing_tfslurm_and_the_resolver_module_does_not_import_tf() -> None:
+def test_importing_tfslurm_and_the_resolver_does_not_import_tf() -> None:
     done = python(
         "import sys, tfslurm, tfslurm.resolver, tfslurm.plan\n"
         "assert 'tensorflow' not in sys.modules, 'imported TF'\n"
@@ -425,7 +410,7 @@ def test_importing_tfslurm_and_the_resolver_module_does_not_import_tf() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_without_tensorflow_the_class_still_works_with_plain_dicts() -> None:
+def test_without_tensorflow_the_resolver_works_on_plain_dicts() -> None:
     done = python(
         "import sys; sys.modules['tensorflow'] = None\n"
         "import tfslurm\n"

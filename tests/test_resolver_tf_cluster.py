@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf]
+from conftest import needs
+
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 
 WORKER = r"""
 import json, os, sys
@@ -61,7 +63,7 @@ with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as out:  # long li
 """
 
 
-def test_mwms_two_workers_on_two_nodes_train_to_identical_weights(slurm_cluster: Any, tmp_path: Path) -> None:
+def test_mwms_workers_on_two_nodes_train_to_identical_weights(slurm_cluster: Any, tmp_path: Path) -> None:
     quiet = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONUNBUFFERED": "1"}
     proc = slurm_cluster.srun(
         "-N2", "--ntasks-per-node=1", "--cpus-per-task=2", "--kill-on-bad-exit=1",

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.runtime import preemption
 from tfslurm.runtime.launch import PythonProgram, parse_program, program_environ
 from tfslurm.runtime.peers import (
@@ -51,7 +52,7 @@ def test_tf_config_roles_and_strategy():
     assert mwms.chief == Address("worker", 0, "a", 1)
 
 
-def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them():
+def test_training_tasks_miss_the_evaluator_but_it_sees_them():
     worker = role_from_tf_config(tf_config(PS_CLUSTER, "worker", 0))
     assert "evaluator" not in json.loads(worker.tf_config())["cluster"]
     evaluator = role_from_tf_config(tf_config(PS_CLUSTER, "evaluator", 0))
@@ -306,25 +307,6 @@ def _local_ps_cluster() -> tuple[list[int], dict[str, list[str]]]:
     return ports, {job: [f"127.0.0.1:{port}"] for job, port in zip(jobs, ports, strict=True)}
 
 
-def _tfslurm_run(config: str, *args: str, **kwargs) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "TF_CONFIG": config,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "TF_ENABLE_ONEDNN_OPTS": "0",
-        "no_proxy": "*",
-    }
-    env = {k: v for k, v in env.items() if not k.startswith("SLURM")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfslurm", "run", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kwargs,
-    )
-
-
 @pytest.mark.tf
 @pytest.mark.skipif(not HAVE_TF, reason="tensorflow is not installed")
 def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
@@ -333,8 +315,8 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
     chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     chief.bind(("127.0.0.1", chief_port))
     chief.listen()
-    ps = _tfslurm_run(tf_config(cluster, "ps", 0))
-    worker = _tfslurm_run(tf_config(cluster, "worker", 0))
+    ps = tfslurm_run(tf_config=tf_config(cluster, "ps", 0))
+    worker = tfslurm_run(tf_config=tf_config(cluster, "worker", 0))
     try:
         deadline = time.monotonic() + 90
         while not (is_listening("127.0.0.1", ps_port) and is_listening("127.0.0.1", w_port)):
@@ -365,17 +347,8 @@ def test_ps_server_exits_0_soon_after_the_chief_and_on_sigterm():
 def test_missing_ps_is_a_clear_error_on_the_chief():
     (_, ps_port, w_port), cluster = _local_ps_cluster()
     started = time.monotonic()
-    chief = _tfslurm_run(
-        tf_config(cluster, "chief", 0),
-        "--peer-timeout",
-        "2",
-        "--",
-        "python",
-        "-m",
-        "tfslurm.examples.ps",
-        "--steps",
-        "3",
-    )
+    program = ("python", "-m", "tfslurm.examples.ps", "--steps", "3")
+    chief = tfslurm_run("--peer-timeout", "2", "--", *program, tf_config=tf_config(cluster, "chief", 0))
     _, err = chief.communicate(timeout=90)
     assert chief.returncode == 3, err
     assert f"peer ps:0 at 127.0.0.1:{ps_port}, worker:0 at 127.0.0.1:{w_port} did not come up within" in err
@@ -383,9 +356,6 @@ def test_missing_ps_is_a_clear_error_on_the_chief():
 
 
 # ---------------------------------------------------------------- tfslurm run without TF
-SINGLE = tf_config({"worker": ["127.0.0.1:1"]}, "worker", 0)
-
-
 def test_python_program_runs_in_process_with_args_and_status(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(
@@ -395,7 +365,7 @@ def test_python_program_runs_in_process_with_args_and_status(tmp_path):
         "      p._current is not None and p._current.signum)\n"
         "sys.exit(7)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--", "python", str(script), "a", "--b")
+    proc = tfslurm_run("--", "python", str(script), "a", "--b")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 7, err
     assert out.strip() == f"{{'type': 'worker', 'index': 0}} ['a', '--b'] worker:0 {int(signal.SIGUSR1)}"
@@ -403,7 +373,7 @@ def test_python_program_runs_in_process_with_args_and_status(tmp_path):
 
 
 def test_other_commands_run_as_a_child_with_tf_config():
-    proc = _tfslurm_run(SINGLE, "--", "sh", "-c", 'echo "$TF_CONFIG"; exit 5')
+    proc = tfslurm_run("--", "sh", "-c", 'echo "$TF_CONFIG"; exit 5')
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 5, err
     assert json.loads(out)["task"] == {"type": "worker", "index": 0}
@@ -441,12 +411,12 @@ def test_the_program_environment_is_a_new_dict_for_the_child():
 
 
 def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
-    proc = _tfslurm_run(SINGLE)
+    proc = tfslurm_run()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and err.strip().endswith(
         "tfslurm run: error: no program given for worker:0: use tfslurm run -- python train.py"
     )
-    proc = _tfslurm_run("{nope", "--", "true")
+    proc = tfslurm_run("--", "true", tf_config="{nope")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert err.strip().splitlines() == [
@@ -455,7 +425,7 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
             "Expecting property name enclosed in double quotes at position 1"
         )
     ]
-    proc = _tfslurm_run(SINGLE, "--", "python", str(tmp_path / "absent.py"))
+    proc = tfslurm_run("--", "python", str(tmp_path / "absent.py"))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "absent.py' does not exist" in err
 
@@ -463,8 +433,7 @@ def test_missing_program_and_bad_tf_config_are_one_line_errors(tmp_path):
 def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     """A stop signal reaches the program as the preemption signal (MWMS swallows SIGTERM);
     with --stop-grace 5 tfslurm run's parent SIGKILLs it 5 s later (without, Slurm does)."""
-    script = tmp_path / "stubborn.py"
-    script.write_text(
+    stubborn = (
         "import os, signal, time\n"
         # os.write, not print: a print in the handler can interrupt the main thread's own
         # print and die with "reentrant call inside BufferedWriter"
@@ -472,8 +441,7 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = _tfslurm_run(SINGLE, "--stop-grace", "5", "--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, stubborn, "--stop-grace", "5")
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     rest, err = proc.communicate(timeout=30)
@@ -483,25 +451,16 @@ def test_sigterm_ends_a_program_that_ignores_it(tmp_path):
     assert 4.5 < took < 8, took
 
 
-def test_preemption_signal_reaches_the_program_once_or_more_and_never_kills_it(tmp_path):
-    script = tmp_path / "flag.py"
-    script.write_text(
-        "import time, tfslurm.runtime as r\n"
-        "print('ready', flush=True)\n"
-        "end = time.time() + 20\n"
-        "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
-        "print('preempted' if r.requested() else 'timeout', flush=True)\n"
-    )
-    proc = _tfslurm_run(SINGLE, "--preempt-signal", "USR2", "--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+def test_preemption_signal_reaches_program_and_never_kills_it(tmp_path):
+    proc = started(tmp_path, STOPPABLE, "--preempt-signal", "USR2")
     proc.send_signal(signal.SIGUSR2)  # to the parent: it passes the signal on
     out, err = proc.communicate(timeout=30)
     # stopped early: never 0 (a job would end COMPLETED with training unfinished)
     assert proc.returncode == 85, err
-    assert out.strip() == "preempted"
+    assert out.strip() == "stopped"
 
 
-def test_evaluator_chief_watch_ends_when_the_chief_never_shows_up():
+def test_evaluator_watch_ends_when_the_chief_never_shows_up():
     from tfslurm.runtime.api import watch_chief
 
     port = _free_ports(1)[0]
@@ -556,8 +515,8 @@ def test_peer_timeout_must_be_positive(monkeypatch, value, env):
 
 def test_sigterm_reaches_a_command_run_as_a_child():
     """The command starts with SIGTERM unblocked and gets it from the watching parent."""
-    proc = _tfslurm_run(
-        SINGLE, "--", "sh", "-c", 'trap "echo got TERM; exit 4" TERM; echo ready; while :; do sleep 0.1; done'
+    proc = tfslurm_run(
+        "--", "sh", "-c", 'trap "echo got TERM; exit 4" TERM; echo ready; while :; do sleep 0.1; done'
     )
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
@@ -567,7 +526,7 @@ def test_sigterm_reaches_a_command_run_as_a_child():
 
 
 def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
-    proc = _tfslurm_run(SINGLE, "--", "grep", "SigBlk", "/proc/self/status")
+    proc = tfslurm_run("--", "grep", "SigBlk", "/proc/self/status")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     blocked = int(out.split()[1], 16)
@@ -584,7 +543,7 @@ def test_a_command_run_as_a_child_starts_with_no_signal_blocked():
         (["--checkpoint-every", "-1"], "--checkpoint-every -1: must be 0 (off) or more"),
     ],
 )
-def test_example_options_that_would_divide_by_zero_are_usage_errors(capsys, argv, message):
+def test_example_options_dividing_by_zero_are_usage_errors(capsys, argv, message):
     from tfslurm.examples import common
 
     with pytest.raises(SystemExit) as stopped:
@@ -599,7 +558,7 @@ def test_training_cluster_drops_the_evaluator_and_empty_jobs() -> None:
     assert role.training_cluster() == {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
 
 
-def test_a_process_handle_never_signals_a_later_process_with_the_same_pid() -> None:
+def test_process_handle_never_signals_a_reused_pid() -> None:
     """The supervisor's signals go through a pidfd: once its process is reaped, sending is
     a no-op, whatever now has that PID (pid_max is 32768 on many machines)."""
     from tfslurm.runtime.supervise import Process

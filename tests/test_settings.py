@@ -1,6 +1,6 @@
 """The snapshot of tfslurm's settings (``tfslurm.settings``) and of the task's GPU variables
 and narrow Slurm reads (``tfslurm.step``): each setting parsed, each bad value a one-line
-error of the same class as before that names the variable."""
+error of the class its reader raises, naming the variable."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_the_runtime_helpers_take_the_snapshot() -> None:
     settings = Settings.from_environ(EVERY)
     assert stops.max_restarts(None, given=settings) == 3
     assert stops.max_restarts("5", given=settings) == 5  # the option wins
-    assert stops.max_restarts(None, {"TFSLURM_MAX_RESTARTS": "7"}) == 7  # a mapping, as before
+    assert stops.max_restarts(None, {"TFSLURM_MAX_RESTARTS": "7"}) == 7  # or a plain mapping
     assert stops.stop_grace(None, given=settings) == 1.5
     assert stops.stop_grace(None, {}) is None
     assert peer_timeout_from_env(None, settings) == 2.5
@@ -156,7 +156,7 @@ def test_step_carries_the_settings_and_gpu_variables() -> None:
     assert Step(step.context, **fields, settings=given) == step
 
 
-def test_gpu_variables_never_fail_and_know_no_task_outside_a_step() -> None:
+def test_gpu_variables_never_fail_and_have_no_task_off_step() -> None:
     gpus = GpuVariables.from_environ({"SLURM_GPUS_ON_NODE": "two", "CUDA_VISIBLE_DEVICES": "junk!"})
     assert gpus.gpus_on_node == "two" and gpus.task_key is None and gpus.slurm_manages
     batch = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "-5", "SLURM_PROCID": "0"}

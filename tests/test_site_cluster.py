@@ -27,6 +27,8 @@ from tfslurm.localcluster import LocalCluster, slurm_version
 
 pytestmark = pytest.mark.cluster
 
+# A 4-task step over 2 nodes with 2 GPUs each, ps:1,worker:3 by the plugin's option.
+PS_STEP = ("--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2")
 SITE_ARGS = "default_spec=chief:1,worker:* host_template={node}"
 HOOK_TIMEOUT = 20  # hook_cluster's hook_timeout=: generous for a loaded machine, short for a test
 
@@ -180,6 +182,23 @@ def read_dumps(directory: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: int(r.get("SLURM_PROCID") or 0))
 
 
+def srun_dump(
+    cluster: LocalCluster,
+    site_files: dict[str, Path],
+    tmp: Path,
+    *options: str,
+    connect: bool = False,
+    env_extra: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every task of ``srun OPTIONS`` records its environment (and with ``connect``, which
+    tasks it reached at the addresses its TF_CONFIG names): the records, by rank."""
+    out = dump_dir(tmp)
+    dump = py(site_files["dump"], *(["--connect"] if connect else []), "--out", str(out))
+    done = cluster.srun(*options, *dump, timeout=120, env_extra=env_extra)
+    assert done.returncode == 0, done.stderr
+    return read_dumps(out)
+
+
 def out_dir(base: Path, name: str) -> Path:
     path = base / name
     path.mkdir(mode=0o777, parents=True, exist_ok=True)
@@ -262,13 +281,7 @@ def test_help_lists_tf_dist(site_cluster: LocalCluster, command: str) -> None:
 def test_srun_gives_every_task_its_tf_config_and_gpus(
     site_cluster: LocalCluster, site_files, tmp_path: Path
 ) -> None:
-    out = dump_dir(tmp_path)
-    done = site_cluster.srun(
-        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    rows = read_dumps(out)
+    rows = srun_dump(site_cluster, site_files, tmp_path, *PS_STEP, connect=True)
     check_step(rows, "ps:1,worker:3", 4)
     assert len({r["SLURMD_NODENAME"] for r in rows}) == 2
     for row in rows:  # every task reached every other task at the address TF_CONFIG names
@@ -278,23 +291,13 @@ def test_srun_gives_every_task_its_tf_config_and_gpus(
 def test_bare_tf_dist_uses_the_site_default_and_host_template(
     site_cluster: LocalCluster, site_files, tmp_path: Path
 ) -> None:
-    out = dump_dir(tmp_path)
-    done = site_cluster.srun(
-        "--tf-dist", "-N2", "-n3", "--gres=gpu:3", *py(site_files["dump"], "--out", str(out)), timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    rows = read_dumps(out)
+    rows = srun_dump(site_cluster, site_files, tmp_path, "--tf-dist", "-N2", "-n3", "--gres=gpu:3")
     check_step(rows, "chief:1,worker:*", 3)
     assert {r["TFSLURM_HOST_TEMPLATE"] for r in rows} == {"{node}"}
 
 
 def test_cpu_only_step(site_cluster: LocalCluster, site_files, tmp_path: Path) -> None:
-    out = dump_dir(tmp_path)
-    done = site_cluster.srun(
-        "--tf-dist=worker:*", "-N3", "-n3", *py(site_files["dump"], "--out", str(out)), timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    rows = read_dumps(out)
+    rows = srun_dump(site_cluster, site_files, tmp_path, "--tf-dist=worker:*", "-N3", "-n3")
     check_step(rows, "worker:*", 3, gpus=False)
     assert all(not r["CUDA_VISIBLE_DEVICES"] for r in rows)
 
@@ -305,10 +308,7 @@ def test_heterogeneous_step_covers_every_component(
     """The option given to either component reaches the tasks of all of them."""
     for argv in (["--tf-dist=chief:1,worker:*", "-N1", "-n1", ":", "-N2", "-n3"],
                  ["-N1", "-n1", ":", "--tf-dist=chief:1,worker:*", "-N2", "-n3"]):  # fmt: skip
-        out = dump_dir(tmp_path)
-        done = site_cluster.srun(*argv, *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120)
-        assert done.returncode == 0, done.stderr
-        rows = read_dumps(out)
+        rows = srun_dump(site_cluster, site_files, tmp_path, *argv, connect=True)
         # ports of a het step are not taken from SLURM_STEP_RESV_PORTS (see gpus-and-ports.md)
         check_step(rows, "chief:1,worker:*", 4, gpus=False, reserved_ports=False)
         assert all(len(r["reached"]) == 3 for r in rows)
@@ -360,7 +360,7 @@ def test_salloc_tf_dist_reaches_the_steps_in_the_allocation(
 
 
 @pytest.mark.parametrize("how", ["sbatch --tf-dist", "#SBATCH --tf-dist", "salloc --tf-dist"])
-def test_bare_tf_dist_of_the_allocation_means_the_site_default_in_its_steps(
+def test_bare_tf_dist_of_an_allocation_is_the_site_default(
     site_cluster: LocalCluster, site_files, tmp_path: Path, how: str
 ) -> None:
     """Slurm hands the steps of a bare `sbatch --tf-dist` the text "(null)"; the steps
@@ -420,7 +420,7 @@ def test_spec_slipping_past_srun_fails_the_task_not_the_node(site_cluster: Local
     assert site_cluster.srun("-N4", "-n4", "true").returncode == 0
 
 
-def test_spec_that_does_not_fit_the_step_fails_in_every_task_with_a_message(
+def test_spec_not_fitting_the_step_fails_every_task_saying_why(
     site_cluster: LocalCluster,
 ) -> None:
     done = site_cluster.srun("--tf-dist=ps:1,worker:1", "-N2", "-n4", "true", timeout=120)
@@ -496,13 +496,7 @@ def test_plugin_prolog_mode_gives_the_same_cluster(
 ) -> None:
     """... and runs the hook once per node, in the node's first task (local id 0)."""
     hook_runs(site_files, clear=True)
-    out = dump_dir(tmp_path)
-    done = hook_cluster.srun(
-        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    rows = read_dumps(out)
+    rows = srun_dump(hook_cluster, site_files, tmp_path, *PS_STEP, connect=True)
     check_step(rows, "ps:1,worker:3", 4)
     assert all(len(r["reached"]) == 3 for r in rows)
     first_on_node = {}
@@ -530,7 +524,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
     hook_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """srun reads SLURM_HOSTFILE once; a FIFO is then empty, and a hook that opened it
-    again waited for a writer until scancel.  Now every task fails at once, saying why."""
+    again would wait for a writer until scancel: every task fails at once, saying why."""
     tmp_path.chmod(0o755)
     fifo = tmp_path / "hosts"
     os.mkfifo(fifo)
@@ -553,7 +547,7 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
 
 def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster, tmp_path: Path) -> None:
     """srun reads a relative SLURM_HOSTFILE from where it runs; --chdir moves the tasks, so
-    they cannot find it. The message says so (it used to blame the shared file system)."""
+    they cannot find it. The message names --chdir, not the shared file system."""
     tmp_path.chmod(0o755)
     (tmp_path / "hosts").write_text("node1\nnode1\n")
     done = site_cluster.srun("-m", "arbitrary", "-n2", "--chdir=/tmp", "--tf-dist=worker:*", "true", timeout=120,
@@ -565,7 +559,7 @@ def test_relative_hostfile_with_chdir_names_the_cause(site_cluster: LocalCluster
     assert "shared file system" not in done.stdout
 
 
-def test_hook_past_its_time_limit_is_killed_and_the_step_fails_saying_so(
+def test_hook_past_its_time_limit_is_killed_and_the_step_fails(
     hook_cluster: LocalCluster, site_files
 ) -> None:
     """plugstack hook_timeout=: a hook that hangs (here: sleeps) is killed after the limit,
@@ -615,7 +609,7 @@ def normalized(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("shape", list(NODE_SHAPES))
-def test_plugin_prolog_mode_per_node_run_equals_the_per_task_hook(
+def test_plugin_prolog_per_node_run_equals_the_per_task_hook(
     hook_cluster: LocalCluster, site_files, tmp_path: Path, shape: str
 ) -> None:
     """Every task ends up with exactly the environment the hook run in that task gives."""
@@ -672,13 +666,8 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(
     """A wrapper from before the per-node run prints one task's lines for --node: no task
     takes them; every task runs the hook itself and gets its own cluster."""
     hook_runs(site_files, clear=True)
-    out = dump_dir(tmp_path)
-    done = hook_cluster.srun(
-        "--tf-dist=ps:1,worker:3", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2", *py(site_files["dump"], "--out", str(out)),
-        timeout=120, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    check_step(read_dumps(out), "ps:1,worker:3", 4)
+    rows = srun_dump(hook_cluster, site_files, tmp_path, *PS_STEP, env_extra={"TEST_HOOK_OLD_WRAPPER": "1"})
+    check_step(rows, "ps:1,worker:3", 4)
     runs = hook_runs(site_files)
     assert sorted(p for _, p, once in runs if not once) == [0, 1, 2, 3]
     assert len([r for r in runs if r[2]]) == 2
@@ -688,7 +677,7 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(
 
 
 @pytest.mark.parametrize("setup", ["TaskProlog", "prolog="])
-def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
+def test_descriptor_replaces_a_tf_config_too_large_for_environ(
     request: pytest.FixtureRequest, site_files, tmp_path: Path, setup: str
 ) -> None:
     """Host names of 40 kB (a host template) make TF_CONFIG of 4 tasks ~160 kB, over the
@@ -726,13 +715,9 @@ def test_descriptor_replaces_a_tf_config_too_large_for_the_environment(
 def test_user_task_prolog_without_plugin_or_admin(
     slurm_cluster: LocalCluster, site_files, tmp_path: Path
 ) -> None:
-    out = dump_dir(tmp_path)
-    done = slurm_cluster.srun(
-        f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2",
-        *py(site_files["dump"], "--connect", "--out", str(out)), timeout=120, env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    rows = read_dumps(out)
+    options = (f"--task-prolog={site_files['wrapper']}", "-N2", "-n4", "--ntasks-per-node=2", "--gres=gpu:2")
+    rows = srun_dump(slurm_cluster, site_files, tmp_path, *options, connect=True,
+                     env_extra={"TFSLURM_TF_DIST": "chief:1,worker:*"})  # fmt: skip
     check_step(rows, "chief:1,worker:*", 4)
     assert all(len(r["reached"]) == 3 for r in rows)
 
@@ -799,12 +784,12 @@ def test_broken_installation_never_fails_other_jobs(
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")
     assert done.returncode != 0
     assert "misconfigured at this site" in done.stderr and "default_spec=bogus" in done.stderr
-    # the stale build is reported, not loaded (Slurm's words changed in 26.05)
+    # the stale build is reported, not loaded (Slurm words it differently from 26.05 on)
     assert INCOMPATIBLE.get(slurm_version(), "Incompatible Slurm plugin") in done.stderr, done.stderr
     assert not unhealthy_nodes(cluster)
 
 
-def test_setup_b_with_tfslurm_gone_fails_only_tf_dist_tasks_but_a_missing_wrapper_fails_all(
+def test_setup_b_missing_tfslurm_fails_tf_dist_tasks_only(
     slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Set-up B (TaskProlog= the wrapper). The wrapper is safe: with its Python gone, plain
@@ -846,7 +831,7 @@ def test_failing_tf_dist_task_fails_even_with_an_optional_plugin(site_cluster: L
     assert done.returncode != 0 and done.stdout == ""
 
 
-def test_task_prolog_prints_gpu_warnings_exactly_for_the_uneven_tasks(
+def test_task_prolog_warns_about_gpus_exactly_for_uneven_tasks(
     slurm_cluster: LocalCluster, site_files
 ) -> None:
     # --gpus=3 over 2 nodes x 2 tasks: one node gets 1 GPU for 2 tasks. The hook says so with

@@ -18,7 +18,7 @@ def task_env(name: str, step: str = "s0", procid: int = 0) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fid", sorted(FIXTURES))
-def test_every_recorded_task_is_a_step_task_with_its_own_identity(fid: str) -> None:
+def test_each_recorded_task_is_a_step_task_with_own_identity(fid: str) -> None:
     for tasks in FIXTURES[fid].steps.values():
         for task in tasks:
             step = Step.from_environ(task.env)

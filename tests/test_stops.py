@@ -8,7 +8,6 @@ The same paths on the real cluster: tests/test_stops_cluster.py.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,23 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.errors import TfslurmError
 from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import remove_leftovers
-
-SINGLE = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
-
-
-def tfslurm_run(*args: str, tf_config: str = SINGLE, **env: str) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
-    full.update({"TF_CONFIG": tf_config, "no_proxy": "*"}, **env)
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfslurm", "run", *args],
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def one_line_error(proc: subprocess.Popen) -> str:
@@ -142,21 +128,9 @@ def test_cap_check_needs_no_step_and_runs_nothing():
 
 
 # ------------------------------------------------------------------ stop -> never 0
-STOPPABLE = (
-    "import sys, time, tfslurm.runtime as r\n"
-    "print('ready', flush=True)\n"
-    "end = time.time() + 20\n"
-    "while not r.requested() and time.time() < end: time.sleep(0.05)\n"
-    "print('stopped' if r.requested() else 'timeout', flush=True)\n"
-)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
-    script = tmp_path / "prog.py"
-    script.write_text(STOPPABLE)
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, STOPPABLE)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == "stopped"
@@ -166,11 +140,10 @@ def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
     assert f"stopped early by {name}: exit 85 (not 0: training is unfinished" in err
 
 
-def test_sigterm_is_not_passed_on_as_sigterm_and_nothing_kills_early(tmp_path):
+def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
     """The program's own SIGTERM handler (TF's, under MWMS) is bypassed: it gets the
     preemption signal, and no SIGKILL comes before Slurm's."""
-    script = tmp_path / "prog.py"
-    script.write_text(
+    program = (
         "import signal, time\n"
         "got = []\n"
         "signal.signal(signal.SIGTERM, lambda *a: got.append('TERM'))\n"
@@ -179,8 +152,7 @@ def test_sigterm_is_not_passed_on_as_sigterm_and_nothing_kills_early(tmp_path):
         "time.sleep(6.5)\n"
         "print(got, flush=True)\n"
     )
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, program)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == "['USR1']"
@@ -188,10 +160,7 @@ def test_sigterm_is_not_passed_on_as_sigterm_and_nothing_kills_early(tmp_path):
 
 
 def test_a_failing_program_keeps_its_status_after_a_stop(tmp_path):
-    script = tmp_path / "prog.py"
-    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(1)\nraise SystemExit(3)\n")
-    proc = tfslurm_run("--", "python", str(script))
-    assert proc.stdout.readline().strip() == "ready"
+    proc = started(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(1)\nraise SystemExit(3)\n")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
@@ -269,7 +238,7 @@ def test_termination_config_bad_input_is_one_line(kwargs, message):
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_termination_config_does_not_load_tensorflow_with_tfslurm():
+def test_termination_config_attribute_does_not_import_tf():
     code = "import sys, tfslurm; f = tfslurm.termination_config; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

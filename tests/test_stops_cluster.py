@@ -18,11 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import skip_without
-from test_runtime_cluster import (
+from conftest import needs
+from jobs import (
+    completed,
+    example,
+    in_sync,
     job_env,
     job_field,
+    kill_task,
     node_processes,
+    preempted_at,
+    ps_done,
+    release,
+    resumed,
     submit,
     tfslurm_command,
     wait_for,
@@ -71,18 +79,15 @@ def preempt(cluster, tmp: Path) -> int:
     return int(out.stdout.strip())
 
 
-def final_digests(text: str, steps: int) -> dict[str, str]:
-    return dict(re.findall(rf"\[(worker:\d)\] final step {steps} weights (\w+)", text))
-
-
 # ---------------------------------------------------------------- MWMS, real preemption
-def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_cluster, tmp_path):
+@pytest.mark.tf
+@needs("tensorflow")
+def test_mwms_preempted_in_gracetime_resumes_to_equal_weights(preempt_cluster, tmp_path):
     """PreemptMode=REQUEUE + GraceTime: SIGTERM to every task (MWMS's own C handler would
     swallow it); the tasks checkpoint on it, exit 85, the job is requeued, resumes from
     that step, and ends COMPLETED with the weights of an uninterrupted run."""
-    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 300
-    program = ("python", "-m", "tfslurm.examples.mwms", "--steps", str(steps), "--log-every", "20")
+    program = example("mwms", steps=steps, log_every=20)
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
     ref_dir.mkdir(), run_dir.mkdir()
     # the uninterrupted reference runs at the same time in "high" (never preempted; it
@@ -92,14 +97,11 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
         cluster, run_dir, "mwms.sbatch", *program, "--step-delay", "0.05", options=("-p", "low")
     )
     wait_for(log, r"step 40/300", timeout=120)
-    assert cluster.wait_job(ref, timeout=120) == "COMPLETED", ref_log.read_text()[-3000:]
-    reference = final_digests(ref_log.read_text(), steps)
-    assert len(set(reference.values())) == 1 and len(reference) == 2, ref_log.read_text()[-2000:]
+    reference = in_sync(completed(cluster, ref, ref_log, timeout=120), steps)
     sent = time.monotonic()
     preemptor = preempt(cluster, tmp_path)
-    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
+    stopped_at = preempted_at(log)
     took = time.monotonic() - sent
-    stopped_at = int(saved.group(1))
     # plant what a killed save leaves behind: the next start removes it (F2)
     ckpt = run_dir / "ckpt"
     (ckpt / "ckpt-999_temp").mkdir(parents=True, exist_ok=True)
@@ -109,45 +111,23 @@ def test_mwms_preempted_with_gracetime_checkpoints_requeues_and_matches(preempt_
     assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
     if preemption_outlives_requeue():  # 24.11: run 2 trains to the end, then Slurm requeues again
         wait_for(log, rf"\[worker:0\] final step {steps} weights", timeout=150)
-        wait_restarted_then_release(cluster, job, 2, timeout=90)
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+        wait_requeued_then_release(cluster, job, restarts=2, timeout=90)
+    text = completed(cluster, job, log)
     if preemption_outlives_requeue():  # the third run resumes at the end and trains nothing
-        again = re.findall(r"\[worker:(\d)\] restart 2: resumed from \S+ at step (\d+)", text)
-        assert sorted(again) == [("0", str(steps)), ("1", str(steps))], text[-3000:]
+        assert resumed(text, restart=2) == [("0", str(steps)), ("1", str(steps))], text[-3000:]
     else:
         assert "restart 2:" not in text, text[-3000:]
     assert re.search(r"tfslurm run: worker:\d: SIGTERM \(preemption", text), text[-3000:]
     assert re.search(r"stopped early by SIGTERM: exit 85", text), text[-3000:]
     assert "tfslurm: requeueing job" in text
-    resumed = re.findall(r"\[worker:(\d)\] restart 1: resumed from \S+ at step (\d+)", text)
-    assert sorted(resumed) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
-    finals = final_digests(text, steps)
-    assert finals == reference, (finals, reference)  # bit-identical to the uninterrupted run
+    assert resumed(text) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
+    assert in_sync(text, steps) == reference  # bit-identical to the uninterrupted run
     assert "removed" in text and "(left by a killed save)" in text
     assert sorted(p.name for p in ckpt.iterdir() if "_temp" in p.name or p.name.startswith(".scratch")) == []
     print(
         f"\nMWMS PreemptMode=REQUEUE GraceTime={GRACE}: checkpoint at step {stopped_at} "
         f"{took:.1f} s after the preemptor was submitted; 0 steps lost; end to end "
         f"{time.monotonic() - sent:.1f} s after preemption"
-    )
-
-
-def wait_restarted_then_release(cluster, job: int, restarts: int, timeout: float = 60) -> None:
-    """wait_requeued_then_release for the n-th requeue."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (
-            job_field(cluster, job, "Restarts") == str(restarts)
-            and job_field(cluster, job, "JobState") == "PENDING"
-        ):
-            time.sleep(3)
-            cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
-            return
-        time.sleep(0.2)
-    raise AssertionError(
-        f"job {job} was not requeued a {restarts}. time within {timeout} s: "
-        f"{job_field(cluster, job, 'JobState')}"
     )
 
 
@@ -177,7 +157,7 @@ def test_restart_loop_stops_at_the_cap_with_one_line(preempt_cluster, tmp_path):
     for run in (1, 2):
         wait_for(log, rf"run {run}, nodes[\s\S]*ready[\s\S]*ready", timeout=60)
         cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
-        wait_restarted_then_release(cluster, job, run)
+        wait_requeued_then_release(cluster, job, restarts=run)
     state = cluster.wait_job(job, timeout=60)
     text = log.read_text()
     assert state == "FAILED", text[-2000:]
@@ -239,42 +219,27 @@ def test_sigkill_of_the_supervisor_ends_the_program_and_the_step(preempt_cluster
 
 
 # ---------------------------------------------------------------- signal to the steps
-def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(preempt_cluster, tmp_path):
-    """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) once ended the job
-    COMPLETED at step 45 of 300. Now the tasks checkpoint and exit 85; with
-    TFSLURM_REQUEUE=exit the script runs no Slurm command and exits 85, and slurm.conf
-    RequeueExit=85 requeues the job; the next run finishes every step."""
-    skip_without("tensorflow")
+@pytest.mark.tf
+@needs("tensorflow")
+def test_mwms_signal_to_steps_requeues_by_exit_code_no_scontrol(preempt_cluster, tmp_path):
+    """`scancel --signal=USR1 JOB` (to the tasks, not the batch script) does not end the job
+    COMPLETED part way: the tasks checkpoint and exit 85; with TFSLURM_REQUEUE=exit the
+    script runs no Slurm command and exits 85, and slurm.conf RequeueExit=85 requeues the
+    job; the next run finishes every step."""
     cluster, steps = preempt_cluster, 200
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.mwms",
-        "--steps",
-        str(steps),
-        "--step-delay",
-        "0.03",
-        "--log-every",
-        "20",
-        options=("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit"),
-    )
+    program = example("mwms", steps=steps, step_delay=0.03, log_every=20)
+    options = ("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit")
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=options)
     wait_for(log, r"step 40/200", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=USR1", str(job)], timeout=10)
-    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
-    stopped_at = int(saved.group(1))
+    stopped_at = preempted_at(log)
     wait_requeued_then_release(cluster, job, timeout=90)
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    text = completed(cluster, job, log)
     assert "tfslurm: training stopped early: exit 85 (RequeueExit=85" in text, text[-3000:]
     assert "tfslurm: requeueing job" not in text  # no scontrol
-    resumed = re.findall(r"\[worker:(\d)\] restart 1: resumed from \S+ at step (\d+)", text)
-    assert sorted(resumed) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
-    finals = final_digests(text, steps)
-    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    assert resumed(text) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
+    in_sync(text, steps)
     print(
         f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
         f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED"
@@ -282,15 +247,11 @@ def test_mwms_scancel_signal_to_steps_requeues_by_exit_code_without_scontrol(pre
 
 
 # ---------------------------------------------------------------- PS + ClusterCoordinator
-def ps_done(text: str) -> tuple[int, int]:
-    done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
-    assert done, text[-3000:]
-    return int(done.group(1)), int(done.group(2))
-
-
 # PreemptMode=REQUEUE for PS behaves the same (measured: checkpoint on SIGTERM, 0 steps lost,
 # 41-50 s to COMPLETED); only CANCEL runs here, to keep the suite short (REQUEUE: MWMS test).
 @pytest.mark.parametrize("partition", ["low-cancel"])
+@pytest.mark.tf
+@needs("tensorflow")
 def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tmp_path, partition):
     """ParameterServerStrategy, preempted: SIGTERM to every task; the ps and workers stay up
     while the chief checkpoints from them, the chief exits 85 and the template requeues the
@@ -298,40 +259,24 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
     during the GraceTime, so the job comes back and ends COMPLETED (22.05, 26.05); 24.11 ends
     it PREEMPTED after that run all the same. Every step is trained exactly once after the
     resume."""
-    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 150
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "ps.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.ps",
-        "--steps",
-        str(steps),
-        "--step-delay",
-        "0.03",
-        "--log-every",
-        "10",
-        options=("-p", partition),
-    )
+    program = example("ps", steps=steps, step_delay=0.03, log_every=10)
+    job, log = submit(cluster, tmp_path, "ps.sbatch", *program, options=("-p", partition))
     wait_for(log, r"step 30/150", timeout=120)
     sent = time.monotonic()
     preemptor = preempt(cluster, tmp_path)
-    saved = wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=60)
-    stopped_at = int(saved.group(1))
+    stopped_at = preempted_at(log)
     wait_requeued_then_release(cluster, job, timeout=90)
     assert cluster.wait_job(preemptor, timeout=60) == "COMPLETED"
     # 24.11 ends the job PREEMPTED after the requeued run, which trains to the end (below)
     end = "PREEMPTED" if preemption_outlives_requeue() else "COMPLETED"
-    assert cluster.wait_job(job, timeout=150) == end, log.read_text()[-3000:]
-    text = log.read_text()
+    text = completed(cluster, job, log, state=end)
     assert "restart 2:" not in text, text[-3000:]
     assert re.search(r"ps:0: SIGTERM received: staying up until the chief", text), text[-3000:]
     assert "stopped early by SIGTERM: exit 85" in text
     assert "tfslurm: requeueing job" in text
-    resumed = re.search(r"resumed from \S+ at step (\d+)", text)
-    assert resumed and int(resumed.group(1)) == stopped_at, text[-3000:]
+    resumed_at = re.search(r"resumed from \S+ at step (\d+)", text)
+    assert resumed_at and int(resumed_at.group(1)) == stopped_at, text[-3000:]
     scheduled, counter = ps_done(text)
     assert scheduled == steps - stopped_at and counter >= steps, (scheduled, counter, stopped_at)
     print(
@@ -341,69 +286,44 @@ def test_ps_preempted_with_gracetime_checkpoints_and_resumes(preempt_cluster, tm
 
 
 # ---------------------------------------------------------------- TF's own handler
-def test_mwms_preemption_checkpoint_handler_with_termination_config(preempt_cluster, tmp_path):
+@pytest.mark.tf
+@needs("tensorflow")
+def test_mwms_tf_preemption_handler_with_termination_config(preempt_cluster, tmp_path):
     """tf.distribute.experimental.PreemptionCheckpointHandler with
     tfslurm.termination_config(): SIGTERM to the steps, TF saves on every worker and exits
     85, the template requeues, TF's handler restores, every step is trained once."""
-    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.mwms_handler",
-        "--steps",
-        str(steps),
-        "--step-delay",
-        "0.03",
-        "--log-every",
-        "20",
-        options=("-p", "low"),
-    )
+    program = example("mwms_handler", steps=steps, step_delay=0.03, log_every=20)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=("-p", "low"))
     wait_for(log, r"step 40/200", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
     wait_for(log, r"checkpoint saved by PreemptionCheckpointHandler after a stop signal: exit 85", timeout=60)
     wait_requeued_then_release(cluster, job, timeout=90)
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    text = completed(cluster, job, log)
     starts = re.findall(r"\[worker:(\d)\] restart 1: PreemptionCheckpointHandler starts at step (\d+)", text)
     assert len(starts) == 2 and starts[0][1] == starts[1][1] and int(starts[0][1]) > 40, text[-3000:]
-    finals = final_digests(text, steps)
-    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    in_sync(text, steps)
     print(
         f"\nMWMS + PreemptionCheckpointHandler + termination_config: stopped and resumed at "
         f"step {starts[0][1]}, {time.monotonic() - sent:.1f} s to COMPLETED"
     )
 
 
+@pytest.mark.tf
+@needs("tensorflow")
 def test_keras_fit_backup_and_restore_stopped_and_resumed(preempt_cluster, tmp_path):
     """Keras fit + BackupAndRestore in one task: SIGTERM to the step, fit ends at the
     epoch's end after the backup, exit 85, requeue, fit continues from that epoch."""
-    skip_without("tensorflow")
     cluster, epochs = preempt_cluster, 60
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.keras_fit",
-        "--epochs",
-        str(epochs),
-        "--step-delay",
-        "0.1",
-        options=("-p", "low", "-N1"),
-    )
+    program = example("keras_fit", epochs=epochs, step_delay=0.1)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=("-p", "low", "-N1"))
     wait_for(log, r"epoch 10/60", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=TERM", str(job)], timeout=10)
     stopped = int(wait_for(log, r"stopped at epoch (\d+): BackupAndRestore saved it", timeout=60).group(1))
     wait_requeued_then_release(cluster, job, timeout=90)
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    text = completed(cluster, job, log)
     assert re.search(rf"restart 1: fit starts at epoch {stopped}\b", text), text[-3000:]
     assert re.search(rf"final epoch {epochs} weights \w+", text), text[-3000:]
     print(
@@ -426,33 +346,19 @@ def wait_quiet(cluster, job: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.tf
+@needs("tensorflow")
 def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tmp_path):
     """`scontrol requeue` (SIGTERM, SIGKILL after KillWait=2 s): the tasks checkpoint on the
     SIGTERM, 0 steps lost. Then a node fails (set DOWN) in the resumed run: Slurm requeues
     the --requeue job, which resumes from its last checkpoint (<= 20 steps lost: periodic
     every 20; a node set DOWN keeps its processes, which get SIGTERM and checkpoint too)."""
-    skip_without("tensorflow")
     cluster, steps = preempt_cluster, 200
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.mwms",
-        "--steps",
-        str(steps),
-        "--step-delay",
-        "0.03",
-        "--log-every",
-        "20",
-        "--checkpoint-every",
-        "20",
-        options=("-p", "low"),
-    )
+    program = example("mwms", steps=steps, step_delay=0.03, log_every=20, checkpoint_every=20)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=("-p", "low"))
     wait_for(log, r"step 40/200", timeout=120)
     cluster.run(["scontrol", "requeue", str(job)], timeout=10)
-    saved = int(wait_for(log, r"preempted: checkpoint \S+ saved at step (\d+)", timeout=30).group(1))
+    saved = preempted_at(log, timeout=30)
     wait_requeued_then_release(cluster, job, timeout=90)
     wait_for(log, r"restart 1: resumed from \S+ at step \d+[\s\S]*step (1[0-9]\d)/200", timeout=120)
     node = "node2"
@@ -467,68 +373,48 @@ def test_mwms_scontrol_requeue_then_node_failure_both_resume(preempt_cluster, tm
     before_failure = max(int(s) for s in re.findall(r"step (\d+)/200", log.read_text()))
     # The DOWN node's tasks live on and checkpoint; the requeued job keeps its id, so a run
     # started before they are gone (and the node idle again) has its step 12.0 killed by
-    # the clean-up meant for the old one (seen on 24.11 and 26.05: run 3 ended FAILED).
+    # the clean-up meant for the earlier run (24.11 and 26.05: run 3 ends FAILED).
     wait_quiet(cluster, job, timeout=60)
-    time.sleep(3)
-    cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
-    assert cluster.wait_job(job, timeout=300) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
-    resumed = dict(re.findall(r"restart (\d): resumed from \S+ at step (\d+)", text))
-    assert resumed["1"] == str(saved), text[-3000:]  # scontrol requeue: 0 steps lost
+    release(cluster, job)
+    text = completed(cluster, job, log, timeout=300)
+    resumed_at = dict(re.findall(r"restart (\d): resumed from \S+ at step (\d+)", text))
+    assert resumed_at["1"] == str(saved), text[-3000:]  # scontrol requeue: 0 steps lost
     # at most one interval (20) is lost: the last periodic checkpoint, or (as here, where a
     # DOWN node's processes still live and get SIGTERM) the one taken on the signal
-    assert int(resumed["2"]) >= before_failure - 20, (before_failure, resumed)
-    finals = final_digests(text, steps)
-    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    assert int(resumed_at["2"]) >= before_failure - 20, (before_failure, resumed_at)
+    in_sync(text, steps)
     print(
         f"\nscontrol requeue: checkpoint at step {saved}, 0 lost; node failure after step "
-        f"~{before_failure}: resumed at {resumed['2']} (periodic checkpoint every 20)"
+        f"~{before_failure}: resumed at {resumed_at['2']} (periodic checkpoint every 20)"
     )
 
 
 # ---------------------------------------------------------------- in-allocation restart
+@pytest.mark.tf
+@needs("tensorflow")
 def test_mwms_failed_step_reruns_in_the_allocation(preempt_cluster, tmp_path):
     """TFSLURM_STEP_RESTARTS=1: a worker SIGKILLed mid-training fails the step; the
     template runs it again in the same allocation (srun only: no requeue, no queue wait)
     and it resumes from the last periodic checkpoint."""
-    skip_without("tensorflow")
-    from test_runtime_cluster import kill_task
-
     cluster, steps = preempt_cluster, 200
-    job, log = submit(
-        cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.mwms",
-        "--steps",
-        str(steps),
-        "--step-delay",
-        "0.03",
-        "--log-every",
-        "20",
-        "--checkpoint-every",
-        "20",
-        options=("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1"),
-    )
+    program = example("mwms", steps=steps, step_delay=0.03, log_every=20, checkpoint_every=20)
+    options = ("-p", "low", "--export", "ALL,TFSLURM_STEP_RESTARTS=1")
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=options)
     wait_for(log, r"step 60/200", timeout=120)
     killed = time.monotonic()
     kill_task(cluster, job, 1)
-    assert cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    text = completed(cluster, job, log)
     assert re.search(
         r"tfslurm: step failed \(exit \d+\): running it again in this allocation "
         r"\(0 more\)",
         text,
     ), text[-3000:]
     assert job_field(cluster, job, "Restarts") == "0"
-    resumed = re.findall(r"\[worker:(\d)\] restart 0: resumed from \S+ at step (\d+)", text)
-    assert len(resumed) == 2 and resumed[0][1] == resumed[1][1], text[-3000:]
-    assert int(resumed[0][1]) >= 60 and int(resumed[0][1]) % 20 == 0
-    finals = final_digests(text, steps)
-    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    rerun = resumed(text, restart=0)
+    assert len(rerun) == 2 and rerun[0][1] == rerun[1][1], text[-3000:]
+    assert int(rerun[0][1]) >= 60 and int(rerun[0][1]) % 20 == 0
+    in_sync(text, steps)
     print(
         f"\nMWMS worker killed, step re-run in the allocation: resumed at step "
-        f"{resumed[0][1]}, {time.monotonic() - killed:.1f} s from the kill to COMPLETED"
+        f"{rerun[0][1]}, {time.monotonic() - killed:.1f} s from the kill to COMPLETED"
     )

@@ -16,35 +16,16 @@ import time
 import pytest
 
 from conftest import needs
-from test_runtime_cluster import finish_times, job_env, submit
+from jobs import completed, example, final_digests, finish_times, job_env, ps_done, submit
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.tf,
-    needs("tensorflow"),
-]
+pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 
 
 def test_ps_evaluator_template(slurm_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(
-        slurm_cluster,
-        tmp_path,
-        "ps-evaluator.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.ps",
-        "--steps",
-        "60",
-        "--log-every",
-        "20",
-        "--checkpoint-every",
-        "20",
-        "--step-delay",
-        "0.02",
-    )
-    assert slurm_cluster.wait_job(job, timeout=150) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    program = example("ps", steps=60, log_every=20, checkpoint_every=20, step_delay=0.02)
+    job, log = submit(slurm_cluster, tmp_path, "ps-evaluator.sbatch", *program)
+    text = completed(slurm_cluster, job, log)
     rows = re.findall(r"^0: +(\d) +(\w+) +(\d) +node\d:\d+", text, re.MULTILINE)  # rank 0's plan table
     assert rows == [
         ("0", "chief", "0"),
@@ -53,8 +34,7 @@ def test_ps_evaluator_template(slurm_cluster, tmp_path):
         ("3", "worker", "0"),
         ("4", "worker", "1"),
     ], text[:3000]
-    done = re.search(r"scheduled (\d+) steps, ps step counter (\d+)", text)
-    assert done and done.groups() == ("60", "60"), text[-3000:]
+    assert ps_done(text) == (60, 60), text[-3000:]
     times = finish_times(text)
     assert {"chief:0", "ps:0", "worker:0", "worker:1"} <= set(times), text[-3000:]
     for role in ("ps:0", "worker:0", "worker:1"):
@@ -86,27 +66,17 @@ def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
 
 def test_mwms_template_with_the_plugin(plugin_cluster, tmp_path):
     started = time.monotonic()
-    job, log = submit(
-        plugin_cluster,
-        tmp_path,
-        "mwms.sbatch",
-        "python",
-        "-m",
-        "tfslurm.examples.mwms",
-        "--steps",
-        "60",
-        options=("--tf-dist=worker:*",),
-    )
-    assert plugin_cluster.wait_job(job, timeout=120) == "COMPLETED", log.read_text()[-3000:]
-    text = log.read_text()
+    program = example("mwms", steps=60)
+    job, log = submit(plugin_cluster, tmp_path, "mwms.sbatch", *program, options=("--tf-dist=worker:*",))
+    text = completed(plugin_cluster, job, log, timeout=120)
     assert len(re.findall(r"tfslurm run: worker:\d \(mwms, from TF_CONFIG\)", text)) == 2, text[:3000]
-    finals = re.findall(r"\[worker:\d\] final step 60 weights (\w+)", text)
-    assert len(finals) == 2 and finals[0] == finals[1], text[-3000:]
+    finals = final_digests(text, 60)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
     print(f"\nmwms.sbatch --tf-dist through the plugin end to end: {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.parametrize("template", ["mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch"])
-def test_template_without_tfslurm_on_path_fails_at_once_naming_the_fix(slurm_cluster, tmp_path, template):
+def test_template_without_tfslurm_on_path_fails_naming_the_fix(slurm_cluster, tmp_path, template):
     """Submitted from a shell where the tfslurm environment is not active: the job fails in
     its first second with one line naming the fix, instead of execve() errors per task."""
     from tfslurm.runtime.templates import template_path

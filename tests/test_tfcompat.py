@@ -34,7 +34,7 @@ def test_tf_order_is_alphabetical():
     assert TF_JOB_ORDER is JobOrder.ALPHABETICAL
 
 
-def test_resolver_job_order_keeps_tf_order_for_explicit_jobs_only():
+def test_resolver_keeps_tf_job_order_for_explicit_jobs_only():
     assert resolver_job_order(None, explicit_jobs=True) is JobOrder.ALPHABETICAL
     assert resolver_job_order(None, explicit_jobs=False) is JobOrder.WRITTEN
     for explicit in (True, False):
@@ -45,7 +45,7 @@ def test_resolver_job_order_keeps_tf_order_for_explicit_jobs_only():
         resolver_job_order("sorted", explicit_jobs=True)
 
 
-def test_8888_only_without_a_job_reserved_ports_or_tfslurm_port_base():
+def test_port_8888_only_without_reserved_ports_or_port_base():
     assert fallback_port_base(Step.from_environ(STEP), None) == TF_PORT_BASE == 8888
     assert fallback_port_base(Step.from_environ(STEP), 2222) == 2222
     for extra in (

@@ -289,7 +289,7 @@ def _cuda_driver_initialised(path: str) -> bool:
         count = ctypes.c_int(0)
         result = lib.cuDeviceGetCount(ctypes.byref(count))
     except (OSError, AttributeError):
-        return True  # mapped but not askable: assume the worst, as before
+        return True  # mapped but not askable: assume the worst (initialised)
     return bool(result != CUDA_ERROR_NOT_INITIALIZED)
 
 

@@ -17,7 +17,7 @@
  * the block's "input" values (the pid variable aside): then the hook, which reads nothing
  * but the environment, would have printed exactly these lines for it.  Anything else
  * (a missing block, another environment, malformed output) means: run the hook for this
- * task as before.
+ * task itself, as without prolog= mode.
  *
  * This file only reads that output and compares environments; running the hook once and
  * sharing its output among the tasks is node_run.h's, which needs Slurm.  No Slurm

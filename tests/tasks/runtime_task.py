@@ -42,42 +42,39 @@ def peer_addresses() -> list[str]:
     return sorted(peers)
 
 
+def torch_all_reduce(
+    rank: int, iface: str | None, by_tfslurm: bool
+) -> tuple[float, dict[str, object], list[str]]:
+    """Sum rank + 1 over every process with gloo, set up by tfslurm.torch or (torch-env) by
+    torch alone from the variables the TaskProlog exported."""
+    import torch
+    import torch.distributed as dist
+
+    if by_tfslurm:
+        import tfslurm.torch
+
+        tfslurm.torch.init_process_group("gloo", iface=iface)
+    else:
+        dist.init_process_group("gloo")
+    value = torch.tensor([float(rank + 1)])
+    dist.all_reduce(value)
+    seen: dict[str, object] = {"rank": dist.get_rank(), "size": dist.get_world_size()}
+    seen.update(
+        {k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
+    )
+    peers = peer_addresses()
+    dist.destroy_process_group()
+    return value.item(), seen, peers
+
+
 def main() -> None:
     runtime, out = sys.argv[1], sys.argv[2]
     iface = sys.argv[3] if len(sys.argv) > 3 else None
     rank = int(os.environ["SLURM_PROCID"])
     node = os.environ["SLURMD_NODENAME"]
     seen: dict[str, object] = {}
-    if runtime == "torch-env":
-        import torch
-        import torch.distributed as dist
-
-        dist.init_process_group("gloo")
-        value = torch.tensor([float(rank + 1)])
-        dist.all_reduce(value)
-        result = value.item()
-        seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
-        seen.update(
-            {k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
-        )
-        peers = peer_addresses()
-        dist.destroy_process_group()
-    elif runtime == "torch":
-        import torch
-        import torch.distributed as dist
-
-        import tfslurm.torch
-
-        plan = tfslurm.torch.init_process_group("gloo", iface=iface)
-        value = torch.tensor([float(rank + 1)])
-        dist.all_reduce(value)
-        result = value.item()
-        seen = {"rank": dist.get_rank(), "size": dist.get_world_size()}
-        seen.update(
-            {k: os.environ.get(k) for k in ("MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")}
-        )
-        peers = peer_addresses()
-        dist.destroy_process_group()
+    if runtime in ("torch", "torch-env"):
+        result, seen, peers = torch_all_reduce(rank, iface, by_tfslurm=runtime == "torch")
     elif runtime == "jax":
         import jax
         import numpy as np

@@ -1,10 +1,12 @@
-"""Shared bits of the example programs: quiet TF defaults, data, a weight digest."""
+"""Shared bits of the example programs: quiet TF defaults, options, data, the linear model
+and its synchronous training step, a weight digest."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +47,9 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse(
+    p: argparse.ArgumentParser, argv: Sequence[str] | None = None, need_checkpoint_dir: bool = False
+) -> argparse.Namespace:
     args = p.parse_args(argv)
     for name in ("batch", "log_every", "check_every"):  # divisors and tensor shapes
         if getattr(args, name) < 1:
@@ -54,6 +58,8 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argp
         p.error(f"--checkpoint-every {args.checkpoint_every}: must be 0 (off) or more")
     if args.checkpoint_dir is None:
         args.checkpoint_dir = os.environ.get("TFSLURM_CHECKPOINT_DIR") or None
+    if need_checkpoint_dir and not args.checkpoint_dir:
+        p.error("--checkpoint-dir (or TFSLURM_CHECKPOINT_DIR) is required")
     return args
 
 
@@ -68,6 +74,48 @@ def batch(tf: Any, rows: int, seed: int) -> tuple[Any, Any]:
 def loss(tf: Any, x: Any, y: Any, w: Any, b: Any) -> Any:
     """Mean squared error of the linear model ``x.w + b``."""
     return tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+
+
+def mwms_model(tf: Any, ctx: Any) -> tuple[Any, Any, Any]:
+    """The weights, the bias and the step counter of an MWMS worker, in the strategy's scope.
+    Each worker draws its own initial weights: MWMS must broadcast worker 0's."""
+    with ctx.strategy.scope():
+        w = tf.Variable(tf.random.normal([FEATURES, 1], seed=ctx.role.index), name="w")
+        b = tf.Variable(0.0, name="b")
+        step = tf.Variable(0, dtype=tf.int64, name="step")
+    return w, b, step
+
+
+def mwms_train_step(tf: Any, ctx: Any, args: argparse.Namespace, w: Any, b: Any, step: Any) -> Any:
+    """``train_step(x, y) -> loss``: one SGD step of every worker with the mean of their
+    gradients (all-reduced by MWMS), counted in ``step``."""
+    strategy = ctx.strategy
+
+    def replica_grads(x: Any, y: Any) -> tuple[Any, ...]:
+        with tf.GradientTape() as tape:
+            mse = loss(tf, x, y, w, b)
+        return (mse, *tape.gradient(mse, [w, b]))
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        mse, gw, gb = strategy.run(replica_grads, args=(x, y))
+        mean = tf.distribute.ReduceOp.MEAN
+        mse, gw, gb = (strategy.reduce(mean, t, axis=None) for t in (mse, gw, gb))
+        w.assign_sub(args.lr * gw)
+        b.assign_sub(args.lr * gb)
+        step.assign_add(1)
+        return mse
+
+    return train_step
+
+
+def stepped(ctx: Any, tag: str, args: argparse.Namespace, current: int, mse: float) -> None:
+    """After step ``current`` of an MWMS worker: the chief reports progress every
+    ``--log-every`` steps and at the last; every worker waits ``--step-delay``."""
+    if ctx.is_chief and (current % args.log_every == 0 or current == args.steps):
+        say(tag, f"step {current}/{args.steps} loss {mse:.5f}")
+    if args.step_delay:
+        time.sleep(args.step_delay)
 
 
 def restored_checkpoints(ctx: Any, args: argparse.Namespace, tag: str, checkpoint: Any) -> Any:
@@ -90,6 +138,11 @@ def digest(*arrays: Any) -> str:
     for a in arrays:
         h.update(a.tobytes())
     return h.hexdigest()[:16]
+
+
+def say_weights(tag: str, what: str, started: float, *arrays: Any) -> None:
+    """The line a finished run ends with: ``<what> weights <digest> (N s training)``."""
+    say(tag, f"{what} weights {digest(*arrays)} ({time.time() - started:.2f} s training)")
 
 
 def say(tag: str, text: str) -> None:

@@ -69,21 +69,14 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
     except Stopped as stop:
         common.say(tag, f"stopped at epoch {stop.args[0]}: BackupAndRestore saved it")
         return 0
-    weights = [v.numpy() for v in model.weights]
-    common.say(
-        tag,
-        f"final epoch {args.epochs} weights {common.digest(*weights)} "
-        f"({time.time() - started:.2f} s training)",
-    )
+    common.say_weights(tag, f"final epoch {args.epochs}", started, *(v.numpy() for v in model.weights))
     return 0
 
 
 def cli(argv: Sequence[str] | None = None) -> int:
     p = common.parser("Keras fit with BackupAndRestore")
     p.add_argument("--epochs", type=int, default=40, help="epochs (8 steps each)")
-    args = common.parse(p, argv)
-    if not args.checkpoint_dir:
-        p.error("--checkpoint-dir (or TFSLURM_CHECKPOINT_DIR) is required")
+    args = common.parse(p, argv, need_checkpoint_dir=True)
     if args.epochs < 1:
         p.error(f"--epochs {args.epochs}: must be at least 1")
     import tfslurm

@@ -107,12 +107,8 @@ def train(ctx: RunContext, args: argparse.Namespace) -> int:
     coordinator.join()
     if checkpoints is not None:
         checkpoints.save(int(step.numpy()))
-    common.say(
-        "chief:0",
-        f"scheduled {scheduled} steps, ps step counter "
-        f"{int(step.numpy())}, final weights {common.digest(w.numpy(), b.numpy())} "
-        f"({time.time() - started:.2f} s training)",
-    )
+    counted = f"scheduled {scheduled} steps, ps step counter {int(step.numpy())}, final"
+    common.say_weights("chief:0", counted, started, w.numpy(), b.numpy())
     return 0
 
 
