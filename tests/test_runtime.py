@@ -380,8 +380,7 @@ def test_other_commands_run_as_a_child_with_tf_config():
 
 
 def test_a_command_gets_the_role_watched_and_requeue_variables():
-    proc = _tfslurm_run(
-        SINGLE,
+    proc = tfslurm_run(
         "--requeue-on-ps-failure",
         "--",
         "sh",
