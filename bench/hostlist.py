@@ -24,7 +24,7 @@ An anchor whose growth at the smaller sizes projects over ``--limit`` seconds a 
 skipped at the larger size, and the cell says so (Slurm's C parser reads a bracket-free
 list in quadratic time: about 10 s for 300k hosts here).
 
-Checks (issue 17): every anchor / tfslurm ratio >= 1.0 at 10k hosts and above, >= 0.9 at
+Checks: every anchor / tfslurm ratio >= 1.0 at 10k hosts and above, >= 0.9 at
 1k; python-hostlist / tfslurm >= 1.1 expanding ``rack[1-R]-n[001-400]`` at 10k and 100k,
 measured again side by side (the two alone, in turns, over more rounds); each shape's growth exponent (slope of log time against log size, 10k and up) <= 1.15,
 printed beside the floor's exponent measured in the same run, so that a load or cache

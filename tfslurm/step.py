@@ -417,8 +417,8 @@ def _task_key(env: Mapping[str, str]) -> str | None:
     return ".".join(parts)
 
 
-# Slurm's special step ids as a task sees them. Since 26.05 a batch script's SLURM_STEP_ID is
-# its batch step's id as a signed number (SLURM_BATCH_SCRIPT, 0xfffffffb); before, it had none.
+# Slurm's special step ids as a task sees them. On 26.05 a batch script's SLURM_STEP_ID is its
+# batch step's id as a signed number (SLURM_BATCH_SCRIPT, 0xfffffffb); 22.05 and 24.11 set none.
 BATCH_STEP_IDS = frozenset({"-5", "4294967291"})
 
 

@@ -45,7 +45,7 @@ def natural_key(name: str) -> tuple[Any, ...]:
 _MARKED_DIGITS = 4096  # digit runs up to this long get a mark; longer: natural_key
 _WIDE_MARKED_DIGITS = 127  # the same for names with other than ASCII (Latin-1 keys)
 # The tables of marks (8,192 strings), built on the first sorted compress of names rather
-# than at import: they were most of this package's import time, paid by every task's hook.
+# than at import, where they would be most of the import time every task's hook pays.
 _MARKS: dict[bool, list[str]] = {}
 
 

@@ -174,7 +174,7 @@ class Network(Value):
 
     @classmethod
     def plan(cls, state_dir: str, subnet: str, node_names: list[str], tag: str | None = None) -> Network:
-        """``tag`` None: derived from the state dir (a record from before tags were recorded)."""
+        """``tag`` None (a cluster record that names none): derived from the state dir."""
         h = tag or name_hash(state_dir)
         second = "10.214." + subnet.rsplit(".", 1)[1]
         nodes = tuple(

@@ -55,7 +55,7 @@ class Process:
     PIDs are reused (``kernel.pid_max`` is 32768 on many machines), and a signal sent after
     the process was reaped would reach whatever started next with its number. A pidfd
     (Linux 5.3) names the process itself: once it is gone, signalling does nothing. Where
-    pidfds are not available the PID is used, as before."""
+    pidfds are not available the PID is used."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
