@@ -113,6 +113,11 @@ class ParameterServerFailure(RuntimeError):
     """A parameter server went away: training cannot go on without its variables."""
 
 
+class RestartCapReached(RuntimeError):
+    """The job was restarted more often than its cap allows: the run must not start. Not a
+    TfslurmError: its exit status is ``runtime.stops.EXIT_RESTART_CAP``, not a usage error's 2."""
+
+
 def clip(text: str, limit: int = 60) -> str:
     """User text shortened for a one-line error message (the input may be megabytes)."""
     return text if len(text) <= limit else text[:limit] + "..."

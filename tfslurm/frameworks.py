@@ -133,10 +133,7 @@ def keras_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
         "KERAS_DISTRIBUTION_PROCESS_ID": str(rank),
     }
     # Keras passes no device ids: JAX reads these, else guesses SLURM_LOCALID (wrong here).
-    ids = local_device_ids(plan) if rank == plan.rank else None
-    if ids:
-        out["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, ids))
-    return out
+    return out | _device_ids_env(plan, rank)
 
 
 def local_device_ids(plan: Plan) -> tuple[int, ...] | None:
@@ -160,10 +157,14 @@ def jax_env(plan: Plan, rank: int | None = None) -> dict[str, str]:
         "JAX_NUM_PROCESSES": str(plan.cluster.num_tasks),
         "JAX_PROCESS_ID": str(rank),
     }
+    return out | _device_ids_env(plan, rank)
+
+
+def _device_ids_env(plan: Plan, rank: int) -> dict[str, str]:
+    """``JAX_LOCAL_DEVICE_IDS`` for this task's own rank when it has GPUs (other ranks'
+    are not known here)."""
     ids = local_device_ids(plan) if rank == plan.rank else None
-    if ids:
-        out["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, ids))
-    return out
+    return {"JAX_LOCAL_DEVICE_IDS": ",".join(map(str, ids))} if ids else {}
 
 
 def torch_env(plan: Plan, rank: int | None = None) -> dict[str, str]:

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from tfslurm.errors import RestartCapReached
 from tfslurm.runtime import stops
 from tfslurm.runtime.launch import RunOptions, run_task
 from tfslurm.settings import Settings
@@ -104,6 +105,6 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_environ()  # tfslurm's settings, read once for this process
     try:
         return run_task(options, settings, os.environ)
-    except stops.RestartCapReached as refused:
+    except RestartCapReached as refused:
         print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
         return stops.EXIT_RESTART_CAP

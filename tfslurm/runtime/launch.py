@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import RestartCapReached, TfslurmError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
@@ -164,7 +164,7 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
     """``tfslurm run``: check the restart cap, resolve this task's role, run its program
     (or its TF server) and return the exit status. ``settings`` are ``environ``'s.
 
-    Raises :class:`stops.RestartCapReached` when the job was restarted more often than
+    Raises :class:`RestartCapReached` when the job was restarted more often than
     ``--max-restarts`` allows, and a one-line TfslurmError for bad input. In the forked
     child this returns the program's status too."""
     cap = stops.max_restarts(options.max_restarts, given=settings)
@@ -172,7 +172,7 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
     refused = stops.restart_cap_message(stops.restart_count(environ), cap)
     if refused:
         ignore_signals((signal.SIGTERM,))  # the other tasks' 86 ends the step: keep this status
-        raise stops.RestartCapReached(refused)
+        raise RestartCapReached(refused)
     if options.cap_check:
         return 0
     role = resolve_role(environ, options.jobs, settings=settings)

@@ -33,11 +33,6 @@ signal_number = settings.signal_number
 stop_signals = settings.stop_signals
 
 
-class RestartCapReached(Exception):
-    """The job was restarted more often than the cap allows: the run must not start. Not a
-    TfslurmError: its status is ``EXIT_RESTART_CAP``, not a usage error's 2."""
-
-
 def describe(signum: int) -> str:
     """Why this signal probably came, for the one-line log."""
     name = signal.Signals(signum).name
