@@ -34,7 +34,7 @@ from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
 from tfslurm.errors import clip as _clip
 from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 from tfslurm.step import Step
 from tfslurm.value import Value
 
@@ -367,9 +367,10 @@ def _node_distribution(step: Step) -> tuple[Distribution | None, int | None]:
     plane = step.plane_size
     if first.startswith("plane="):
         size = first.partition("=")[2]
-        if not is_ascii_number(size, 19) or int(size) < 1:
+        plane = ascii_int(size)
+        if plane is None or plane < 1:
             raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
-        first, plane = "plane", int(size)
+        first = "plane"
     if first in ("", "*"):
         return Distribution.DEFAULT, None
     kind = _NODE_DISTRIBUTIONS.get(first)
@@ -544,13 +545,15 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
     if nodeid is not None:
         by_nodeid = list(layout.nodes) if node_order is None else node_order
         if nodeid >= len(by_nodeid):
-            raise LayoutError(f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}")
+            raise LayoutError(
+                f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={_clip(step.nodelist or '')!r}"
+            )
         name = by_nodeid[nodeid]
         if step.node_name is not None and step.node_name != name:
             where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
             raise LayoutError(
-                f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
-                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)}"
+                f"SLURM_NODEID={nodeid} names {_clip(name)!r} in {where} ({_clip(step.nodelist or '')!r}), "
+                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)!r}"
             )
         return name
     if step.node_name is not None:
