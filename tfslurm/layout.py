@@ -31,7 +31,7 @@ from functools import cached_property
 from itertools import compress, repeat
 
 from tfslurm import hostlist
-from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
+from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
 from tfslurm.numbers import ascii_int
@@ -312,7 +312,7 @@ def layout_for(step: Step) -> Layout:
     if 0 in counts:
         raise SlurmEnvError(
             f"SLURM_STEP_TASKS_PER_NODE={_clip(tasks_per_node)!r} gives node "
-            f"{nodes[counts.index(0)]} no task; Slurm starts at least one task on every node "
+            f"{bare(nodes[counts.index(0)])} no task; Slurm starts at least one task on every node "
             "of a step: these are not a step's variables"
         )
     if len(set(nodes)) != len(nodes):
@@ -440,7 +440,7 @@ def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]
         for name in used:
             if name in owner:
                 raise LayoutError(
-                    f"het components {owner[name]} and {component.index} share node {name}: "
+                    f"het components {owner[name]} and {component.index} share node {bare(name)}: "
                     "the per-node task counts cannot be split between them"
                 )
             owner[name] = component.index
@@ -450,7 +450,9 @@ def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]
         return None  # a step of one component (--het-group=N): an ordinary step
     missing = [n for n in nodes if n not in owner]
     if missing:
-        raise LayoutError(f"het step: node {missing[0]} of SLURM_STEP_NODELIST belongs to no het component")
+        raise LayoutError(
+            f"het step: node {bare(missing[0])} of SLURM_STEP_NODELIST belongs to no het component"
+        )
     return parts
 
 
@@ -576,11 +578,11 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
 
 
 def _shape(step: Step, layout: Layout, het: bool) -> str:
-    dist = f"-m {step.distribution}" if step.distribution else "no -m"
+    dist = f"-m {bare(step.distribution)}" if step.distribution else "no -m"
     kind = "heterogeneous step" if het else "step"
     return (
-        f"{kind} {step.job_id}.{step.step_id} ({dist}, nodes {step.nodelist}, "
-        f"tasks per node {step.tasks_per_node})"
+        f"{kind} {step.job_id}.{step.step_id} ({dist}, nodes {bare(step.nodelist or '')}, "
+        f"tasks per node {bare(step.tasks_per_node or '')})"
     )
 
 
