@@ -198,7 +198,7 @@ def test_no_raw_control_character_reaches_a_message(path: str, char: str) -> Non
         printable_line(line)
 
 
-def test_a_node_name_with_escape_sequences_is_shown_escaped_in_a_warning() -> None:
+def test_escape_sequences_in_a_node_name_are_escaped_in_warnings() -> None:
     lines = _gpu_warning("\x1b[2J")
     assert any("node n\\x1b[2J1 has 2 GPU(s) for 4 tasks" in line for line in lines), lines
 
