@@ -300,7 +300,7 @@ def test_het_node_ids_count_in_component_order(tmp_path: Path) -> None:
     assert layout.rank_to_node == ["node4", "node4", "node1", "node1", "node2"]
     assert layout.component_sizes == (2, 3) and layout.index_of("node4") == 2
     wrong = env | {"SLURM_NODEID": "2"}  # as if it indexed the sorted list
-    with pytest.raises(LayoutError, match="SLURM_NODEID=2 names node2 in the het components' node lists"):
+    with pytest.raises(LayoutError, match="SLURM_NODEID=2 names 'node2' in the het components' node lists"):
         layout_for(Step.from_environ(wrong))
 
 
@@ -413,7 +413,7 @@ def base_env() -> dict[str, str]:
         ({"SLURM_STEP_NUM_NODES": "3"}, "SLURM_STEP_NUM_NODES=3"),
         (
             {"SLURMD_NODENAME": "a1"},
-            "SLURM_NODEID=1 names a2 in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME=a1",
+            "SLURM_NODEID=1 names 'a2' in SLURM_STEP_NODELIST .* but this task runs on SLURMD_NODENAME='a1'",
         ),
         ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is outside"),
         ({"SLURM_GTIDS": "1,2"}, "Slurm placed ranks 1,2 on a2 but default \\(block\\) layout predicts 2"),

@@ -13,7 +13,7 @@ import importlib
 import io
 import sys
 
-from tfslurm.errors import TfslurmError
+from tfslurm.errors import TfslurmError, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
@@ -43,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
     of its parent)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # argparse quotes some arguments raw (an unrecognised one): escaped like any error
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _load(name: str) -> ModuleType:

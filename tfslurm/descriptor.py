@@ -30,6 +30,7 @@ from tfslurm.errors import HostlistError, PlanError
 from tfslurm.errors import shown as _show
 from tfslurm.jobspec import is_job_name
 from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
+from tfslurm.numbers import ascii_int
 from tfslurm.value import Value
 
 TYPE_CHECKING = False
@@ -129,7 +130,7 @@ class Descriptor(Value):
 def _fields(text: str) -> dict[str, str]:
     """The ``key=value`` fields of a descriptor, each known and given once, none missing."""
     if not isinstance(text, str):
-        raise PlanError(f"plan descriptor {text!r} is not a string")
+        raise PlanError(f"plan descriptor {_show(str(text))} is not a string")
     if len(text) > _MAX_DESCRIPTOR_CHARS:
         raise PlanError(f"plan descriptor is {len(text)} characters long, more than any plan needs")
     head, _, rest = text.strip().partition(";")
@@ -142,7 +143,7 @@ def _fields(text: str) -> dict[str, str]:
     for part in rest.split(";"):
         key, sep, value = part.partition("=")
         if not sep or key not in _KEYS:
-            raise PlanError(f"plan descriptor {_show(text)}: unknown field {part[:40]!r}")
+            raise PlanError(f"plan descriptor {_show(text)}: unknown field {_show(part, 40)}")
         if key in values:
             raise PlanError(f"plan descriptor {_show(text)}: field {key!r} given twice")
         values[key] = value
@@ -192,10 +193,11 @@ def _jobs(text: str, value: str, num_tasks: int) -> tuple[tuple[str, int], ...]:
     """The resolved jobs in rank order, adding up to the map's tasks."""
     jobs = []
     for part in value.split(","):
-        name, _, count = part.partition(":")
-        if not is_job_name(name) or not count.isdecimal() or not count.isascii():
-            raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {part!r}")
-        jobs.append((name, int(count)))
+        name, _, digits = part.partition(":")
+        count = ascii_int(digits)
+        if not is_job_name(name) or count is None:
+            raise PlanError(f"plan descriptor {_show(text)}: bad jobs entry {_show(part, 40)}")
+        jobs.append((name, count))
     if sum(count for _, count in jobs) != num_tasks:
         raise PlanError(
             f"plan descriptor {_show(text)}: jobs add up to "
@@ -252,7 +254,7 @@ def _decode_list(text: str, key: str, value: str, length: int) -> tuple[int, ...
         except (binascii.Error, zlib.error, UnicodeDecodeError) as exc:
             raise PlanError(f"plan descriptor {_show(text)}: field {key!r} is corrupt ({exc})") from None
     if not value.startswith("runs:"):
-        raise PlanError(f"plan descriptor {_show(text)}: field {key!r} is {value[:30]!r}")
+        raise PlanError(f"plan descriptor {_show(text)}: field {key!r} is {_show(value, 30)}")
     try:
         values = tuple(hostlist.expand_counts(value[5:]))
     except HostlistError as exc:

@@ -22,14 +22,30 @@ class TfslurmError(ValueError):
 
 
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
-    """``text`` with line breaks escaped and its middle elided past ``limit`` characters
-    (the end of a message says how to fix it, so it is kept)."""
-    if "\n" in text or "\r" in text:
-        text = text.replace("\r", "\\r").replace("\n", "\\n")
-    if len(text) > limit:
-        tail = limit // 3
-        text = text[: limit - tail - 5] + " ... " + text[-tail:]
-    return text
+    """``text`` escaped (:func:`escaped`: no line break or other control character is left)
+    and its middle elided past ``limit`` characters (the end of a message says how to fix
+    it, so it is kept). Only the two ends are escaped when the middle goes: a megabyte of
+    input costs no more than its first and last few hundred characters."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    tail = limit // 3
+    head = limit - tail - 5
+    if len(text) <= limit:
+        text = escaped(text)
+        if len(text) <= limit:
+            return text
+    return escaped(text[:head])[:head] + " ... " + escaped(text[-tail:])[-tail:]
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character that is not printable (C0 and C1 control characters,
+    DEL, line and paragraph separators, lone surrogates of undecodable bytes) written as
+    ``repr()`` writes it (``\\x1b``, ``\\n``, ``\\udcff``): the one escaping of input that a
+    message or warning shows, so that no value can move the cursor, clear a terminal or
+    start a line of its own. Printable text, backslashes included, is left as it is."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 class HostlistError(TfslurmError):
@@ -126,3 +142,9 @@ def clip(text: str, limit: int = 60) -> str:
 def shown(text: str, limit: int = 60) -> str:
     """repr() of clipped user text: quoted, escapes visible, one line."""
     return repr(clip(text, limit))
+
+
+def bare(text: str, limit: int = 60) -> str:
+    """Clipped user text escaped as :func:`shown` escapes it, without the quotes: a node
+    name in a sentence (``on node n1``)."""
+    return escaped(clip(text, limit))

@@ -22,7 +22,7 @@ import stat
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 
 __all__ = ["MAX_HOSTFILE_BYTES", "MAX_TASKS", "parse_hostfile", "read_hostfile"]
 
@@ -65,13 +65,13 @@ def parse_hostfile(text: str, source: str = "hostfile", limit: int | None = None
                 hosts.append(word)
                 continue
             expr, star, times = word.rpartition("*") if "*" in word else (word, "", "")
-            if star and (not is_ascii_number(times, 19) or not expr):
+            count = ascii_int(times) if star else 1
+            if count is None or not expr:
                 raise LayoutError(f"{source} line {number}: {word!r} is not HOST or HOSTLIST*N")
             try:
                 group = hostlist.expand(expr)
             except HostlistError as exc:
                 raise LayoutError(f"{source} line {number}: {exc}") from None
-            count = int(times) if star else 1
             room = cap - len(hosts)
             if len(group) * count > room:
                 if limit is None:

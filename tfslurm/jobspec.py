@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from tfslurm.errors import JobSpecError
 from tfslurm.errors import shown as _shown
-from tfslurm.numbers import is_ascii_number, is_int_in
+from tfslurm.numbers import ascii_int, is_int_in
 
 __all__ = [
     "REST",
@@ -205,11 +205,13 @@ def _check_name(spec: str, name: str) -> str:
 def _check_count(spec: str, name: str, count: str) -> int | None:
     if count == REST:
         return None
-    if not is_ascii_number(count, _MAX_COUNT_DIGITS):
+    number = ascii_int(count, _MAX_COUNT_DIGITS)
+    if number is None:
         raise JobSpecError(
-            f"jobs spec {_shown(spec, _SHOWN)}: count {count!r} of {name!r} is not a non-negative integer or '*'"
+            f"jobs spec {_shown(spec, _SHOWN)}: count {_shown(count)} of {_shown(name)} "
+            "is not a non-negative integer or '*'"
         )
-    return int(count)
+    return number
 
 
 def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:

@@ -31,10 +31,10 @@ from functools import cached_property
 from itertools import compress, repeat
 
 from tfslurm import hostlist
-from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError
+from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 from tfslurm.step import Step
 from tfslurm.value import Value
 
@@ -312,7 +312,7 @@ def layout_for(step: Step) -> Layout:
     if 0 in counts:
         raise SlurmEnvError(
             f"SLURM_STEP_TASKS_PER_NODE={_clip(tasks_per_node)!r} gives node "
-            f"{nodes[counts.index(0)]} no task; Slurm starts at least one task on every node "
+            f"{bare(nodes[counts.index(0)])} no task; Slurm starts at least one task on every node "
             "of a step: these are not a step's variables"
         )
     if len(set(nodes)) != len(nodes):
@@ -367,9 +367,10 @@ def _node_distribution(step: Step) -> tuple[Distribution | None, int | None]:
     plane = step.plane_size
     if first.startswith("plane="):
         size = first.partition("=")[2]
-        if not is_ascii_number(size, 19) or int(size) < 1:
+        plane = ascii_int(size)
+        if plane is None or plane < 1:
             raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
-        first, plane = "plane", int(size)
+        first = "plane"
     if first in ("", "*"):
         return Distribution.DEFAULT, None
     kind = _NODE_DISTRIBUTIONS.get(first)
@@ -439,7 +440,7 @@ def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]
         for name in used:
             if name in owner:
                 raise LayoutError(
-                    f"het components {owner[name]} and {component.index} share node {name}: "
+                    f"het components {owner[name]} and {component.index} share node {bare(name)}: "
                     "the per-node task counts cannot be split between them"
                 )
             owner[name] = component.index
@@ -449,7 +450,9 @@ def _het_participants(step: Step, nodes: list[str]) -> list[tuple[int, list[str]
         return None  # a step of one component (--het-group=N): an ordinary step
     missing = [n for n in nodes if n not in owner]
     if missing:
-        raise LayoutError(f"het step: node {missing[0]} of SLURM_STEP_NODELIST belongs to no het component")
+        raise LayoutError(
+            f"het step: node {bare(missing[0])} of SLURM_STEP_NODELIST belongs to no het component"
+        )
     return parts
 
 
@@ -544,13 +547,15 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
     if nodeid is not None:
         by_nodeid = list(layout.nodes) if node_order is None else node_order
         if nodeid >= len(by_nodeid):
-            raise LayoutError(f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={step.nodelist!r}")
+            raise LayoutError(
+                f"SLURM_NODEID={nodeid} is outside SLURM_STEP_NODELIST={_clip(step.nodelist or '')!r}"
+            )
         name = by_nodeid[nodeid]
         if step.node_name is not None and step.node_name != name:
             where = "SLURM_STEP_NODELIST" if node_order is None else "the het components' node lists"
             raise LayoutError(
-                f"SLURM_NODEID={nodeid} names {name} in {where} ({step.nodelist}), "
-                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)}"
+                f"SLURM_NODEID={nodeid} names {_clip(name)!r} in {where} ({_clip(step.nodelist or '')!r}), "
+                f"but this task runs on SLURMD_NODENAME={_clip(step.node_name)!r}"
             )
         return name
     if step.node_name is not None:
@@ -573,11 +578,11 @@ def _own_node(step: Step, layout: Layout, node_order: list[str] | None) -> str |
 
 
 def _shape(step: Step, layout: Layout, het: bool) -> str:
-    dist = f"-m {step.distribution}" if step.distribution else "no -m"
+    dist = f"-m {bare(step.distribution)}" if step.distribution else "no -m"
     kind = "heterogeneous step" if het else "step"
     return (
-        f"{kind} {step.job_id}.{step.step_id} ({dist}, nodes {step.nodelist}, "
-        f"tasks per node {step.tasks_per_node})"
+        f"{kind} {step.job_id}.{step.step_id} ({dist}, nodes {bare(step.nodelist or '')}, "
+        f"tasks per node {bare(step.tasks_per_node or '')})"
     )
 
 

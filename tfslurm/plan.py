@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 
 from tfslurm.cluster import EVALUATOR, NODE, Cluster, count_per_node
-from tfslurm.errors import PlanError
+from tfslurm.errors import PlanError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
 from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE
@@ -431,8 +431,8 @@ def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DE
     node = cluster.nodes[cluster.rank_node[procid]]
     if step.node_name is not None and node != step.node_name:
         raise PlanError(
-            f"{DESCRIPTOR_VARIABLE} puts rank {procid} on {node}, "
-            f"but it runs on {step.node_name}: the descriptor is from another step"
+            f"{DESCRIPTOR_VARIABLE} puts rank {procid} on {bare(node)}, "
+            f"but it runs on {bare(step.node_name)}: the descriptor is from another step"
         )
     if not options.assign:
         return Plan(cluster, procid)

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number, is_int_in
+from tfslurm.numbers import ascii_int, is_int_in
 from tfslurm.settings import PORT_BASE_VARIABLE
 from tfslurm.value import Value
 
@@ -169,9 +169,10 @@ class PortRule(Value):
         kind = _KINDS_BY_CODE.get(code)
         if kind is PortKind.RESERVED:
             return cls(kind, ports=parse_port_list(body, f"port rule {_clip(text)!r}"))
-        if kind is None or not is_ascii_number(body, 5):
+        base = ascii_int(body, 5)
+        if kind is None or base is None:
             raise PortError(f"port rule {_clip(text)!r} is not an encoded port rule")
-        return cls(kind, base=int(body))
+        return cls(kind, base=base)
 
     def describe(self) -> str:
         if self.kind is PortKind.RESERVED:
@@ -194,22 +195,17 @@ def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int
     ports: list[int] = []
     for item in text.strip().split(","):
         low, dash, high = item.partition("-")
-        if not _port_digits(low) or (dash and not _port_digits(high)):
+        first, last = ascii_int(low, 5), ascii_int(high if dash else low, 5)
+        if first is None or last is None:
             raise PortError(f"{name}={_clip(text)!r} is not a list of ports like 12000-12003,12007")
-        first, last = int(low), int(high or low)
         if not 1 <= first <= last <= _MAX_PORT:
-            raise PortError(f"{name}={_clip(text)!r}: {item!r} is not a port range within 1-65535")
+            raise PortError(f"{name}={_clip(text)!r}: {_clip(item)!r} is not a port range within 1-65535")
         ports.extend(range(first, last + 1))
         if len(ports) > _MAX_PORT:
             raise PortError(f"{name}={_clip(text)!r} lists more ports than exist")
     if len(set(ports)) != len(ports):
         raise PortError(f"{name}={_clip(text)!r} lists a port twice")
     return tuple(ports)
-
-
-def _port_digits(text: str) -> bool:
-    """1 to 5 ASCII digits (int() alone would take blanks, '+' and other scripts' digits)."""
-    return is_ascii_number(text, 5)
 
 
 def format_port_list(ports: Sequence[int]) -> str:
@@ -230,10 +226,10 @@ def read_ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
     try:
         with open(path, encoding="ascii") as handle:
             words = handle.read(64).split()
-        low, high = int(words[0]), int(words[1])
+        low, high = ascii_int(words[0], 5), ascii_int(words[1], 5)
     except (OSError, ValueError, IndexError, UnicodeDecodeError):
         return DEFAULT_EPHEMERAL_RANGE
-    if not 1 <= low <= high <= _MAX_PORT:
+    if low is None or high is None or not 1 <= low <= high <= _MAX_PORT:
         return DEFAULT_EPHEMERAL_RANGE
     return low, high
 

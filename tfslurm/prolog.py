@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfslurm.errors import PrologError, TfslurmError, clip
+from tfslurm.errors import PrologError, TfslurmError, clip, one_line
 from tfslurm.settings import TF_DIST_VARIABLE, Settings
 
 TYPE_CHECKING = False
@@ -57,6 +57,8 @@ SLURM_ENV_STRLEN_MAX = 131_072
 
 #: First line of the ``--node`` output (the plugin's parser in plugin/src/node.c checks it).
 NODE_HEADER = "tfslurm-node 1"
+#: Longest error line the hook prints, in characters (the message it quotes is bounded too).
+MAX_PRINT_LINE = 600
 #: Most local tasks ``--node`` answers for (a node runs far fewer).
 NODE_TASKS_MAX = 4096
 _WRAPPER_TEMPLATE = "taskprolog.sh.in"
@@ -262,8 +264,10 @@ class _NodePlans:
 def _fail(out: TextIO, settings: Settings, message: str, code: int) -> int:
     if not settings.asked_for_cluster:
         return 0
-    text = " ".join(message.split())  # one line whatever the message holds
-    _write(out, f"print tfslurm prolog ({TF_DIST_VARIABLE}={_clip(settings.tf_dist or '')}): {text}\n")
+    # One printable line whatever the message and the setting hold (the error's own
+    # message is one already; an internal error's need not be).
+    line = f"tfslurm prolog ({TF_DIST_VARIABLE}={_clip(settings.tf_dist or '')}): {' '.join(message.split())}"
+    _write(out, f"print {one_line(line, MAX_PRINT_LINE)}\n")
     return code
 
 
@@ -281,8 +285,8 @@ def _write(out: TextIO, text: str) -> None:
 
 
 def _clip(text: str, limit: int = 60) -> str:
-    """User text on one line (blanks and newlines collapsed), shortened."""
-    return clip(" ".join(text.split()), limit)
+    """User text on one line (blanks and newlines collapsed), shortened and escaped."""
+    return one_line(clip(" ".join(text.split()), limit))
 
 
 # --- the shell wrapper for TaskProlog= ---------------------------------------------------

@@ -18,7 +18,7 @@ import os
 
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -175,9 +175,10 @@ class Settings(Value):
         raw = (self.port_base_text or "").strip()
         if not raw:
             return None
-        if not is_ascii_number(raw, 5) or not 1 <= int(raw) <= 65535:
+        port = ascii_int(raw, 5)
+        if port is None or not 1 <= port <= 65535:
             raise PortError(f"{PORT_BASE_VARIABLE}={_clip(raw)!r} is not a port (1..65535)")
-        return int(raw)
+        return port
 
     def uneven_gpus(self) -> UnevenGpus:
         """``TFSLURM_UNEVEN_GPUS`` (default warn); a GpuError for anything but warn/error."""
@@ -224,19 +225,19 @@ def parse_peer_timeout(raw: str, name: str = "peer timeout ") -> float:
     except ValueError:
         seconds = float("nan")  # not math.nan: math is a shared library to load per hook run
     if not seconds > 0:
-        raise RoleError(f"{name}{raw!r} is not a positive number of seconds")
+        raise RoleError(f"{name}{_clip(raw)!r} is not a positive number of seconds")
     return seconds
 
 
 def parse_max_restarts(value: int | str) -> int:
     """``--max-restarts`` or TFSLURM_MAX_RESTARTS: an integer >= 0."""
-    text = str(value).strip()
-    if not (text.isascii() and text.isdigit()):
+    cap = ascii_int(str(value).strip())
+    if cap is None:
         raise StopError(
-            f"max restarts {value!r} is not an integer >= 0 "
+            f"max restarts {_clip(str(value))!r} is not an integer >= 0 "
             f"(--max-restarts / {MAX_RESTARTS_VARIABLE}; unset for no cap)"
         )
-    return int(text)
+    return cap
 
 
 def parse_stop_grace(value: float | str) -> float:
@@ -247,7 +248,7 @@ def parse_stop_grace(value: float | str) -> float:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):  # also refuses nan
         raise StopError(
-            f"stop grace {value!r} is not a number of seconds >= 0 "
+            f"stop grace {_clip(str(value))!r} is not a number of seconds >= 0 "
             f"(--stop-grace / {STOP_GRACE_VARIABLE}; unset: Slurm's SIGKILL)"
         )
     return seconds
@@ -257,22 +258,27 @@ def signal_number(name: str | int, what: str = "preemption signal") -> int:
     """``USR1``, ``SIGUSR1``, ``10`` -> 10; a one-line StopError otherwise."""
     import signal  # only the runtime asks
 
-    text = str(name).strip()
-    if isinstance(name, int) or (text.isascii() and text.isdigit()):
-        number = int(text)
+    if isinstance(name, int):  # str() of an int past 4,300 digits would raise: none is a signal
+        text, number = (str(name), name) if 0 <= name < 1 << 16 else ("out of range", None)
+    else:
+        text = str(name).strip()
+        number = ascii_int(text)
+    shown = repr(_clip(text))
+    if number is not None or (text.isascii() and text.isdigit()) or isinstance(name, int):
         try:
-            signal.Signals(number)
+            signal.Signals(-1 if number is None else number)
         except ValueError:
-            raise StopError(f"{what} {name!r} is not a signal number") from None
+            raise StopError(f"{what} {shown} is not a signal number") from None
     else:
         upper = text.upper()
         upper = upper if upper.startswith("SIG") else "SIG" + upper
         try:
             number = int(signal.Signals[upper])
         except KeyError:
-            raise StopError(f"{what} {name!r} is not a signal name (try USR1, USR2, TERM)") from None
+            raise StopError(f"{what} {shown} is not a signal name (try USR1, USR2, TERM)") from None
+    assert number is not None
     if number in (signal.SIGKILL, signal.SIGSTOP):
-        raise StopError(f"{what} {name!r} cannot be caught")
+        raise StopError(f"{what} {shown} cannot be caught")
     return number
 
 

@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 from tfslurm.errors import SlurmEnvError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 from tfslurm.settings import ASSIGNED_VARIABLE, Settings
 from tfslurm.value import Value
 
@@ -464,9 +464,10 @@ def _int(env: Mapping[str, str], *names: str, positive: bool = False) -> int | N
 
 
 def _parse_int(name: str, raw: str) -> int:
-    if not is_ascii_number(raw, 19):
+    value = ascii_int(raw)
+    if value is None:
         raise SlurmEnvError(f"{name}={_clip(raw)!r} is not a non-negative integer")
-    return int(raw)
+    return value
 
 
 def _int_list(env: Mapping[str, str], name: str) -> tuple[int, ...] | None:

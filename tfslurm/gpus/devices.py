@@ -7,7 +7,7 @@ sub-device ids such as ``0.1``): tfslurm never translates one form into another.
 from __future__ import annotations
 
 from tfslurm.errors import GpuError, clip
-from tfslurm.numbers import is_ascii_number, is_int_in
+from tfslurm.numbers import ascii_int, is_ascii_number, is_int_in
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
@@ -102,8 +102,9 @@ def slurm_gpu_count(gv: GpuVariables) -> int:
     length of ``SLURM_STEP_GPUS``; 0 where neither is set."""
     raw = (gv.gpus_on_node or "").strip()
     if raw:
-        if not is_ascii_number(raw, 6):
+        count = ascii_int(raw, 6)
+        if count is None:
             raise GpuError(f"SLURM_GPUS_ON_NODE={clip(raw)!r} is not a GPU count")
-        return int(raw)
+        return count
     ids = (gv.step_gpus or "").strip()
     return len(parse_devices("SLURM_STEP_GPUS", ids)) if ids else 0

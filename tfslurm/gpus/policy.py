@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 from tfslurm.step import GpuVariables
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -127,7 +127,7 @@ def shared_node_list(
     if binding not in SPLITTABLE_BINDINGS or local_tasks is None or local_tasks < 2 or not devices:
         return False
     raw = (gv.gpus_on_node or "").strip()
-    return is_ascii_number(raw, 9) and int(raw) == len(devices)
+    return ascii_int(raw, 9) == len(devices)
 
 
 def slurm_per_task_count(gv: GpuVariables, devices: int, local_tasks: int | None) -> int | None:
@@ -140,15 +140,16 @@ def slurm_per_task_count(gv: GpuVariables, devices: int, local_tasks: int | None
     bind = gv.tres_bind
     if "per_task:" in bind:
         digits = bind.split("per_task:", 1)[1].split(",")[0].split(";")[0].strip()
-        count = int(digits) if is_ascii_number(digits, 9) else None
+        count = ascii_int(digits, 9)
     if count is None:
         for part in gv.tres_per_task.split(","):
             name, _, value = part.strip().partition("=")
-            if name in ("gres/gpu", "gres:gpu", "gpu") and is_ascii_number(value.strip(), 9):
-                count = int(value)
+            given = ascii_int(value.strip(), 9)
+            if name in ("gres/gpu", "gres:gpu", "gpu") and given is not None:
+                count = given
     if count is None:
         raw = gv.gpus_per_task.strip()
-        count = int(raw) if is_ascii_number(raw, 9) else None
+        count = ascii_int(raw, 9)
     if count is None or count < 1 or local_tasks is None or count * local_tasks > devices:
         return None
     return count

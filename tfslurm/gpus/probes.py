@@ -8,7 +8,7 @@ imported only when that probe runs: the TaskProlog hook imports this module on e
 
 from __future__ import annotations
 
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int
 
 __all__ = ["NVIDIA_SMI_TIMEOUT", "count_visible_gpus", "node_gpu_files"]
 
@@ -51,7 +51,7 @@ def node_gpu_files(dev_dir: str = "/dev") -> tuple[str, ...]:
         return ()
     return tuple(
         sorted(
-            (n for n in names if n.startswith("nvidia") and is_ascii_number(n[6:], 9)),
-            key=lambda n: int(n[6:]),
+            (n for n in names if n.startswith("nvidia") and ascii_int(n[6:], 9) is not None),
+            key=lambda n: ascii_int(n[6:], 9) or 0,
         )
     )

@@ -8,10 +8,10 @@ unequal counts under ``TFSLURM_UNEVEN_GPUS=error``.
 
 from __future__ import annotations
 
-from tfslurm.errors import GpuError
+from tfslurm.errors import GpuError, bare, one_line
 from tfslurm.gpus.devices import slurm_gpu_count
 from tfslurm.gpus.policy import PER_TASK_BINDINGS, GpuBinding, slurm_gpu_binding
-from tfslurm.numbers import is_ascii_number
+from tfslurm.numbers import ascii_int, is_ascii_number
 from tfslurm.settings import UNEVEN_VARIABLE, UnevenGpus
 from tfslurm.value import Value
 
@@ -31,6 +31,8 @@ __all__ = ["UNEVEN_FINDINGS", "WARNING_PREFIX", "GpuFinding", "GpuReview", "gpu_
 
 #: Every warning line starts with this.
 WARNING_PREFIX = "tfslurm: warning: "
+#: Longest warning line, in characters (a node's task list can be long; its end says the fix).
+MAX_WARNING = 900
 
 
 class GpuFinding:
@@ -179,7 +181,7 @@ def gpu_warnings(
                 out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
         elif review.says(finding):
             out.append(_LINES[finding](review))
-    return tuple(out)
+    return tuple(one_line(line, MAX_WARNING) for line in out)  # escaped and bounded, as errors are
 
 
 def review_gpus(
@@ -248,7 +250,7 @@ def _share_findings(review: GpuReview, *, by_total: bool, kind: GpuBinding) -> G
     local, others, node_gpus = review.shares, review.others, review.node_gpus
     even_here = len(set(local)) == 1
     if by_total:
-        across = even_here and local[0] * review.all_tasks != int(review.total)
+        across = even_here and local[0] * review.all_tasks != ascii_int(review.total, 9)
     elif kind is GpuBinding.WHOLE_NODE_SHARED:
         across = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
     else:
@@ -267,13 +269,13 @@ def _share_findings(review: GpuReview, *, by_total: bool, kind: GpuBinding) -> G
 
 def _node_gpu_count(gv: GpuVariables, assignment: GpuAssignment, gpus_per_node: int | None) -> int | None:
     """GPUs Slurm gave this node for the step (before tfslurm split them), or None."""
-    if not assignment.per_task:
-        count = len(assignment.node_devices)
-    else:
-        raw = (gv.gpus_on_node or "").strip()
-        if not is_ascii_number(raw, 9):
-            return None
-        count = int(raw)
+    count = (
+        len(assignment.node_devices)
+        if not assignment.per_task
+        else ascii_int((gv.gpus_on_node or "").strip(), 9)
+    )
+    if count is None:
+        return None
     return min(count, gpus_per_node) if gpus_per_node is not None else count
 
 
@@ -283,14 +285,14 @@ def _node_gpu_count(gv: GpuVariables, assignment: GpuAssignment, gpus_per_node: 
 def _idle_line(r: GpuReview) -> str:
     return (
         f"{WARNING_PREFIX}Slurm allocated no GPUs to this step, but node "
-        f"{r.node} has {len(r.files)} ({r.dev_dir}/{r.files[0]}...): the tasks train on "
+        f"{bare(r.node)} has {len(r.files)} ({r.dev_dir}/{r.files[0]}...): the tasks train on "
         "the CPU; request --gres=gpu:N (or --gpus-per-node=N), or pass gpus_per_node=N"
     )
 
 
 def _zero_line(r: GpuReview) -> str:
     return (
-        f"{WARNING_PREFIX}task {r.rank} on {r.node} gets 0 GPUs while other tasks of the step have some "
+        f"{WARNING_PREFIX}task {r.rank} on {bare(r.node)} gets 0 GPUs while other tasks of the step have some "
         f"({r.node_gpus} GPU(s) for {r.local_tasks} task(s) on the node): it runs on the CPU; request "
         "--gpus-per-task=N, or --gres=gpu:N with N a multiple of the tasks per node"
     )
@@ -298,7 +300,7 @@ def _zero_line(r: GpuReview) -> str:
 
 def _fewer_line(r: GpuReview) -> str:
     return (
-        f"{WARNING_PREFIX}node {r.node} has {r.node_gpus} GPU(s) for {r.local_tasks} tasks: "
+        f"{WARNING_PREFIX}node {bare(r.node)} has {r.node_gpus} GPU(s) for {r.local_tasks} tasks: "
         f"{r.local_tasks - r.node_gpus} task(s) get none (a GPU is never shared); request at least "
         "one GPU per task (--gpus-per-task=1)"
     )
@@ -314,9 +316,11 @@ _LINES: dict[str, Callable[[GpuReview], str]] = {
 def _uneven_text(finding: str, r: GpuReview) -> str:
     """What an unequal-counts finding says (the warning's or the GpuError's text)."""
     if finding is GpuFinding.UNEVEN_ON_NODE:
-        where = f"{', '.join(map(str, r.shares))} on node {r.node}"
+        where = f"{', '.join(map(str, r.shares))} on node {bare(r.node)}"
     elif finding is GpuFinding.UNEVEN_BY_TOTAL:
-        where = f"{r.shares[0]} per task on node {r.node}, but SLURM_GPUS={r.total} for {r.all_tasks} tasks"
+        where = (
+            f"{r.shares[0]} per task on node {bare(r.node)}, but SLURM_GPUS={r.total} for {r.all_tasks} tasks"
+        )
     else:
         mine = r.shares[r.local_id]
         where = (

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from tfslurm.errors import RestartCapReached, TfslurmError
+from tfslurm.errors import RestartCapReached, TfslurmError, one_line
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
@@ -191,7 +191,7 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
     if options.show_plan and is_rank_zero(environ):
         print(plan_table(role, options.jobs, environ), flush=True)
     me = role.address()
-    print(f"tfslurm run: {role.describe()} on {me.host}:{me.port}", file=sys.stderr, flush=True)
+    print(one_line(f"tfslurm run: {role.describe()} on {me.host}:{me.port}"), file=sys.stderr, flush=True)
     if role.is_server:
         # The TF server runs in this process: its environment is this process's.
         install_environ(program_environ(role, environ, options.requeue_on_ps_failure, watched=False))

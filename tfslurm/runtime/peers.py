@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from tfslurm.errors import one_line
 from tfslurm.runtime.roles import Address
 from tfslurm.settings import DEFAULT_PEER_TIMEOUT as DEFAULT_PEER_TIMEOUT
 from tfslurm.settings import Settings, parse_peer_timeout
@@ -117,10 +118,11 @@ class PeerWatch:
 def missing_peer_message(role_text: str, missing: list[Address], waited: float) -> str:
     names = ", ".join(str(a) for a in missing[:8])
     more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-    return (
+    return one_line(
         f"tfslurm run: error: {role_text}: peer {names}{more} did not come up within "
         f"{waited:.0f} s (TFSLURM_PEER_TIMEOUT / --peer-timeout); check that task's output "
-        "for why it did not start, or raise the timeout if startup is just slow"
+        "for why it did not start, or raise the timeout if startup is just slow",
+        1000,
     )
 
 

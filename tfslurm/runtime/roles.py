@@ -19,7 +19,8 @@ import os
 from collections.abc import Mapping
 
 from tfslurm.cluster import Cluster
-from tfslurm.errors import RoleError
+from tfslurm.errors import RoleError, bare, shown
+from tfslurm.numbers import ascii_int, is_int_in
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -49,12 +50,11 @@ class Address(Value):
     @classmethod
     def parse(cls, job: str, index: int, text: str) -> Address:
         """``host:port`` text (from TF_CONFIG or a command line) of ``job`` task ``index``."""
-        host, sep, port = text.rpartition(":")
-        if not (
-            sep and host and port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
-        ):
-            raise RoleError(f"cluster address {text!r} of {job}:{index} is not host:port")
-        return cls(job, index, host, int(port))
+        host, sep, digits = text.rpartition(":")
+        port = ascii_int(digits, 5)
+        if not (sep and host and port is not None and 0 < port < 65536):
+            raise RoleError(f"cluster address {shown(text)} of {bare(job)}:{index} is not host:port")
+        return cls(job, index, host, port)
 
     def __str__(self) -> str:
         return f"{self.job}:{self.index} at {self.host}:{self.port}"
@@ -145,11 +145,14 @@ class Role:
 def _validate(job: str, index: int, counts: Mapping[str, int], source: str) -> None:
     for name in counts:
         if name not in KNOWN_JOBS:
-            raise RoleError(f"{source}: job {name!r} is not one TF knows (chief, worker, ps, evaluator)")
+            raise RoleError(f"{source}: job {shown(name)} is not one TF knows (chief, worker, ps, evaluator)")
     if job not in counts:
-        raise RoleError(f"{source}: task type {job!r} is not a job of the cluster {sorted(counts)}")
+        jobs = ", ".join(map(shown, sorted(counts)))
+        raise RoleError(f"{source}: task type {shown(job)} is not a job of the cluster [{jobs}]")
     if not 0 <= index < counts[job]:
-        raise RoleError(f"{source}: task index {index} is out of range for job {job!r} ({counts[job]} tasks)")
+        raise RoleError(
+            f"{source}: task index {index} is out of range for job {shown(job)} ({counts[job]} tasks)"
+        )
     if counts.get("chief", 0) > 1:
         raise RoleError(f"{source}: TF allows at most one chief, got {counts['chief']}")
     if counts.get("evaluator", 0) > 1:
@@ -186,21 +189,20 @@ def role_from_tf_config(text: str) -> Role:
     cluster: dict[str, tuple[str, ...]] = {}
     for job, tasks in cluster_raw.items():
         if isinstance(tasks, dict):  # TF also accepts {index: address}
-            try:
-                tasks = [tasks[k] for k in sorted(tasks, key=int)]
-            except (TypeError, ValueError):
-                raise RoleError(f"TF_CONFIG job {job!r} has non-integer task indices") from None
+            indices = {ascii_int(key.strip()): value for key, value in tasks.items()}
+            if None in indices:
+                raise RoleError(f"TF_CONFIG job {shown(job)} has non-integer task indices")
+            tasks = [indices[k] for k in sorted(indices)]  # type: ignore[type-var]
         if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
-            raise RoleError(f"TF_CONFIG job {job!r} must be a list of 'host:port' strings")
+            raise RoleError(f"TF_CONFIG job {shown(job)} must be a list of 'host:port' strings")
         cluster[str(job)] = tuple(tasks)
     raw_index = task.get("index", 0)
-    text_index = str(raw_index).strip()
-    if isinstance(raw_index, bool) or not (
-        isinstance(raw_index, int)
-        or (isinstance(raw_index, str) and text_index.isascii() and text_index.isdigit())
-    ):  # 1e400 is inf, 1.5 would truncate, "²" passes isdigit: all refused
-        raise RoleError(f"TF_CONFIG task index {str(raw_index)[:40]!r} is not an integer")
-    index = int(raw_index)
+    # 1e400 is inf, 1.5 would truncate, "²" passes isdigit, a bool is an int: all refused
+    index = raw_index if is_int_in(raw_index) else None
+    if isinstance(raw_index, str):
+        index = ascii_int(raw_index.strip())
+    if index is None:
+        raise RoleError(f"TF_CONFIG task index {shown(str(raw_index), 40)} is not an integer")
     job = str(task["type"])
     counts = {name: len(tasks) for name, tasks in cluster.items()}
     _validate(job, index, counts, "TF_CONFIG")
@@ -251,7 +253,7 @@ def resolve_role(
     if (step.settings.descriptor or "").strip():
         return _role_from_plan(_on_iface(plan_from_step(step), step.settings), procid, DESCRIPTOR_VARIABLE)
     spec = jobs or step.settings.tf_dist
-    source = f"plan of the step, jobs {spec}" if spec else "plan of the step, all workers"
+    source = f"plan of the step, jobs {bare(spec)}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
     return _role_from_plan(_on_iface(plan_from_step(step, spec), step.settings), procid, source)
