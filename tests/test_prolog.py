@@ -461,7 +461,7 @@ def test_cli_hook_prints_export_lines() -> None:
 # and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
 HOOK_MODULES = frozenset(
     {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
-     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.hostfile", "tfslurm.jobspec",
+     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.jobspec",
      "tfslurm.plan", "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices",
      "tfslurm.gpus.policy", "tfslurm.gpus.warnings", "tfslurm.hostlist",
      "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}

@@ -8,10 +8,9 @@ repeats. Each word is a hostlist read with :func:`tfslurm.hostlist.expand`; the 
 found by :func:`_words`, not by the hostlist parser's item splitter, because that one
 separates items at ``,``, ``' '`` and ``\\t`` only. Reading the file refuses what would
 hang a task (a FIFO, a device) and bounds memory (:data:`MAX_HOSTFILE_BYTES`,
-:data:`MAX_TASKS`). It is a module of its own, apart from ``layout`` (which builds the
-arbitrary layout from its hosts), because it is a file format and a file read, not a
-layout; :data:`MAX_TASKS` is defined here, the lowest module that needs it, and
-``layout`` re-exports it.
+:data:`tfslurm.step.MAX_TASKS`). It is a module of its own, apart from ``layout`` (which
+builds the arbitrary layout from its hosts, and imports this module only for such a step),
+because it is a file format and a file read, not a layout.
 """
 
 from __future__ import annotations
@@ -23,12 +22,10 @@ from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
+from tfslurm.step import MAX_TASKS
 
 __all__ = ["MAX_HOSTFILE_BYTES", "MAX_TASKS", "parse_hostfile", "read_hostfile"]
 
-#: Tasks one step may have before tfslurm refuses to expand it (Slurm's own limits are
-#: far lower in practice; this bounds memory when a variable is garbage).
-MAX_TASKS = 1 << 22
 #: Largest hostfile read (one short line per task of MAX_TASKS tasks fits easily).
 MAX_HOSTFILE_BYTES = 1 << 26
 _FAST_PARSE_BYTES = 1 << 23  # split a plain hostfile whole only up to 8 MiB (memory bound)

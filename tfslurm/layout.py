@@ -33,9 +33,8 @@ from itertools import compress, repeat
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
-from tfslurm.hostfile import MAX_HOSTFILE_BYTES, MAX_TASKS, parse_hostfile, read_hostfile
 from tfslurm.numbers import ascii_int
-from tfslurm.step import Step
+from tfslurm.step import MAX_TASKS, Step
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
@@ -56,6 +55,21 @@ __all__ = [
     "parse_hostfile",
     "plane_layout",
 ]
+
+if TYPE_CHECKING:
+    from tfslurm.hostfile import MAX_HOSTFILE_BYTES, parse_hostfile
+
+#: The hostfile reader's names, importable from here too; its module is loaded for an
+#: arbitrary step (or when one of them is asked for), not by every hook run.
+_HOSTFILE_NAMES = frozenset({"MAX_HOSTFILE_BYTES", "parse_hostfile"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _HOSTFILE_NAMES:
+        from tfslurm import hostfile
+
+        return getattr(hostfile, name)
+    raise AttributeError(f"module 'tfslurm.layout' has no attribute {name!r}")
 
 
 class Distribution(enum.Enum):
@@ -391,6 +405,8 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
     total = sum(counts)
     if step.hostfile:
         try:
+            from tfslurm.hostfile import read_hostfile  # arbitrary steps only
+
             hosts = read_hostfile(step.hostfile, total)
             sources.append((f"SLURM_HOSTFILE {step.hostfile}", hosts))
         except LayoutError as exc:

@@ -38,6 +38,10 @@ GPU_VARIABLES = (
     "ZE_AFFINITY_MASK",
 )
 
+#: Tasks one step may have before tfslurm refuses to expand it (Slurm's own limits are
+#: far lower in practice; this bounds memory when a variable is garbage).
+MAX_TASKS = 1 << 22
+
 #: Variables that restrict which devices a GPU runtime sees, in the order tfslurm picks the
 #: primary one (CUDA first; Slurm's default gres.conf flags set CUDA, ROCR and GPU_DEVICE_ORDINAL).
 VISIBLE_DEVICE_VARIABLES = (
