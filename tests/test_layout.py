@@ -15,13 +15,13 @@ from conftest import tfslurm_cli
 from stepenv import task_env
 from tfslurm import hostlist
 from tfslurm.errors import LayoutError, SlurmEnvError, TfslurmError
+from tfslurm.hostfile import parse_hostfile
 from tfslurm.layout import (
     Layout,
     arbitrary_layout,
     block_layout,
     cyclic_layout,
     layout_for,
-    parse_hostfile,
     plane_layout,
 )
 from tfslurm.step import Step

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from typing import Final
 
 __all__ = [
-    "MAX_HOSTFILE_BYTES",
     "MAX_TASKS",
     "Distribution",
     "Layout",
@@ -52,24 +51,8 @@ __all__ = [
     "block_layout",
     "cyclic_layout",
     "layout_for",
-    "parse_hostfile",
     "plane_layout",
 ]
-
-if TYPE_CHECKING:
-    from tfslurm.hostfile import MAX_HOSTFILE_BYTES, parse_hostfile
-
-#: The hostfile reader's names, importable from here too; its module is loaded for an
-#: arbitrary step (or when one of them is asked for), not by every hook run.
-_HOSTFILE_NAMES = frozenset({"MAX_HOSTFILE_BYTES", "parse_hostfile"})
-
-
-def __getattr__(name: str) -> object:
-    if name in _HOSTFILE_NAMES:
-        from tfslurm import hostfile
-
-        return getattr(hostfile, name)
-    raise AttributeError(f"module 'tfslurm.layout' has no attribute {name!r}")
 
 
 class Distribution(enum.Enum):
