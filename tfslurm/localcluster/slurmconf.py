@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tfslurm.localcluster.config import ClusterConfig
+from tfslurm.localcluster.config import MAX_NODES, ClusterConfig
 from tfslurm.value import Value
 
 
@@ -108,6 +108,10 @@ def slurm_conf(
         # heterogeneous jobs are only started by the backfill scheduler: run it every second
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=1",
+        # srun and slurmctld reach every node straight from the bridge: no slurmd forwards
+        # messages to other nodes, which on a loaded 2-CPU machine timed out connecting
+        # ("forward_thread to node2: Connection timed out") and failed steps over 50 nodes
+        f"TreeWidth={MAX_NODES}",
     ]
     if config.resv_ports is not None:  # None: a site without reserved ports (derived ones)
         lines.append(f"MpiParams=ports={config.resv_ports}")
