@@ -108,9 +108,12 @@ def slurm_conf(
         # heterogeneous jobs are only started by the backfill scheduler: run it every second
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=1",
-        # srun and slurmctld reach every node straight from the bridge: no slurmd forwards
-        # messages to other nodes, which on a loaded 2-CPU machine timed out connecting
-        # ("forward_thread to node2: Connection timed out") and failed steps over 50 nodes
+        # A connect to a node must finish within TCPTimeout (Slurm's default 2 s). With 128
+        # nodes on a loaded 2-CPU machine, srun's and slurmd's connects took longer and
+        # steps failed ("Connection timed out", "Communication connection failure").
+        "TCPTimeout=20",
+        # srun and slurmctld reach every node straight from the bridge, no slurmd forwarding
+        # to other nodes: one hop less to go wrong in a step over 50 nodes
         f"TreeWidth={MAX_NODES}",
     ]
     if config.resv_ports is not None:  # None: a site without reserved ports (derived ones)
