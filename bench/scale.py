@@ -2,13 +2,16 @@
 
     python bench/scale.py [--nodes 8,32,128] [--runs 8] [--warmup 1] [--big-tasks 16384] [--snapshot]
 
-For each cluster size N it starts three local clusters of N nodes (``tfslurm.localcluster``):
-plain (no plugin, no TaskProlog), set-up A (the plugin runs the hook, ``prolog=``, once per
-node and step) and set-up B (the hook is the TaskProlog of every task), and times, interleaved
-run by run, ``srun -N<n> --ntasks-per-node=4 true`` plain and with ``--tf-dist=worker:*`` in A
-and B, for n = N and n = 1. From the medians:
+For each cluster size N it starts a local cluster of N nodes (``tfslurm.localcluster``) in
+set-up A (the plugin runs the hook, ``prolog=``, once per node and step), then one in set-up
+B (the hook is the TaskProlog of every task), and on each times, interleaved run by run,
+``srun -N<n> --ntasks-per-node=4 true`` plain and with ``--tf-dist=worker:*``, for n = N and
+n = 1. Plain steps in A run no hook at all; in B they run the wrapper, which exits at once
+(Slurm's own cost of any TaskProlog, which B's sites pay on every job). One cluster at a
+time: three clusters of 128 nodes at once fail steps on a 2-CPU VM ("Communication
+connection failure"). From the medians:
 
-* one node's added time: the 1-node step with ``--tf-dist`` minus the plain one;
+* one node's added time: the 1-node step with ``--tf-dist`` minus the plain one there;
 * per node: the N-node step's added time / N.
 
 On a real cluster the nodes run their hooks side by side, so a step of any size pays about
@@ -38,7 +41,6 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 from tfslurm.cluster import Cluster
@@ -55,7 +57,7 @@ ONE_NODE_MS = 40.0  # one node's added time on the largest cluster
 PER_NODE_GROWTH = 1.3  # per node on the largest cluster, at most this times the smallest's
 RESV_PORTS = "20000-20999"  # MpiParams: room for a step of up to 512 tasks a node
 TF_CONFIG_CAP = 131060  # longest TF_CONFIG the hook exports (docs/admin-guide.md)
-SETUPS = ("plain", "A", "B")
+SETUPS = ("A", "B")
 #: Each task prints its rank, node, TF_CONFIG's length and TF_CONFIG (the big step: the descriptor).
 REPORT = 'printf "%s %s %s %s\\n" "$SLURM_PROCID" "$SLURMD_NODENAME" "${#TF_CONFIG}" "${TF_CONFIG:-$TFSLURM_DESCRIPTOR}"'
 
@@ -114,10 +116,10 @@ def check_tf_config(seen: dict[int, list[str]], what: str) -> None:
 def check_step(cluster: LocalCluster, setup: str, nodes: int) -> None:
     tasks = nodes * TASKS_PER_NODE
     argv = [f"-N{nodes}", f"--ntasks-per-node={TASKS_PER_NODE}"]
-    if setup == "plain":
+    if setup.endswith("plain"):
         seen = task_lines(cluster, argv, tasks)
         if any(value for _, _, value in seen.values()):
-            raise SystemExit(f"plain -N{nodes}: a task has a TF_CONFIG")
+            raise SystemExit(f"{setup} -N{nodes}: a task has a TF_CONFIG")
         return
     check_tf_config(task_lines(cluster, [f"--tf-dist={SPEC}", *argv], tasks), f"{setup} -N{nodes}")
 
@@ -154,38 +156,44 @@ def big_plan(cluster: LocalCluster, tasks: int) -> str:
 def measure_size(
     plugin: Path, wrapper: Path, nodes: int, runs: int, warmup: int, big_tasks: int
 ) -> tuple[dict[tuple[str, int], float], Check | None]:
-    """Median ms of every (setup, nodes in the step) on clusters of ``nodes`` nodes; with
-    ``big_tasks``, the big step's line and whether its check passed."""
+    """Median ms of every (setting, nodes in the step) on clusters of ``nodes`` nodes; with
+    ``big_tasks``, the big step's line and whether its check passed (set-up A's cluster)."""
     base = {"num_nodes": nodes, "gpus": 0, "resv_ports": RESV_PORTS, "timeout": 300.0}
-    options = {"plain": {}, "A": setup_a(plugin, wrapper), "B": setup_b(plugin, wrapper)}
-    with ExitStack() as stack:
-        clusters = {name: stack.enter_context(LocalCluster(**base, **options[name])) for name in SETUPS}
-        for name in SETUPS:
-            for shape in sorted({1, nodes}):
-                check_step(clusters[name], name, shape)
-        cases = [(name, shape) for shape in sorted({nodes, 1}, reverse=True) for name in SETUPS]
-        times: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
-        for turn in range(warmup + runs):
-            shift = turn % len(cases)
-            for name, shape in cases[shift:] + cases[:shift]:
-                argv = [f"-N{shape}", f"--ntasks-per-node={TASKS_PER_NODE}", "true"]
-                if name != "plain":
-                    argv.insert(0, f"--tf-dist={SPEC}")
-                wait_idle(clusters[name])
-                elapsed = timed(clusters[name], *argv, timeout=600)
-                if turn >= warmup:
-                    times[(name, shape)].append(elapsed)
-        big: Check | None = None
-        if big_tasks:
-            try:
-                big = (big_plan(clusters["A"], big_tasks), True)
-            except (SystemExit, ClusterError) as exc:  # the timed figures are kept
-                big = (f"big step of {big_tasks} tasks in A failed: {exc}", False)
-    return {case: statistics.median(values) * 1000 for case, values in times.items()}, big
+    options = {"A": setup_a(plugin, wrapper), "B": setup_b(plugin, wrapper)}
+    medians: dict[tuple[str, int], float] = {}
+    big: Check | None = None
+    for setup in SETUPS:  # one cluster at a time: three of 128 nodes at once do not start here
+        with LocalCluster(**base, **options[setup]) as cluster:
+            for name in (f"{setup} plain", setup):
+                for shape in sorted({1, nodes}):
+                    check_step(cluster, name, shape)
+            cases = [
+                (name, shape)
+                for shape in sorted({nodes, 1}, reverse=True)
+                for name in (f"{setup} plain", setup)
+            ]
+            times: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
+            for turn in range(warmup + runs):
+                shift = turn % len(cases)
+                for name, shape in cases[shift:] + cases[:shift]:
+                    argv = [f"-N{shape}", f"--ntasks-per-node={TASKS_PER_NODE}", "true"]
+                    if not name.endswith("plain"):
+                        argv.insert(0, f"--tf-dist={SPEC}")
+                    wait_idle(cluster)
+                    elapsed = timed(cluster, *argv, timeout=600)
+                    if turn >= warmup:
+                        times[(name, shape)].append(elapsed)
+            medians.update({case: statistics.median(values) * 1000 for case, values in times.items()})
+            if big_tasks and setup == "A":
+                try:
+                    big = (big_plan(cluster, big_tasks), True)
+                except (SystemExit, ClusterError) as exc:  # the timed figures are kept
+                    big = (f"big step of {big_tasks} tasks in A failed: {exc}", False)
+    return medians, big
 
 
 def added(med: dict[tuple[str, int], float], setup: str, shape: int) -> float:
-    return med[(setup, shape)] - med[("plain", shape)]
+    return med[(setup, shape)] - med[(f"{setup} plain", shape)]
 
 
 def report(results: dict[int, dict[tuple[str, int], float]]) -> list[Check]:
@@ -200,7 +208,7 @@ def report(results: dict[int, dict[tuple[str, int], float]]) -> list[Check]:
             one, per = added(med, setup, 1), added(med, setup, size) / size
             one_ratio = one / added(results[small], setup, 1)
             per_ratio = per / (added(results[small], setup, small) / small)
-            print(f"{size:5d} {setup:>6} {med[('plain', size)]:8.0f} ms {med[(setup, size)]:12.0f} ms "
+            print(f"{size:5d} {setup:>6} {med[(f'{setup} plain', size)]:8.0f} ms {med[(setup, size)]:12.0f} ms "
                   f"{one:8.1f} ms ({one_ratio:5.2f}x) {per:8.2f} ms ({per_ratio:5.2f}x)")  # fmt: skip
     print(f"(ratios against the {small}-node cluster's figure; one node = the 1-node step on that cluster)")
     checks: list[Check] = []
