@@ -42,8 +42,8 @@ from tfslurm.settings import TF_DIST_VARIABLE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
 from measure import Check, Row
+from setups import build, setup_a, setup_b, timed
 
-PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
 #: The floor hook (f): Python's start-up and an empty ``--node`` block for each task of the node.
 FLOOR_CODE = (
     "import os, sys; ids = os.environ['SLURM_GTIDS'].split(','); sys.stdout.write("
@@ -56,43 +56,6 @@ TARGET_B_MS = 1.0
 TARGET_C_MS = 30.0
 FLOOR_ANCHOR = "A's floor (f)"
 FLOOR_TIMES = 2.0  # (c2) per task within this many times (f)'s
-
-
-def build(work: Path, snapshot: bool) -> tuple[Path, Path]:
-    """Build the plugin and write the TaskProlog wrapper into ``work``.
-
-    ``snapshot``: run the hook from a copy of the committed package (git HEAD), so edits
-    in the working tree while the benchmark runs cannot break or slow it."""
-    done = subprocess.run(
-        ["make", "-C", str(PLUGIN_DIR), f"O={work / 'build'}", "all"], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"plugin build failed:\n{done.stdout}{done.stderr}")
-    parent = None
-    if snapshot:
-        parent = work / "snapshot"
-        parent.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(PLUGIN_DIR.parent), "archive", "HEAD", "tfslurm"],
-            capture_output=True,
-            check=True,
-        )
-        subprocess.run(["tar", "-x", "-C", str(parent)], input=archive.stdout, check=True)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(parent)], check=True)
-        parent.chmod(0o755)
-    wrapper = prolog.write_wrapper(
-        work / "tfslurm-taskprolog", package_parent=str(parent) if parent else None
-    )
-    return work / "build" / "spank_tfslurm.so", wrapper
-
-
-def timed(cluster: LocalCluster, *args: str) -> float:
-    t0 = time.perf_counter()
-    done = cluster.srun(*args, timeout=120)
-    elapsed = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"srun {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
-    return elapsed
 
 
 def wrapper_alone(wrapper: Path, runs: int) -> tuple[float, float]:
@@ -155,12 +118,10 @@ def measure(runs: int, warmup: int, nodes: int, tasks: int, snapshot: bool) -> M
         empty.chmod(0o755)
         with (
             LocalCluster(**base) as plain,
-            LocalCluster(**base, task_prolog=str(wrapper), plugstack_lines=[f"optional {plugin}"]) as site,
+            LocalCluster(**base, **setup_b(plugin, wrapper)) as site,
             LocalCluster(**base, task_prolog=str(empty)) as reference,
-            LocalCluster(**base, plugstack_lines=[f"optional {plugin} prolog={wrapper}"]) as hooked,
-            LocalCluster(
-                **base, plugstack_lines=[f"optional {plugin} prolog={per_task_hook}"]
-            ) as per_task_hooked,
+            LocalCluster(**base, **setup_a(plugin, wrapper)) as hooked,
+            LocalCluster(**base, **setup_a(plugin, per_task_hook)) as per_task_hooked,
         ):
             settings = {
                 "a": (plain, [*shape, "true"]),

@@ -183,6 +183,24 @@ def test_sbatch_template(slurm_cluster: LocalCluster, tmp_path: Path, runtime: s
     assert sums == ["rank 0 of 2: sum 3 (expected 3)", "rank 1 of 2: sum 3 (expected 3)"], text[-3000:]
 
 
+def test_sbatch_template_on_an_uneven_step(slurm_cluster: LocalCluster, tmp_path: Path) -> None:
+    """``sbatch --nodes=2 --ntasks=3 torch.sbatch``: the template pins no task count, so
+    Slurm takes the job (2 + 1 processes) and every rank joins the collective."""
+    from test_runtime_cluster import submit
+
+    skip_without("torch")
+    tmp_path.chmod(0o755)
+    job, log = submit(slurm_cluster, tmp_path, "torch.sbatch", sys.executable, "-m",
+                      "tfslurm.examples.collective", "torch", options=("--nodes=2", "--ntasks=3"))  # fmt: skip
+    state = slurm_cluster.wait_job(job, timeout=180)
+    text = log.read_text()
+    assert state == "COMPLETED", text[-3000:]
+    shown = slurm_cluster.run(["scontrol", "-o", "show", "job", str(job)], timeout=10).stdout.split()
+    assert {"NumNodes=2", "NumTasks=3"} <= set(shown), shown
+    sums = sorted(line.split(": ", 1)[1] for line in text.splitlines() if " sum " in line)
+    assert sums == [f"rank {rank} of 3: sum 6 (expected 6)" for rank in range(3)], text[-3000:]
+
+
 def test_tf_config_on_the_second_interface(slurm_cluster: LocalCluster, tmp_path: Path) -> None:
     """TF too: ``tfslurm run`` and the TaskProlog advertise every node by its eth1 address
     (no TF import: the program only prints its TF_CONFIG)."""

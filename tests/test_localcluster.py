@@ -88,6 +88,8 @@ def test_slurm_conf_keeps_everything_in_the_state_dir() -> None:
     assert values["PlugStackConfig"] == "/tmp/tfs-x/etc/plugstack.conf"
     assert values["MpiParams"] == "ports=20000-20100"
     assert values["SchedulerParameters"] == "bf_interval=1"
+    assert values["TreeWidth"] == "200"  # every node contacted directly, none forwards
+    assert values["TCPTimeout"] == "20"
     assert values["TaskProlog"] == "/opt/prolog"
     assert values["GresTypes"] == "gpu"
     paths = [v for k, v in values.items() if k.endswith(("Location", "Dir", "File", "Config"))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tfslurm.localcluster.config import ClusterConfig
+from tfslurm.localcluster.config import MAX_NODES, ClusterConfig
 from tfslurm.value import Value
 
 
@@ -108,6 +108,13 @@ def slurm_conf(
         # heterogeneous jobs are only started by the backfill scheduler: run it every second
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=1",
+        # A connect to a node must finish within TCPTimeout (Slurm's default 2 s). With 128
+        # nodes on a loaded 2-CPU machine, srun's and slurmd's connects took longer and
+        # steps failed ("Connection timed out", "Communication connection failure").
+        "TCPTimeout=20",
+        # srun and slurmctld reach every node straight from the bridge, no slurmd forwarding
+        # to other nodes: one hop less to go wrong in a step over 50 nodes
+        f"TreeWidth={MAX_NODES}",
     ]
     if config.resv_ports is not None:  # None: a site without reserved ports (derived ones)
         lines.append(f"MpiParams=ports={config.resv_ports}")
