@@ -182,6 +182,7 @@ def record(cluster: LocalCluster, exp: Experiment, work: Path, out_dir: Path, cl
         env["SLURM_HOSTFILE"] = str(hostfile)
     args = [word for a in exp.args for word in ((str(dump), "s0") if a == "{dump}" else (a,))]
     stderr = ""
+    cluster.wait_idle()  # Slurm picks nodes as on a cluster with nothing else running
     if exp.is_batch:
         script = f"#!/bin/bash\n{exp.body}\n"
         job = cluster.sbatch(script, "-o", str(work / f"{exp.name}.out"), *args, env_extra=env, cwd=str(work))

@@ -57,7 +57,7 @@ class LocalCluster:
             config = config.with_options(**options)
         self.config = config
         self._state_dir = os.path.normpath(config.state_dir) if config.state_dir else None
-        self._ephemeral = config.state_dir is None
+        self.ephemeral = config.state_dir is None  # a temporary state dir, removed on stop
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._records: list[procs.ProcessRecord] = []
         self._network: Network | None = None
@@ -77,11 +77,6 @@ class LocalCluster:
     @property
     def layout(self) -> Layout:
         return Layout(self.state_dir)
-
-    @property
-    def ephemeral(self) -> bool:
-        """Whether the state dir is a temporary one of this cluster's own (removed on stop)."""
-        return self._ephemeral
 
     @property
     def slurm_conf(self) -> str:
@@ -298,7 +293,7 @@ class LocalCluster:
         By default a started cluster is stopped at interpreter exit, so a crashed script or
         test run does not leave daemons behind."""
         atexit.unregister(self.stop)
-        self._ephemeral = False
+        self.ephemeral = False
         self._write_record()
 
     # ------------------------------------------------------------------ records
@@ -312,7 +307,7 @@ class LocalCluster:
             "processes": [r.to_json() for r in self._records],
             "owner_pid": os.getpid(),
             "owner_start_time": procs.start_time(os.getpid()),
-            "ephemeral": self._ephemeral,
+            "ephemeral": self.ephemeral,
             "timings": self.timings,
         }
         path = self.layout.record
@@ -342,7 +337,7 @@ class LocalCluster:
             ) from exc
         cluster = cls(config)
         cluster._state_dir = state_dir
-        cluster._ephemeral = bool(record.get("ephemeral"))
+        cluster.ephemeral = bool(record.get("ephemeral"))
         cluster._ctld_port = record.get("ctld_port")
         cluster._records = records
         if record.get("subnet"):
@@ -425,7 +420,7 @@ class LocalCluster:
             if name.endswith(".pid"):
                 os.unlink(self.layout.path("run", name))
         if purge is None:
-            purge = self._ephemeral
+            purge = self.ephemeral
         if purge and self._network and not self._network.leftovers():
             shutil.rmtree(self.state_dir, ignore_errors=True)
         elif os.path.isdir(self.layout.path("run")):
@@ -537,6 +532,15 @@ class LocalCluster:
                 if word.startswith("JobState="):
                     states.append(word.split("=", 1)[1])
         return states
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Wait until every node is idle: a job that ended may leave its nodes completing for
+        a moment, and a job started then gets other nodes than on an idle cluster."""
+        deadline = time.monotonic() + timeout
+        while not self._all_idle():
+            if time.monotonic() > deadline:
+                raise ClusterTimeout(f"nodes not all idle after {timeout:g}s")
+            time.sleep(0.2)
 
     def wait_job(self, job_id: int, timeout: float = 120) -> str:
         """Poll until the job ends; return its final state (e.g. COMPLETED, FAILED)."""
