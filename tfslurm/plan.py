@@ -340,7 +340,11 @@ class PlanOptions(Value):
     @property
     def overrides(self) -> bool:
         """Whether anything but ``assign`` differs from the defaults."""
-        return self._identity()[:-2] != _DEFAULT_OPTIONS._identity()[:-2] or self.gpu_plan is not None
+        return any(
+            getattr(self, name) != getattr(_DEFAULT_OPTIONS, name)
+            for name in self.__match_args__
+            if name != "assign"
+        )
 
     def _check(self) -> None:
         if self.port_base is not None:
