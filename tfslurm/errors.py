@@ -148,3 +148,8 @@ def bare(text: str, limit: int = 60) -> str:
     """Clipped user text escaped as :func:`shown` escapes it, without the quotes: a node
     name in a sentence (``on node n1``)."""
     return escaped(clip(text, limit))
+
+
+class NodeLossError(TfslurmError):
+    """A node-loss recovery setting (spares, shrink, heartbeat, restarts) is malformed or
+    cannot work with this job."""

@@ -34,6 +34,7 @@ __all__ = [
     "IFACE_VARIABLE",
     "TF_DIST_VARIABLE",
     "UNEVEN_VARIABLE",
+    "RecoverySettings",
     "Settings",
     "UnevenGpus",
     "parse_max_restarts",
@@ -70,6 +71,14 @@ REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
 #: signals and the restart cap.
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
+#: ``tfslurm supervise``: nodes kept idle to replace a lost one; what to do when none is
+#: left (requeue or shrink); relaunches allowed in one allocation; seconds without a step
+#: line that mean a stuck step; the regular expression of a step line.
+SPARE_NODES_VARIABLE = "TFSLURM_SPARE_NODES"
+ON_NODE_LOSS_VARIABLE = "TFSLURM_ON_NODE_LOSS"
+STEP_RESTARTS_VARIABLE = "TFSLURM_STEP_RESTARTS"
+HEARTBEAT_VARIABLE = "TFSLURM_HEARTBEAT_TIMEOUT"
+STEP_LINE_VARIABLE = "TFSLURM_STEP_LINE"
 
 DEFAULT_PEER_TIMEOUT = 300.0
 DEFAULT_PREEMPT_SIGNAL = "USR1"
@@ -295,3 +304,41 @@ def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
             "is ended); choose TERM, USR1, USR2, ..."
         )
     return tuple(dict.fromkeys([preempt, *numbers]))
+
+
+class RecoverySettings(Value):
+    """The ``tfslurm supervise`` variables as set (None: unset); ``tfslurm.runtime.nodeloss``
+    parses them."""
+
+    __slots__ = ("heartbeat", "on_node_loss", "spares", "step_line", "step_restarts")
+    __match_args__ = ("spares", "on_node_loss", "step_restarts", "heartbeat", "step_line")
+
+    def __init__(
+        self,
+        spares: str | None = None,
+        on_node_loss: str | None = None,
+        step_restarts: str | None = None,
+        heartbeat: str | None = None,
+        step_line: str | None = None,
+    ) -> None:
+        self.spares: Final = spares
+        self.on_node_loss: Final = on_node_loss
+        self.step_restarts: Final = step_restarts
+        self.heartbeat: Final = heartbeat
+        self.step_line: Final = step_line
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> RecoverySettings:
+        source = os.environ if env is None else env
+        return cls(
+            *(
+                source.get(name) or None
+                for name in (
+                    SPARE_NODES_VARIABLE,
+                    ON_NODE_LOSS_VARIABLE,
+                    STEP_RESTARTS_VARIABLE,
+                    HEARTBEAT_VARIABLE,
+                    STEP_LINE_VARIABLE,
+                )
+            )
+        )

@@ -40,6 +40,10 @@ class ClusterConfig(Value):
     none. Partitions "low" (PreemptMode=REQUEUE), "low-cancel" (CANCEL), both
     PriorityTier=1 with the GraceTime, and "high" (PriorityTier=10), all over every node;
     "debug" stays the default.
+
+    ``slurmd_timeout``: slurm.conf ``SlurmdTimeout`` in seconds, how long the controller
+    waits for a node whose slurmd stopped answering before it sets the node DOWN (a
+    node-failure test sets a few seconds).
     """
 
     __slots__ = (
@@ -53,6 +57,7 @@ class ClusterConfig(Value):
         "plugstack_lines",
         "preempt_grace",
         "resv_ports",
+        "slurmd_timeout",
         "smoke_test",
         "state_dir",
         "subnet",
@@ -75,6 +80,7 @@ class ClusterConfig(Value):
         "timeout",
         "smoke_test",
         "preempt_grace",
+        "slurmd_timeout",
     )
 
     def __init__(
@@ -94,6 +100,7 @@ class ClusterConfig(Value):
         timeout: float = 30.0,
         smoke_test: bool = True,
         preempt_grace: int | None = None,
+        slurmd_timeout: int = 60,
     ) -> None:
         self.num_nodes: Final = num_nodes
         self.node_prefix: Final = node_prefix
@@ -110,6 +117,7 @@ class ClusterConfig(Value):
         self.timeout: Final = timeout
         self.smoke_test: Final = smoke_test
         self.preempt_grace: Final = preempt_grace
+        self.slurmd_timeout: Final = slurmd_timeout
         self._validate()
 
     def _validate(self) -> None:
@@ -118,6 +126,7 @@ class ClusterConfig(Value):
             ("node_digits", 0, 9),
             ("cpus", 1, 1024),
             ("gpus", 0, 64),
+            ("slurmd_timeout", 2, 3600),
         ):
             _check_int(name, getattr(self, name), lo, hi)
         self._check_names()

@@ -99,7 +99,7 @@ def slurm_conf(
         "JobCompType=jobcomp/none",
         "ReturnToService=2",
         "SlurmctldTimeout=30",
-        "SlurmdTimeout=60",
+        f"SlurmdTimeout={config.slurmd_timeout}",
         "InactiveLimit=0",
         "KillWait=2",
         "Waittime=0",

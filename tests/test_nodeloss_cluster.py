@@ -1,0 +1,270 @@
+"""A node lost under a running job (``SBATCH_NO_KILL=set``): ``tfslurm supervise`` in the
+templates relaunches the step inside the allocation, on a spare, on fewer nodes, or requeues.
+
+One 4-node cluster (SlurmdTimeout 5 s) for the module. Nodes are lost the two ways Slurm
+learns of it: ``scontrol update State=DOWN`` (the controller acts at once) and a node whose
+slurmd and processes are SIGKILLed (noticed after SlurmdTimeout). Most tests run
+``tests/tasks/stepper.py``, a TF-free program with a checkpoint, under the MWMS template;
+the acceptance tests run the TF examples (MWMS and PS).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import needs
+from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
+from tfslurm.runtime.templates import template_path
+
+pytestmark = [pytest.mark.cluster]
+
+STEPPER = str(Path(__file__).with_name("tasks") / "stepper.py")
+RELAUNCH = (
+    r"tfslurm: relaunch (\d+) \(node (\S+) lost\): controller asked in ([\d.]+) s, srun started "
+    r"([\d.]+) s, first step trained again \(step (\d+)\) ([\d.]+) s after the step failed "
+    r"\(failed at ([\d.]+), step at ([\d.]+)\)"
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_cluster_factory: Any) -> Any:
+    return slurm_cluster_factory(num_nodes=4, gpus=0, slurmd_timeout=5)
+
+
+@pytest.fixture
+def lose(cluster: Any) -> Any:
+    """``lose(node)`` sets it DOWN (``lose(node, kill=True)``: SIGKILLs its slurmd and
+    processes) and returns the time; every node is back and idle after the test."""
+
+    def down(node: str, kill: bool = False) -> float:
+        if kill:
+            cluster.kill_node(node)
+        else:
+            out = cluster.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"])
+            assert out.returncode == 0, out.stderr
+        return time.time()
+
+    yield down
+    cluster.run(["scancel", "--user", "root"])  # a job the test left running (it failed)
+    for node in cluster.nodes:
+        cluster.revive_node(node)
+    try:
+        cluster.wait_idle()
+    except Exception as exc:
+        raise AssertionError(f"{exc}: {cluster.run(['squeue']).stdout} {cluster.run(['sinfo', '-N']).stdout}") from None
+
+
+def submit(
+    cluster: Any, tmp: Path, template: str, program: tuple[str, ...], *options: str, **env: str
+) -> tuple[int, Path]:
+    """sbatch ``template`` with SBATCH_NO_KILL=set and the ``TFSLURM_*`` settings ``env``."""
+    tmp.mkdir(exist_ok=True)
+    tmp.chmod(0o755)
+    out = cluster.run(
+        ["sbatch", "--parsable", "--output", str(tmp / "job-%j.out"), *options, template_path(template), *program],
+        env_extra={**job_env(tmp), "SBATCH_NO_KILL": "set", **env},
+        cwd=str(tmp),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = int(out.stdout.strip().split(";")[0])
+    return job, tmp / f"job-{job}.out"
+
+
+def stepper(tmp: Path, steps: int = 60, delay: float = 0.1, *more: str) -> tuple[str, ...]:
+    state = tmp / "state"
+    state.mkdir(exist_ok=True)
+    return ("python", STEPPER, str(state), str(steps), str(delay), *more)
+
+
+def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED", timeout: float = 120) -> str:
+    assert cluster.wait_job(job, timeout=timeout) == state, log.read_text()[-4000:]
+    return log.read_text()
+
+
+def step_nodes(cluster: Any, job: int) -> list[tuple[str, ...]]:
+    from tfslurm.controller.commands import CommandController
+
+    return [
+        s.nodes for s in CommandController(cluster.env).steps(str(job)) if not s.step_id.endswith("batch")
+    ]
+
+
+# ---------------------------------------------------------------- the acceptance runs (TF)
+@pytest.mark.tf
+@needs("tensorflow")
+def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
+    """3 workers + 1 spare, a worker's node set DOWN at step 45: relaunched on the two
+    survivors and the spare, resumed from the checkpoint at 40, the same final weights as an
+    uninterrupted run, COMPLETED, and the lost node in no later step."""
+    steps, every = 120, 10
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=every)
+    job, log = submit(cluster, tmp_path / "lost", "mwms.sbatch", program, "-N4",
+                      TFSLURM_SPARE_NODES="1")  # fmt: skip
+    assert wait_for(log, r"tfslurm: training on node1,node2,node3, spare\(s\) node4")
+    last = int(wait_for(log, r"\[worker:0\] step (4[5-9])/", timeout=120).group(1))
+    went_down = lose("node2")
+    found = wait_for(log, RELAUNCH, timeout=90)
+    assert step_nodes(cluster, job) == [("node1", "node3", "node4")]
+    text = ended(cluster, job, log)
+    assert (
+        "tfslurm: node node2 lost (step exit 137): relaunching on node1,node3,node4 (spare node4 in; " in text
+    )
+    resumed = re.findall(r"\[worker:\d\] restart 0: resumed from \S+ at step (\d+)", text)
+    failed = int(re.findall(r"\[worker:0\] step (\d+)/", text[: text.index("Node failure on node2")])[-1])
+    assert len(resumed) == 3 and len(set(resumed)) == 1, text[-4000:]
+    at = int(resumed[0])
+    assert at % every == 0 and 0 <= failed - at <= every, (failed, at)
+    failed_at, step_at = float(found.group(7)), float(found.group(8))
+    detect, first = failed_at - went_down, step_at - went_down
+    assert detect < 2.0, detect
+    assert float(found.group(4)) < 1.0, found.group(0)
+    recovered = final_digests(text, steps)
+    assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
+    # the same run without a failure, on three nodes
+    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
+    whole = final_digests(ended(cluster, job2, log2), steps)
+    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+    print(
+        f"\nMWMS 3+1 spare, node DOWN at step {last}: step failed {detect:.2f} s after DOWN, "
+        f"first step trained again {first:.2f} s after DOWN, {failed - at} steps trained again"
+    )
+
+
+@pytest.mark.tf
+@needs("tensorflow")
+def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
+    """ParameterServerStrategy, chief+ps on node1, two workers on node2, spare node3: node2
+    DOWN, the step relaunched on node1,node3 and all steps scheduled, COMPLETED."""
+    steps = 80
+    program = example("ps", steps=steps, log_every=1, checkpoint_every=10, step_delay=0.05)
+    job, log = submit(cluster, tmp_path, "ps.sbatch", program, "-N3", "--ntasks=6",
+                      "--ntasks-per-node=2", TFSLURM_SPARE_NODES="1")  # fmt: skip
+    wait_for(log, r"tfslurm: training on node1,node2, spare\(s\) node3")
+    wait_for(log, r"step (2\d)/", timeout=120)
+    went_down = lose("node2")
+    found = wait_for(log, RELAUNCH, timeout=90)
+    assert step_nodes(cluster, job) == [("node1", "node3")]
+    text = ended(cluster, job, log)
+    assert (
+        "tfslurm: node node2 lost (step exit " in text
+        and "relaunching on node1,node3 (spare node3 in; " in text
+    )
+    assert ps_done(text)[1] == steps, text[-3000:]
+    print(
+        f"\nPS 2+1 spare, worker node DOWN: first step scheduled again "
+        f"{float(found.group(8)) - went_down:.2f} s after DOWN"
+    )
+
+
+# ---------------------------------------------------------------- the loop (no TF)
+def test_killed_node_is_replaced_by_the_spare(cluster, lose, tmp_path):
+    """slurmd and every process of node3 SIGKILLed: the controller sets it DOWN after
+    SlurmdTimeout, the step ends then and runs again on node1,node2,node4."""
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 800, 0.05), "-N4",
+                      TFSLURM_SPARE_NODES="1")  # fmt: skip
+    wait_for(log, r"^0: step 12/")
+    killed = lose("node3", kill=True)
+    found = wait_for(log, RELAUNCH, timeout=90)
+    text = ended(cluster, job, log)
+    assert "tfslurm: node node3 lost (step exit 137): relaunching on node1,node2,node4" in text
+    assert "finished 800 steps on 3 tasks" in text
+    detect = float(found.group(7)) - killed
+    assert 5 <= detect < 60, detect
+    print(f"\nnode killed (SlurmdTimeout=5): step failed {detect:.1f} s after the kill")
+
+
+def test_two_nodes_lost_in_a_row(cluster, lose, tmp_path):
+    """Two spares: node2 lost, then node3, the spare that took its place: two relaunches,
+    each on the survivor and the next spare, and the training finishes."""
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 80, 0.1), "-N4",
+                      TFSLURM_SPARE_NODES="2")  # fmt: skip
+    wait_for(log, r"tfslurm: training on node1,node2, spare\(s\) node3,node4, up to 3 relaunch")
+    wait_for(log, r"^0: step 5/")
+    lose("node2")
+    wait_for(log, r"relaunch 1 \(node node2 lost\)")
+    lose("node3")
+    wait_for(log, r"relaunch 2 \(node node3 lost\)")
+    text = ended(cluster, job, log)
+    assert (
+        "tfslurm: node node2 lost (step exit 137): relaunching on node1,node3 (spare node3 in; 1 spare(s) left)"
+        in text
+    )
+    assert (
+        "tfslurm: node node3 lost (step exit 137): relaunching on node1,node4 (spare node4 in; 0 spare(s) left)"
+        in text
+    )
+    assert "finished 80 steps on 2 tasks" in text
+
+
+def test_restart_cap_reached_fails_the_job(cluster, lose, tmp_path):
+    """TFSLURM_STEP_RESTARTS=0 with a spare: the lost node is not replaced, one line says
+    the cap, and the job ends FAILED (its training did not finish)."""
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 60, 0.1), "-N3",
+                      TFSLURM_SPARE_NODES="1", TFSLURM_STEP_RESTARTS="0")  # fmt: skip
+    wait_for(log, r"^0: step 5/")
+    lose("node2")
+    text = ended(cluster, job, log, state="FAILED")
+    assert (
+        "tfslurm: node node2 lost (step exit 137): restart cap reached "
+        "(0 relaunches in this allocation, TFSLURM_STEP_RESTARTS): giving up"
+    ) in text
+    assert "finished" not in text
+
+
+def test_lost_spare_then_node_lost_requeues(cluster, lose, tmp_path):
+    """The idle spare goes DOWN first (the step goes on); then a training node: no spare
+    left, the supervisor exits 85 and the template requeues; the next run finishes."""
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 60, 0.1), "-N3",
+                      TFSLURM_SPARE_NODES="1")  # fmt: skip
+    wait_for(log, r"^0: step 5/")
+    lose("node3")
+    time.sleep(1)
+    assert "lost" not in log.read_text()
+    lose("node2")
+    wait_for(log, r"tfslurm: node node2 lost \(step exit 137\), no spare node left: requeueing the job")
+    wait_requeued_then_release(cluster, job)
+    text = ended(cluster, job, log)
+    assert "tfslurm: requeueing job" in text and job_field(cluster, job, "Restarts") == "1"
+    assert "finished 60 steps" in text
+
+
+def test_shrink_goes_on_with_fewer_workers(cluster, lose, tmp_path):
+    """TFSLURM_ON_NODE_LOSS=shrink, no spare: node3 lost, one line says the workers and the
+    global batch before and after, the step goes on over node1,node2 and finishes."""
+    program = stepper(tmp_path, 60, 0.1)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_ON_NODE_LOSS="shrink")
+    wait_for(log, r"^0: step 5/")
+    lose("node3")
+    text = ended(cluster, job, log)
+    assert "tfslurm: node node3 lost (step exit 137): relaunching on node1,node2\n" in text
+    assert "tfslurm: shrinking: workers 3 -> 2 on nodes 3 -> 2, global batch shrinks with them" in text
+    assert "finished 60 steps on 2 tasks" in text
+
+
+def test_no_spare_by_default_requeues(cluster, lose, tmp_path):
+    """No spare, no shrink: a lost node means exit 85, the template requeues the job."""
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 60, 0.1), "-N2")
+    wait_for(log, r"^0: step 5/")
+    lose("node2")
+    wait_for(log, r"tfslurm: node node2 lost \(step exit 137\), no spare nodes: requeueing the job")
+    wait_requeued_then_release(cluster, job)
+    assert ended(cluster, job, log).count("finished 60 steps") == 1
+
+
+def test_stuck_step_ends_after_the_heartbeat_and_runs_again(cluster, tmp_path):
+    """TFSLURM_HEARTBEAT_TIMEOUT=5: rank 0 hangs at step 8; no step line for 5 s, the step
+    is ended and run again on the same nodes, resuming from step 5."""
+    program = stepper(tmp_path, 20, 0.1, "8")
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N2",
+                      TFSLURM_HEARTBEAT_TIMEOUT="5", TFSLURM_STEP_RESTARTS="1")  # fmt: skip
+    text = ended(cluster, job, log)
+    assert "tfslurm: no step line for 5 s (TFSLURM_HEARTBEAT_TIMEOUT): ending the stuck step" in text
+    assert re.search(
+        r"tfslurm: step failed \(exit \d+\): running it again in this allocation \(0 more\)", text
+    )
+    assert "resumed at step 5 on 2 tasks" in text and "finished 20 steps" in text

@@ -1,0 +1,88 @@
+"""``tfslurm supervise [options] -- srun [SRUN OPTIONS] tfslurm run ... -- PROGRAM``: run the
+training step from the batch script and relaunch it inside the allocation when it fails.
+
+The templates run it in place of a bare srun. Without options it is that srun, run again
+after a failed step up to ``TFSLURM_STEP_RESTARTS`` times (default 0). With spares
+(``TFSLURM_SPARE_NODES``) or ``TFSLURM_ON_NODE_LOSS=shrink`` (the job submitted with
+``SBATCH_NO_KILL=set``) it places the step itself and replaces a node the controller says
+the job lost (``tfslurm.runtime.nodeloss``). Exit status: srun's, or 85 when the job should
+be requeued (the templates' requeue path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from tfslurm.errors import NodeLossError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--batch-per-worker",
+        metavar="N",
+        type=int,
+        default=None,
+        help="the program's batch per worker: the shrink line then says the global batch before and after",
+    )
+    parser.add_argument("srun", nargs=argparse.REMAINDER, help="-- srun [OPTIONS] PROGRAM...")
+
+
+def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
+    from tfslurm.controller import controller
+
+    ctl = controller()
+
+    def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        nodes = tuple(ctl.job(job_id).nodes)
+        usable = tuple(info.name for info in ctl.nodes(nodes) if info.usable) if nodes else ()
+        return nodes, usable
+
+    return ask
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfslurm.runtime.nodeloss import Recovery, Supervisor
+    from tfslurm.settings import RecoverySettings, Settings
+    from tfslurm.step import BatchJob
+
+    command = list(args.srun)
+    if command and command[0] == "--":
+        command = command[1:]
+    job = BatchJob.from_environ()
+    recovery = Recovery.parse(RecoverySettings.from_environ(), job)
+    if args.batch_per_worker is not None and args.batch_per_worker < 1:
+        raise NodeLossError(f"--batch-per-worker {args.batch_per_worker}: expected a positive integer")
+    if not command:
+        raise NodeLossError(
+            "no command: give it after --, e.g. tfslurm supervise -- srun tfslurm run -- python train.py"
+        )
+    if command and os.path.basename(command[0]) != "srun" and recovery.places_nodes:
+        raise NodeLossError(
+            f"{command[0]!r}: with spares or shrink the command must be srun (tfslurm supervise -- srun ...), "
+            "whose nodes the supervisor chooses"
+        )
+    if (recovery.places_nodes or job.no_kill) and job.job_id is None:
+        raise NodeLossError("SLURM_JOB_ID is not set: run tfslurm supervise in a batch script")
+    ask = _controller_view(str(job.job_id)) if job.job_id is not None else _nothing
+    supervisor = Supervisor(
+        command, recovery, ask, os.environ, no_kill=job.no_kill, batch_per_worker=args.batch_per_worker
+    )
+    settings = Settings.from_environ()
+    preempt = settings.preempt_signal()
+    for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:
+        # srun is in the batch step with this process and gets Slurm's SIGTERM itself (a
+        # second one would reach every task twice); this process only stops relaunching
+        signal.signal(signum, supervisor.stop if signum == signal.SIGTERM else supervisor.forward)
+    sys.stdout.flush()
+    return supervisor.run()
+
+
+def _nothing() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return (), ()

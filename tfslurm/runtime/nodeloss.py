@@ -1,0 +1,447 @@
+"""In-allocation recovery from a lost node: what ``tfslurm supervise`` decides and runs.
+
+The batch script runs ``tfslurm supervise -- srun ... tfslurm run -- PROGRAM``. With
+``sbatch --no-kill`` Slurm keeps the allocation when one of its nodes fails: it kills that
+node's steps and removes the node from the job, and new steps may run on the rest. The
+supervisor launches the step on the training nodes (every node of the job but
+``TFSLURM_SPARE_NODES``), and when the step fails asks the controller which of its nodes
+the job lost; it relaunches on the survivors plus a spare (same worker count; the program
+resumes from its newest checkpoint), or, without a spare, requeues the job (exit 85, the
+templates' requeue path) or, with ``TFSLURM_ON_NODE_LOSS=shrink``, goes on with fewer
+nodes. ``SLURM_JOB_NODELIST`` is the job's list at its start, and srun takes the batch
+environment's node count as its default ``-N``: a relaunch passes ``-N`` and ``-w`` itself
+and sets the job's node variables to the controller's answer.
+
+Decisions (:func:`first_placement`, :func:`after_failure`) are pure functions of what the
+controller said; :class:`Supervisor` runs srun, passes its output and signals on, and times
+each relaunch from the failure to the program's first step line after it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from tfslurm.errors import NodeLossError
+from tfslurm.errors import clip as _clip
+from tfslurm.numbers import ascii_int
+from tfslurm.settings import (
+    HEARTBEAT_VARIABLE,
+    ON_NODE_LOSS_VARIABLE,
+    SPARE_NODES_VARIABLE,
+    STEP_LINE_VARIABLE,
+    STEP_RESTARTS_VARIABLE,
+    RecoverySettings,
+)
+from tfslurm.step import BatchJob
+from tfslurm.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import IO, Final, TextIO
+
+
+# Statuses that end the loop whatever failed: the program stopped early to be requeued (85),
+# the restart cap refused the run (86), a parameter server failed and the job was requeued
+# (75). Anything else but 0 is a failed step.
+EXIT_STOPPED = 85
+FINAL_STATUSES = (0, 85, 86, 75)
+# Relaunches allowed in one allocation when spares or shrink are on and
+# TFSLURM_STEP_RESTARTS is not set (without them the default stays 0: no relaunch).
+DEFAULT_NODE_RESTARTS = 3
+DEFAULT_STEP_LINE = r"\bstep (\d+)/\d+"
+PREFIX = "tfslurm:"  # as the templates' own lines
+
+
+class Recovery(Value):
+    """What to do when a step fails: spares kept idle, shrink allowed, relaunches allowed,
+    seconds without a step line that mean a stuck step (None: no heartbeat), the step line."""
+
+    __slots__ = ("heartbeat", "restarts", "shrink", "spares", "step_line")
+    __match_args__ = ("spares", "shrink", "restarts", "heartbeat", "step_line")
+
+    def __init__(
+        self,
+        spares: int = 0,
+        shrink: bool = False,
+        restarts: int = 0,
+        heartbeat: float | None = None,
+        step_line: str = DEFAULT_STEP_LINE,
+    ) -> None:
+        self.spares: Final = spares
+        self.shrink: Final = shrink
+        self.restarts: Final = restarts
+        self.heartbeat: Final = heartbeat
+        self.step_line: Final = step_line
+
+    @property
+    def places_nodes(self) -> bool:
+        """Spares or shrink: the supervisor chooses the step's nodes (``-N``/``-w``)."""
+        return self.spares > 0 or self.shrink
+
+    @classmethod
+    def parse(cls, settings: RecoverySettings, job: BatchJob) -> Recovery:
+        """From the variables; a NodeLossError naming the variable and the fix."""
+        spares = _count(SPARE_NODES_VARIABLE, settings.spares, 0)
+        mode = (settings.on_node_loss or "requeue").strip().lower()
+        if mode not in ("requeue", "shrink"):
+            raise NodeLossError(
+                f"{ON_NODE_LOSS_VARIABLE}={_clip(settings.on_node_loss or '')!r}: expected requeue or shrink"
+            )
+        shrink = mode == "shrink"
+        default = DEFAULT_NODE_RESTARTS if spares or shrink else 0
+        restarts = _count(STEP_RESTARTS_VARIABLE, settings.step_restarts, default)
+        heartbeat = None
+        if settings.heartbeat is not None:
+            try:
+                heartbeat = float(settings.heartbeat)
+            except ValueError:
+                heartbeat = -1.0
+            if not 0 < heartbeat < float("inf"):
+                raise NodeLossError(
+                    f"{HEARTBEAT_VARIABLE}={_clip(settings.heartbeat)!r}: expected a positive number of seconds"
+                )
+        step_line = settings.step_line or DEFAULT_STEP_LINE
+        try:
+            re.compile(step_line)
+        except re.error as exc:
+            raise NodeLossError(
+                f"{STEP_LINE_VARIABLE}={_clip(step_line)!r} is not a regular expression: {exc}"
+            ) from None
+        if (spares or shrink) and not job.no_kill:
+            what = f"{SPARE_NODES_VARIABLE}={spares}" if spares else f"{ON_NODE_LOSS_VARIABLE}=shrink"
+            raise NodeLossError(
+                f"{what} needs a job that keeps its allocation when a node fails: submit with "
+                "SBATCH_NO_KILL=set sbatch ... (sbatch --no-kill alone is invisible to the job)"
+            )
+        return cls(spares, shrink, restarts, heartbeat, step_line)
+
+
+def _count(name: str, text: str | None, default: int) -> int:
+    if text is None or not text.strip():
+        return default
+    value = ascii_int(text.strip())
+    if value is None:
+        raise NodeLossError(f"{name}={_clip(text)!r}: expected an integer >= 0")
+    return value
+
+
+class Placement(Value):
+    """The nodes a step runs on and its task count (None: srun's default)."""
+
+    __slots__ = ("nodes", "ntasks")
+    __match_args__ = __slots__
+
+    def __init__(self, nodes: tuple[str, ...], ntasks: int | None = None) -> None:
+        self.nodes: Final = nodes
+        self.ntasks: Final = ntasks
+
+    def srun_options(self) -> list[str]:
+        options = ["-N", str(len(self.nodes)), "-w", ",".join(self.nodes)]
+        return options + (["-n", str(self.ntasks)] if self.ntasks is not None else [])
+
+
+def first_placement(
+    recovery: Recovery, job_nodes: Sequence[str], usable: Sequence[str], job: BatchJob
+) -> Placement:
+    """The training nodes: the job's usable nodes in Slurm's order but the last ``spares``;
+    as many tasks on each as the job asked for (:meth:`BatchJob.tasks_on`)."""
+    ready = [n for n in job_nodes if n in usable]
+    if recovery.spares >= len(ready):
+        raise NodeLossError(
+            f"{SPARE_NODES_VARIABLE}={recovery.spares} leaves no node to train on: the job has "
+            f"{len(ready)} usable node(s); ask for more nodes (sbatch --nodes={len(ready) + recovery.spares}) "
+            "or fewer spares"
+        )
+    nodes = tuple(ready[: len(ready) - recovery.spares])
+    return Placement(nodes, job.tasks_on(len(nodes), len(job_nodes)))
+
+
+class Decision(Value):
+    """After a failed step: ``relaunch`` on ``placement``, ``requeue`` (exit 85) or
+    ``fail`` (the step's status); ``lost`` the step's nodes the job no longer has usable,
+    ``line`` what the log says."""
+
+    __slots__ = ("action", "line", "lost", "placement")
+    __match_args__ = ("action", "placement", "lost", "line")
+
+    def __init__(self, action: str, placement: Placement | None, lost: tuple[str, ...], line: str) -> None:
+        self.action: Final = action
+        self.placement: Final = placement
+        self.lost: Final = lost
+        self.line: Final = line
+
+
+def after_failure(
+    recovery: Recovery,
+    placement: Placement,
+    job_nodes: Sequence[str],
+    usable: Sequence[str],
+    status: int,
+    relaunches_left: int,
+) -> Decision:
+    """What to do after the step on ``placement`` failed with ``status``, the job now having
+    ``job_nodes`` of which ``usable`` can run a step."""
+    lost = tuple(n for n in placement.nodes if n not in job_nodes or n not in usable)
+    if not lost:  # a process failed, every node is fine: the same nodes again, if allowed
+        if relaunches_left <= 0:  # silent when no relaunch was asked for
+            line = f"step failed (exit {status}), no node lost: no relaunch left" if recovery.restarts else ""
+            return Decision("fail", None, (), line)
+        return Decision("relaunch", placement, (), _again(status, relaunches_left))
+    names = ",".join(lost)
+    survivors = [n for n in placement.nodes if n not in lost]
+    spares = [n for n in job_nodes if n in usable and n not in placement.nodes]
+    taken = spares[: len(lost)]
+    nodes = tuple(survivors + taken)
+    if (len(nodes) < len(placement.nodes) and not recovery.shrink) or not nodes:
+        why = "no spare node left" if recovery.spares else "no spare nodes"
+        return Decision(
+            "requeue", None, lost, f"node {names} lost (step exit {status}), {why}: requeueing the job"
+        )
+    if relaunches_left <= 0:
+        return Decision(
+            "fail",
+            None,
+            lost,
+            f"node {names} lost (step exit {status}): restart cap reached "
+            f"({recovery.restarts} relaunches in this allocation, {STEP_RESTARTS_VARIABLE}): giving up",
+        )
+    ntasks = placement.ntasks
+    if ntasks is not None and len(nodes) < len(placement.nodes):  # as many tasks per node
+        ntasks = max(len(nodes), ntasks * len(nodes) // len(placement.nodes))
+    line = f"node {names} lost (step exit {status}): relaunching on {','.join(nodes)}"
+    if taken:
+        line += f" (spare {','.join(taken)} in; {len(spares) - len(taken)} spare(s) left)"
+    return Decision("relaunch", Placement(nodes, ntasks), lost, line)
+
+
+def shrink_line(before: Placement, after: Placement, batch_per_worker: int | None) -> str | None:
+    """The one line that says what a shrink changed, None when nothing shrank."""
+    if len(after.nodes) >= len(before.nodes):
+        return None
+    old = before.ntasks or len(before.nodes)
+    new = after.ntasks or len(after.nodes)
+    batch = (
+        f"global batch {old * batch_per_worker} -> {new * batch_per_worker}"
+        if batch_per_worker
+        else "global batch shrinks with them (the batch per worker stays)"
+    )
+    return f"shrinking: workers {old} -> {new} on nodes {len(before.nodes)} -> {len(after.nodes)}, {batch}"
+
+
+class Supervisor:
+    """Runs the srun command line, relaunching it as :func:`after_failure` decides.
+
+    ``ask()`` is the controller's view of the job: (its nodes now, the usable ones among
+    them). It is asked only where the answer can matter: when the supervisor places the
+    step (spares, shrink) or the job keeps its allocation over a node failure (no_kill)."""
+
+    __slots__ = (
+        "_job_nodes",
+        "_last_line",
+        "_lock",
+        "_pattern",
+        "_pending",
+        "_proc",
+        "_stopping",
+        "argv",
+        "ask",
+        "batch_per_worker",
+        "env",
+        "no_kill",
+        "out",
+        "recovery",
+    )
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        recovery: Recovery,
+        ask: Callable[[], tuple[tuple[str, ...], tuple[str, ...]]],
+        env: Mapping[str, str],
+        *,
+        no_kill: bool = False,
+        out: TextIO | None = None,
+        batch_per_worker: int | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.recovery = recovery
+        self.ask = ask
+        self.env = dict(env)
+        self.out = out if out is not None else sys.stdout
+        self.no_kill = no_kill
+        self.batch_per_worker = batch_per_worker
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = 0  # the stop signal that arrived; 0: none
+        self._pattern = re.compile(recovery.step_line.encode())
+        self._lock = threading.Lock()
+        self._last_line = time.monotonic()
+        # (relaunch number, lost nodes, step failed, controller answered, srun started):
+        # reported with the first step line after that relaunch
+        self._pending: tuple[int, tuple[str, ...], float, float, float] | None = None
+        self._job_nodes: tuple[str, ...] = ()
+
+    def say(self, text: str) -> None:
+        self.out.write(f"{PREFIX} {text}\n")
+        self.out.flush()
+
+    # ------------------------------------------------------------------ signals
+    def forward(self, signum: int, frame: object = None) -> None:
+        """Pass ``signum`` on to srun (which passes it to every task); any signal but
+        SIGINT is a stop (preemption, scancel): no relaunch after it."""
+        if signum != signal.SIGINT:
+            self._stopping = signum
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, signum: int, frame: object = None) -> None:
+        """A stop that reached srun as well (Slurm signals the whole batch step): only
+        remember it, so that the step is not relaunched."""
+        self._stopping = signum
+
+    # ------------------------------------------------------------------ one launch
+    def command(self, placement: Placement | None) -> tuple[list[str], dict[str, str]]:
+        """srun's command line and environment for a launch on ``placement``."""
+        env = dict(self.env)
+        argv = list(self.argv)
+        if placement is not None:
+            argv[1:1] = placement.srun_options()
+            # the batch environment holds the job's node count at its start, which srun
+            # checks against the allocation's: give it the controller's count now
+            env["SLURM_NNODES"] = env["SLURM_JOB_NUM_NODES"] = str(len(self._job_nodes))
+            if placement.ntasks is not None:  # set for the whole job, spares included
+                env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(placement.ntasks)
+        return argv, env
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        """Pass srun's output on line by line; time the first step line after a relaunch."""
+        sink = getattr(self.out, "buffer", None)
+        for line in iter(stream.readline, b""):
+            if sink is not None:
+                sink.write(line)
+                sink.flush()
+            else:
+                self.out.write(line.decode(errors="replace"))
+                self.out.flush()
+            found = self._pattern.search(line)
+            if found:
+                self._last_line = time.monotonic()
+                if self._pending is not None:
+                    step = found.group(1).decode(errors="replace") if found.groups() else "?"
+                    self._report(self._pending, step, time.time())
+                    self._pending = None
+
+    def _report(
+        self, pending: tuple[int, tuple[str, ...], float, float, float], step: str, now: float
+    ) -> None:
+        number, lost, failed, answered, started = pending
+        what = f"node {','.join(lost)} lost" if lost else "no node lost"
+        self.say(
+            f"relaunch {number} ({what}): controller asked in {answered - failed:.2f} s, srun started "
+            f"{started - failed:.2f} s, first step trained again (step {step}) {now - failed:.2f} s "
+            f"after the step failed (failed at {failed:.3f}, step at {now:.3f})"
+        )
+
+    def launch(self, placement: Placement | None) -> int:
+        """Run srun once on ``placement`` (None: as the command line says); its status."""
+        argv, env = self.command(placement)
+        self._last_line = time.monotonic()
+        self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        pump = threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)
+        pump.start()
+        stuck = False
+        while True:
+            try:
+                raw = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            beat = self.recovery.heartbeat
+            if beat and not stuck and not self._stopping and time.monotonic() - self._last_line > beat:
+                stuck = True
+                self.say(f"no step line for {beat:g} s ({HEARTBEAT_VARIABLE}): ending the stuck step")
+                proc.send_signal(signal.SIGINT)  # twice within a second: srun kills the step
+                time.sleep(0.2)
+                proc.send_signal(signal.SIGINT)
+        pump.join(timeout=5)
+        return 128 - raw if raw < 0 else raw
+
+    # ------------------------------------------------------------------ the loop
+    def _view(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        job_nodes, usable = self.ask()
+        self._job_nodes = tuple(job_nodes)
+        return self._job_nodes, tuple(usable)
+
+    def place(self) -> Placement:
+        """The first launch's nodes (a NodeLossError when the spares leave none); says them."""
+        job_nodes, usable = self._view()
+        placement = first_placement(self.recovery, job_nodes, usable, BatchJob.from_environ(self.env))
+        spares = [n for n in job_nodes if n not in placement.nodes]
+        self.say(
+            f"training on {','.join(placement.nodes)}, spare(s) {','.join(spares) or 'none'}, "
+            f"up to {self.recovery.restarts} relaunch(es) in this allocation"
+        )
+        return placement
+
+    def run(self) -> int:
+        """Launch, and relaunch after failures as decided; the status the script exits with
+        (85: requeue the job)."""
+        placement = self.place() if self.recovery.places_nodes else None
+        left, number = self.recovery.restarts, 0
+        while True:
+            if placement is None and self.no_kill:  # the nodes a lost one is missed from
+                self._view()
+            started_on = self._job_nodes
+            status = self.launch(placement)
+            self._pending = None
+            if status in FINAL_STATUSES or self._stopping:
+                return status
+            failed = time.time()
+            decision = self.decide(placement or Placement(started_on), status, left, placement is None)
+            answered = time.time()
+            if decision.line:
+                self.say(decision.line)
+            if decision.action == "requeue":
+                return EXIT_STOPPED
+            if decision.action == "fail":
+                return status
+            if placement is not None and decision.placement is not None:
+                shrunk = shrink_line(placement, decision.placement, self.batch_per_worker)
+                if shrunk:
+                    self.say(shrunk)
+                placement = decision.placement
+            left, number = left - 1, number + 1
+            self._pending = (number, decision.lost, failed, answered, time.time())
+
+    def decide(self, placement: Placement, status: int, left: int, as_given: bool = False) -> Decision:
+        """What to do after the step on ``placement`` failed. ``as_given``: srun chose the
+        nodes (no spares, no shrink), so a lost node means requeue. The controller is asked
+        only when a node can have been lost without the job ending."""
+        if as_given and not self.no_kill:  # a lost node would have ended the job
+            if left <= 0:
+                line = f"step failed (exit {status}): no relaunch left" if self.recovery.restarts else ""
+                return Decision("fail", None, (), line)
+            return Decision("relaunch", None, (), _again(status, left))
+        job_nodes, usable = self._view()
+        decision = after_failure(self.recovery, placement, job_nodes, usable, status, left)
+        if not as_given:
+            return decision
+        if decision.lost:
+            names = ",".join(decision.lost)
+            return Decision("requeue", None, decision.lost,
+                            f"node {names} lost (step exit {status}), no spare nodes: requeueing the job")  # fmt: skip
+        return Decision(decision.action, None, (), decision.line)
+
+
+def _again(status: int, left: int) -> str:
+    return f"step failed (exit {status}): running it again in this allocation ({left - 1} more)"
