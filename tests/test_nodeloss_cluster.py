@@ -19,6 +19,7 @@ import pytest
 
 from conftest import needs
 from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
+from tfslurm.localcluster import nodefail
 from tfslurm.runtime.templates import template_path
 
 pytestmark = [pytest.mark.cluster]
@@ -43,7 +44,7 @@ def lose(cluster: Any) -> Any:
 
     def down(node: str, kill: bool = False) -> float:
         if kill:
-            cluster.kill_node(node)
+            nodefail.kill_node(cluster, node)
         else:
             out = cluster.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"])
             assert out.returncode == 0, out.stderr
@@ -52,11 +53,13 @@ def lose(cluster: Any) -> Any:
     yield down
     cluster.run(["scancel", "--user", "root"])  # a job the test left running (it failed)
     for node in cluster.nodes:
-        cluster.revive_node(node)
+        nodefail.revive_node(cluster, node)
     try:
         cluster.wait_idle()
     except Exception as exc:
-        raise AssertionError(f"{exc}: {cluster.run(['squeue']).stdout} {cluster.run(['sinfo', '-N']).stdout}") from None
+        raise AssertionError(
+            f"{exc}: {cluster.run(['squeue']).stdout} {cluster.run(['sinfo', '-N']).stdout}"
+        ) from None
 
 
 def submit(

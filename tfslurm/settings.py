@@ -34,12 +34,12 @@ __all__ = [
     "IFACE_VARIABLE",
     "TF_DIST_VARIABLE",
     "UNEVEN_VARIABLE",
-    "RecoverySettings",
     "Settings",
     "UnevenGpus",
     "parse_max_restarts",
     "parse_peer_timeout",
     "parse_stop_grace",
+    "recovery_settings",
     "signal_number",
     "stop_signals",
 ]
@@ -306,39 +306,15 @@ def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys([preempt, *numbers]))
 
 
-class RecoverySettings(Value):
-    """The ``tfslurm supervise`` variables as set (None: unset); ``tfslurm.runtime.nodeloss``
-    parses them."""
-
-    __slots__ = ("heartbeat", "on_node_loss", "spares", "step_line", "step_restarts")
-    __match_args__ = ("spares", "on_node_loss", "step_restarts", "heartbeat", "step_line")
-
-    def __init__(
-        self,
-        spares: str | None = None,
-        on_node_loss: str | None = None,
-        step_restarts: str | None = None,
-        heartbeat: str | None = None,
-        step_line: str | None = None,
-    ) -> None:
-        self.spares: Final = spares
-        self.on_node_loss: Final = on_node_loss
-        self.step_restarts: Final = step_restarts
-        self.heartbeat: Final = heartbeat
-        self.step_line: Final = step_line
-
-    @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> RecoverySettings:
-        source = os.environ if env is None else env
-        return cls(
-            *(
-                source.get(name) or None
-                for name in (
-                    SPARE_NODES_VARIABLE,
-                    ON_NODE_LOSS_VARIABLE,
-                    STEP_RESTARTS_VARIABLE,
-                    HEARTBEAT_VARIABLE,
-                    STEP_LINE_VARIABLE,
-                )
-            )
-        )
+def recovery_settings(env: Mapping[str, str] | None = None) -> tuple[str | None, ...]:
+    """The ``tfslurm supervise`` variables as set, None where unset or empty: spares, on
+    node loss, step restarts, heartbeat, step line (``tfslurm.runtime.nodeloss`` parses them)."""
+    source = os.environ if env is None else env
+    names = (
+        SPARE_NODES_VARIABLE,
+        ON_NODE_LOSS_VARIABLE,
+        STEP_RESTARTS_VARIABLE,
+        HEARTBEAT_VARIABLE,
+        STEP_LINE_VARIABLE,
+    )
+    return tuple(source.get(name) or None for name in names)

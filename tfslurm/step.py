@@ -512,41 +512,16 @@ def _het_components(env: Mapping[str, str]) -> tuple[HetComponent, ...]:
     )
 
 
-class BatchJob(Value):
-    """What ``tfslurm supervise`` needs of the batch script's environment: the job, the
-    task count it asked for (None: srun's default, one per node unless set otherwise) and
-    whether it was submitted to keep its allocation when a node fails. Slurm shows a job no
-    sign of ``sbatch --no-kill`` (neither a variable nor ``scontrol show job`` on 22.05);
-    ``SBATCH_NO_KILL=set`` at submission means the same to sbatch and reaches the job."""
-
-    __slots__ = ("job_id", "no_kill", "ntasks", "ntasks_per_node")
-    __match_args__ = ("job_id", "ntasks", "ntasks_per_node", "no_kill")
-
-    def __init__(
-        self, job_id: int | None, ntasks: int | None, ntasks_per_node: int | None, no_kill: bool
-    ) -> None:
-        self.job_id: Final = job_id
-        self.ntasks: Final = ntasks  # SLURM_NTASKS: the whole job's, spares included
-        self.ntasks_per_node: Final = ntasks_per_node  # SLURM_NTASKS_PER_NODE
-        self.no_kill: Final = no_kill
-
-    def tasks_on(self, nodes: int, job_nodes: int) -> int | None:
-        """The task count of a step on ``nodes`` of the job's ``job_nodes``: the tasks per
-        node it asked for, else its task count in proportion (None: srun's default)."""
-        if self.ntasks_per_node:
-            return self.ntasks_per_node * nodes
-        if self.ntasks:
-            return max(nodes, self.ntasks * nodes // max(job_nodes, 1))
-        return None
-
-    @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> BatchJob:
-        source = os.environ if env is None else env
-        # sbatch takes "set" (on) or "off"/"no"; anything else it refused at submission
-        no_kill = (source.get("SBATCH_NO_KILL") or "off").strip().lower() not in ("off", "no", "")
-        return cls(
-            job_id=_int(source, "SLURM_JOB_ID", "SLURM_JOBID"),
-            ntasks=_int(source, "SLURM_NTASKS", "SLURM_NPROCS", positive=True),
-            ntasks_per_node=_int(source, "SLURM_NTASKS_PER_NODE", positive=True),
-            no_kill=no_kill,
-        )
+def batch_job(env: Mapping[str, str] | None = None) -> tuple[int | None, int | None, int | None, bool]:
+    """What ``tfslurm supervise`` reads of a batch script's environment
+    (``tfslurm.runtime.nodeloss.BatchJob``): the job id, ``SLURM_NTASKS``,
+    ``SLURM_NTASKS_PER_NODE``, and whether ``SBATCH_NO_KILL`` asked for --no-kill."""
+    source = os.environ if env is None else env
+    # sbatch takes "set" (on) or "off"/"no"; anything else it refused at submission
+    no_kill = (source.get("SBATCH_NO_KILL") or "off").strip().lower() not in ("off", "no", "")
+    return (
+        _int(source, "SLURM_JOB_ID", "SLURM_JOBID"),
+        _int(source, "SLURM_NTASKS", "SLURM_NPROCS", positive=True),
+        _int(source, "SLURM_NTASKS_PER_NODE", positive=True),
+        no_kill,
+    )

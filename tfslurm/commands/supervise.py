@@ -48,9 +48,8 @@ def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.runtime.nodeloss import Recovery, Supervisor
-    from tfslurm.settings import RecoverySettings, Settings
-    from tfslurm.step import BatchJob
+    from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
+    from tfslurm.settings import Settings
 
     command = list(args.srun)
     if command and command[0] == "--":

@@ -574,48 +574,6 @@ class LocalCluster:
             self.node_argv(node, argv), timeout=timeout, input=input, env_extra=env_extra, cwd=cwd
         )
 
-    def kill_node(self, node: str) -> list[int]:
-        """What a node that loses its power looks like to Slurm: SIGKILL to ``node``'s slurmd
-        and to every process in its network namespace (slurmstepds, tasks), nothing said to
-        the controller, which notices after ``slurmd_timeout``. Returns the PIDs killed."""
-        if not self._network:
-            raise ClusterError("cluster not started")
-        self.node_address(node)  # names an unknown node
-        inode = os.stat(self._network.ns_file(node, "net")).st_ino
-        daemons = [r.pid for r in self._records if r.name == "slurmd" and r.node == node]
-        pids = daemons + [p for p in procs.pids_in_netns([inode]) if p not in daemons]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in daemons:
-            child = self._children.get(pid)
-            if child is not None:
-                child.wait()
-                self._reap(pid)
-        self._records = [r for r in self._records if r.pid not in daemons]
-        self._write_record()
-        return pids
-
-    def revive_node(self, node: str, timeout: float = 30) -> None:
-        """Start ``node``'s slurmd again after :meth:`kill_node`, or resume a node set DOWN
-        by ``scontrol update``; returns once the controller lists it up (idle, or running
-        jobs) again."""
-        if not any(r.name == "slurmd" and r.node == node and procs.alive(r.pid) for r in self._records):
-            assert self._network is not None
-            self._spawn("slurmd", [*self._network.enter_argv(node), "slurmd", "-D", "-N", node], node=node)
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.run(["sinfo", "-h", "-n", node, "-o", "%T"], timeout=10).stdout.strip()
-            if out and not out.startswith(("down", "drain", "fail", "unknown", "not_responding")) and "*" not in out:
-                return
-            if out.startswith(("down", "drain", "fail")):
-                self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=10)
-            if time.monotonic() > deadline:
-                raise ClusterTimeout(f"{node} still {out or 'unknown'} {timeout:g} s after revive_node")
-            time.sleep(0.2)
-
     def log_tail(self, lines: int = 12, max_chars: int = 4000) -> str:
         """The last lines of every daemon log (for error messages)."""
         if self._state_dir is None:

@@ -35,9 +35,9 @@ from tfslurm.settings import (
     SPARE_NODES_VARIABLE,
     STEP_LINE_VARIABLE,
     STEP_RESTARTS_VARIABLE,
-    RecoverySettings,
+    recovery_settings,
 )
-from tfslurm.step import BatchJob
+from tfslurm.step import batch_job
 from tfslurm.value import Value
 
 TYPE_CHECKING = False
@@ -56,6 +56,63 @@ FINAL_STATUSES = (0, 85, 86, 75)
 DEFAULT_NODE_RESTARTS = 3
 DEFAULT_STEP_LINE = r"\bstep (\d+)/\d+"
 PREFIX = "tfslurm:"  # as the templates' own lines
+
+
+class RecoverySettings(Value):
+    """The ``tfslurm supervise`` variables as set (None: unset), parsed by :class:`Recovery`."""
+
+    __slots__ = ("heartbeat", "on_node_loss", "spares", "step_line", "step_restarts")
+    __match_args__ = ("spares", "on_node_loss", "step_restarts", "heartbeat", "step_line")
+
+    def __init__(
+        self,
+        spares: str | None = None,
+        on_node_loss: str | None = None,
+        step_restarts: str | None = None,
+        heartbeat: str | None = None,
+        step_line: str | None = None,
+    ) -> None:
+        self.spares: Final = spares
+        self.on_node_loss: Final = on_node_loss
+        self.step_restarts: Final = step_restarts
+        self.heartbeat: Final = heartbeat
+        self.step_line: Final = step_line
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> RecoverySettings:
+        return cls(*recovery_settings(env))
+
+
+class BatchJob(Value):
+    """What ``tfslurm supervise`` needs of the batch script's environment: the job, the
+    task count it asked for (None: srun's default, one per node unless set otherwise) and
+    whether it was submitted to keep its allocation when a node fails. Slurm shows a job no
+    sign of ``sbatch --no-kill`` (neither a variable nor ``scontrol show job`` on 22.05);
+    ``SBATCH_NO_KILL=set`` at submission means the same to sbatch and reaches the job."""
+
+    __slots__ = ("job_id", "no_kill", "ntasks", "ntasks_per_node")
+    __match_args__ = ("job_id", "ntasks", "ntasks_per_node", "no_kill")
+
+    def __init__(
+        self, job_id: int | None, ntasks: int | None, ntasks_per_node: int | None, no_kill: bool
+    ) -> None:
+        self.job_id: Final = job_id
+        self.ntasks: Final = ntasks  # SLURM_NTASKS: the whole job's, spares included
+        self.ntasks_per_node: Final = ntasks_per_node  # SLURM_NTASKS_PER_NODE
+        self.no_kill: Final = no_kill
+
+    def tasks_on(self, nodes: int, job_nodes: int) -> int | None:
+        """The task count of a step on ``nodes`` of the job's ``job_nodes``: the tasks per
+        node it asked for, else its task count in proportion (None: srun's default)."""
+        if self.ntasks_per_node:
+            return self.ntasks_per_node * nodes
+        if self.ntasks:
+            return max(nodes, self.ntasks * nodes // max(job_nodes, 1))
+        return None
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> BatchJob:
+        return cls(*batch_job(env))
 
 
 class Recovery(Value):
@@ -135,7 +192,7 @@ class Placement(Value):
     """The nodes a step runs on and its task count (None: srun's default)."""
 
     __slots__ = ("nodes", "ntasks")
-    __match_args__ = __slots__
+    __match_args__ = ("nodes", "ntasks")
 
     def __init__(self, nodes: tuple[str, ...], ntasks: int | None = None) -> None:
         self.nodes: Final = nodes

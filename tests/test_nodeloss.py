@@ -1,0 +1,137 @@
+"""What ``tfslurm supervise`` decides after a failed step, and its one-line errors for bad
+settings (the runs on a real cluster: tests/test_nodeloss_cluster.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import tfslurm_cli
+from tfslurm.errors import NodeLossError
+from tfslurm.runtime.nodeloss import (
+    BatchJob,
+    Decision,
+    Placement,
+    Recovery,
+    RecoverySettings,
+    after_failure,
+    first_placement,
+    shrink_line,
+)
+
+NO_KILL = BatchJob(job_id=7, ntasks=None, ntasks_per_node=None, no_kill=True)
+NODES = ("n1", "n2", "n3", "n4")
+
+
+def parse(job: BatchJob = NO_KILL, **settings: str) -> Recovery:
+    return Recovery.parse(RecoverySettings(**settings), job)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"spares": "-1"}, "TFSLURM_SPARE_NODES='-1': expected an integer >= 0"),
+        ({"spares": "two"}, "TFSLURM_SPARE_NODES='two': expected an integer >= 0"),
+        ({"on_node_loss": "pray"}, "TFSLURM_ON_NODE_LOSS='pray': expected requeue or shrink"),
+        ({"step_restarts": "1.5"}, "TFSLURM_STEP_RESTARTS='1.5': expected an integer >= 0"),
+        ({"heartbeat": "0"}, "TFSLURM_HEARTBEAT_TIMEOUT='0': expected a positive number of seconds"),
+        ({"heartbeat": "inf"}, "TFSLURM_HEARTBEAT_TIMEOUT='inf': expected a positive number of seconds"),
+    ],
+)
+def test_bad_setting_is_one_line_naming_it(settings, message):
+    with pytest.raises(NodeLossError) as raised:
+        parse(**settings)
+    assert str(raised.value) == message
+
+
+def test_bad_step_line_pattern_names_the_variable():
+    with pytest.raises(NodeLossError, match=r"^TFSLURM_STEP_LINE='\(' is not a regular expression: "):
+        parse(step_line="(")
+
+
+@pytest.mark.parametrize("settings", [{"spares": "1"}, {"on_node_loss": "shrink"}])
+def test_spares_or_shrink_without_no_kill_is_an_error(settings):
+    job = BatchJob(job_id=7, ntasks=None, ntasks_per_node=None, no_kill=False)
+    with pytest.raises(NodeLossError, match=r"needs a job that keeps its allocation when a node fails: submit with "
+                       r"SBATCH_NO_KILL=set sbatch"):  # fmt: skip
+        parse(job, **settings)
+
+
+def test_defaults_relaunch_nothing_and_spares_allow_three():
+    assert parse() == Recovery(0, False, 0, None)
+    assert parse(spares="1") == Recovery(1, False, 3, None)
+    assert parse(spares="1", step_restarts="0").restarts == 0
+    assert parse(on_node_loss=" Shrink ", heartbeat="30").heartbeat == 30.0
+
+
+def test_more_spares_than_nodes_is_an_error():
+    with pytest.raises(NodeLossError) as raised:
+        first_placement(parse(spares="4"), NODES, NODES, NO_KILL)
+    assert str(raised.value) == (
+        "TFSLURM_SPARE_NODES=4 leaves no node to train on: the job has 4 usable node(s); "
+        "ask for more nodes (sbatch --nodes=8) or fewer spares"
+    )
+
+
+def test_training_nodes_are_the_first_usable_ones():
+    assert first_placement(parse(spares="1"), NODES, ("n1", "n3", "n4"), NO_KILL) == Placement(("n1", "n3"))
+    per_node = BatchJob(job_id=7, ntasks=8, ntasks_per_node=2, no_kill=True)
+    assert first_placement(parse(spares="1"), NODES, NODES, per_node) == Placement(("n1", "n2", "n3"), 6)
+    total = BatchJob(job_id=7, ntasks=8, ntasks_per_node=None, no_kill=True)
+    assert first_placement(parse(spares="2"), NODES, NODES, total) == Placement(("n1", "n2"), 4)
+
+
+def test_lost_node_is_replaced_by_the_first_spare():
+    step = Placement(("n1", "n2", "n3"))
+    after = after_failure(parse(spares="1"), step, ("n1", "n3", "n4"), ("n1", "n3", "n4"), 137, 3)
+    assert after == Decision(
+        "relaunch",
+        Placement(("n1", "n3", "n4")),
+        ("n2",),
+        "node n2 lost (step exit 137): relaunching on n1,n3,n4 (spare n4 in; 0 spare(s) left)",
+    )
+
+
+def test_a_down_spare_is_not_taken_and_no_spare_means_requeue():
+    step = Placement(("n1", "n2"))
+    after = after_failure(parse(spares="2"), step, NODES, ("n1", "n4"), 137, 3)
+    assert after.placement == Placement(("n1", "n4")) and after.lost == ("n2",)
+    after = after_failure(parse(spares="1"), step, ("n1", "n3"), ("n1",), 137, 3)
+    assert after == Decision(
+        "requeue", None, ("n2",), "node n2 lost (step exit 137), no spare node left: requeueing the job"
+    )
+
+
+def test_shrink_keeps_the_tasks_per_node_and_says_the_batch():
+    step = Placement(("n1", "n2", "n3"), 6)
+    after = after_failure(parse(on_node_loss="shrink"), step, ("n1", "n3"), ("n1", "n3"), 137, 3)
+    assert after.placement == Placement(("n1", "n3"), 4)
+    assert after.placement is not None
+    assert (
+        shrink_line(step, after.placement, 32)
+        == "shrinking: workers 6 -> 4 on nodes 3 -> 2, global batch 192 -> 128"
+    )
+
+
+def test_cap_reached_fails_and_a_process_failure_reruns_the_same_nodes():
+    step = Placement(("n1", "n2"))
+    capped = after_failure(parse(spares="1", step_restarts="1"), step, ("n1", "n3"), ("n1", "n3"), 137, 0)
+    assert capped.action == "fail" and capped.line == (
+        "node n2 lost (step exit 137): restart cap reached (1 relaunches in this allocation, "
+        "TFSLURM_STEP_RESTARTS): giving up"
+    )
+    again = after_failure(parse(step_restarts="2"), step, NODES, NODES, 1, 2)
+    assert again == Decision(
+        "relaunch", step, (), "step failed (exit 1): running it again in this allocation (1 more)"
+    )
+    assert after_failure(parse(), step, NODES, NODES, 1, 0) == Decision("fail", None, (), "")
+
+
+def test_cli_spares_without_no_kill_fails_in_one_line():
+    done = tfslurm_cli(
+        "supervise", "--", "srun", "true", env={"SLURM_JOB_ID": "7", "TFSLURM_SPARE_NODES": "1"}
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "tfslurm supervise: error: TFSLURM_SPARE_NODES=1 needs a job that keeps its allocation"
+    ), done.stderr

@@ -1,0 +1,65 @@
+"""A node of a local test cluster fails and comes back, as a node-failure test needs.
+
+The functions reach into the cluster's own records (its slurmd processes, the node
+namespaces) that only this package touches."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from tfslurm.errors import ClusterError, ClusterTimeout
+from tfslurm.localcluster import procs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfslurm.localcluster.cluster import LocalCluster
+
+
+def kill_node(cluster: LocalCluster, node: str) -> list[int]:
+    """What a node that loses its power looks like to Slurm: SIGKILL to ``node``'s slurmd
+    and to every process in its network namespace (slurmstepds, tasks), nothing said to
+    the controller, which notices after ``slurmd_timeout``. Returns the PIDs killed."""
+    if not cluster._network:
+        raise ClusterError("cluster not started")
+    cluster.node_address(node)  # names an unknown node
+    inode = os.stat(cluster._network.ns_file(node, "net")).st_ino
+    daemons = [r.pid for r in cluster._records if r.name == "slurmd" and r.node == node]
+    pids = daemons + [p for p in procs.pids_in_netns([inode]) if p not in daemons]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in daemons:
+        child = cluster._children.get(pid)
+        if child is not None:
+            child.wait()
+            cluster._reap(pid)
+    cluster._records = [r for r in cluster._records if r.pid not in daemons]
+    cluster._write_record()
+    return pids
+
+
+def revive_node(cluster: LocalCluster, node: str, timeout: float = 30) -> None:
+    """Start ``node``'s slurmd again after :func:`kill_node`, or resume a node set DOWN
+    by ``scontrol update``; returns once the controller lists it up (idle, or running
+    jobs) again."""
+    if not any(r.name == "slurmd" and r.node == node and procs.alive(r.pid) for r in cluster._records):
+        assert cluster._network is not None
+        cluster._spawn("slurmd", [*cluster._network.enter_argv(node), "slurmd", "-D", "-N", node], node=node)
+    deadline = time.monotonic() + timeout
+    while True:
+        out = cluster.run(["sinfo", "-h", "-n", node, "-o", "%T"], timeout=10).stdout.strip()
+        if (
+            out
+            and not out.startswith(("down", "drain", "fail", "unknown", "not_responding"))
+            and "*" not in out
+        ):
+            return
+        if out.startswith(("down", "drain", "fail")):
+            cluster.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=10)
+        if time.monotonic() > deadline:
+            raise ClusterTimeout(f"{node} still {out or 'unknown'} {timeout:g} s after revive_node")
+        time.sleep(0.2)
