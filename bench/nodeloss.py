@@ -1,0 +1,123 @@
+"""What a lost node costs a job with a hot spare (root, Debian slurm-wlm, tensorflow-cpu).
+
+    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill]
+
+Starts a 4-node local cluster (SlurmdTimeout 5 s) and submits ``mwms.sbatch`` with
+``SBATCH_NO_KILL=set TFSLURM_SPARE_NODES=1``: three workers and one spare, the MWMS
+example with a checkpoint every 10 steps. When worker 0 logs step 45, node2 is set DOWN
+(``scontrol update``; ``--kill``: its slurmd and processes SIGKILLed instead). Prints, per
+run and as medians: the seconds from the loss to the step's failure (detection), to the
+relaunch, to the first step trained again, and the steps trained twice. These are the
+figures in docs/fault-tolerance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tfslurm.localcluster import LocalCluster, missing_requirements, nodefail
+from tfslurm.runtime.templates import template_path
+
+RELAUNCH = re.compile(
+    r"tfslurm: relaunch 1 \(node node2 lost\): controller asked in [\d.]+ s, srun started ([\d.]+) s, "
+    r"first step trained again \(step \d+\) [\d.]+ s after the step failed \(failed at ([\d.]+), step at ([\d.]+)\)"
+)
+
+
+def wait_for(path: Path, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pattern.search(path.read_text()) if path.exists() else None
+        if found:
+            return found
+        time.sleep(0.05)
+    raise SystemExit(f"{pattern.pattern!r} not in {path} after {timeout} s")
+
+
+def one_run(cluster: LocalCluster, work: Path, kill: bool) -> dict[str, float]:
+    work.mkdir()
+    work.chmod(0o755)
+    tfslurm = str(Path(sys.executable).with_name("tfslurm"))
+    env = {
+        "TFSLURM": tfslurm,
+        "TFSLURM_CHECKPOINT_DIR": str(work / "ckpt"),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TF_ENABLE_ONEDNN_OPTS": "0",
+        "SBATCH_NO_KILL": "set",
+        "TFSLURM_SPARE_NODES": "1",
+        "no_proxy": "*",
+    }
+    program = ["python", "-m", "tfslurm.examples.mwms", "--steps", "200", "--step-delay", "0.05"]
+    program += ["--log-every", "1", "--checkpoint-every", "10"]
+    out = cluster.run(
+        ["sbatch", "--parsable", "-N4", "-o", str(work / "job.out"), template_path("mwms.sbatch"), *program],
+        env_extra=env,
+        cwd=str(work),
+    )
+    job, log = int(out.stdout.split(";")[0]), work / "job.out"
+    wait_for(log, re.compile(r"\[worker:0\] step 45/"), 180)
+    if kill:
+        nodefail.kill_node(cluster, "node2")
+        lost = time.time()
+    else:
+        cluster.run(["scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=bench"])
+        lost = time.time()
+    found = wait_for(log, RELAUNCH, 180)
+    state = cluster.wait_job(job, timeout=180)
+    text = log.read_text()
+    failed_step = int(
+        re.findall(r"\[worker:0\] step (\d+)/", text[: text.index("Node failure on node2")])[-1]
+    )
+    resumed = int(re.findall(r"\[worker:0\] restart 0: resumed from \S+ at step (\d+)", text)[0])
+    failed, started, stepped = float(found.group(2)), float(found.group(1)), float(found.group(3))
+    nodefail.revive_node(cluster, "node2")
+    cluster.wait_idle()
+    if state != "COMPLETED":
+        raise SystemExit(f"job {job} ended {state}: {text[-2000:]}")
+    return {
+        "detect": failed - lost,
+        "relaunch": failed + started - lost,
+        "first_step": stepped - lost,
+        "steps_again": failed_step - resumed,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--kill", action="store_true", help="kill node2 instead of setting it DOWN")
+    args = parser.parse_args()
+    missing = missing_requirements()
+    if missing:
+        print("cannot run: " + "; ".join(missing), file=sys.stderr)
+        return 1
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tfslurm-nodeloss-") as tmp:
+        os.chmod(tmp, 0o755)
+        with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=5) as cluster:
+            for n in range(args.runs):
+                row = one_run(cluster, Path(tmp) / f"run{n}", args.kill)
+                rows.append(row)
+                print("  ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
+    how = "slurmd and processes killed (SlurmdTimeout 5 s)" if args.kill else "scontrol update State=DOWN"
+    print(f"MWMS 3 workers + 1 spare, node2 lost at step 45 ({how}), median of {args.runs}:")
+    for key, label in (
+        ("detect", "loss -> step failed"),
+        ("relaunch", "loss -> srun relaunched"),
+        ("first_step", "loss -> first step trained"),
+        ("steps_again", "steps trained again"),
+    ):
+        value = statistics.median(r[key] for r in rows)
+        print(f"  {label:<28} {value:6.2f}{'' if key == 'steps_again' else ' s'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
