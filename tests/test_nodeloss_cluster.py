@@ -126,6 +126,9 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
     detect, first = failed_at - went_down, step_at - went_down
     assert detect < 2.0, detect
     assert float(found.group(4)) < 1.0, found.group(0)
+    # TF's start after the relaunch: 5-7 s on an idle 2-CPU machine (bench/nodeloss.py), more
+    # while the suite's other versions run beside it
+    assert first < 30, first
     recovered = final_digests(text, steps)
     assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
     # the same run without a failure, on three nodes
@@ -165,20 +168,32 @@ def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
 
 
 # ---------------------------------------------------------------- the loop (no TF)
+@pytest.mark.tf
+@needs("tensorflow")
 def test_killed_node_is_replaced_by_the_spare(cluster, lose, tmp_path):
-    """slurmd and every process of node3 SIGKILLed: the controller sets it DOWN after
-    SlurmdTimeout, the step ends then and runs again on node1,node2,node4."""
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 800, 0.05), "-N4",
-                      TFSLURM_SPARE_NODES="1")  # fmt: skip
-    wait_for(log, r"^0: step 12/")
-    killed = lose("node3", kill=True)
-    found = wait_for(log, RELAUNCH, timeout=90)
+    """MWMS, 2 workers + 1 spare: node2's slurmd and processes SIGKILLed. Worker 0 fails
+    at once (its peer is gone) but the step ends only when the controller sets node2 DOWN,
+    SlurmdTimeout later; the relaunch on node1,node3 shares the CPUs of the failed step,
+    whose record Slurm keeps while node2 is silent, and the training finishes."""
+    steps = 400
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
+    wait_for(log, r"\[worker:0\] step 20/", timeout=120)
+    killed = lose("node2", kill=True)
+    found = wait_for(log, RELAUNCH, timeout=120)
     text = ended(cluster, job, log)
-    assert "tfslurm: node node3 lost (step exit 137): relaunching on node1,node2,node4" in text
-    assert "finished 800 steps on 3 tasks" in text
+    # the exit status is worker 0's (1, its peer gone) or Slurm's kill (137), whichever came first
+    assert re.search(
+        r"tfslurm: node node2 lost \(step exit (1|137)\): relaunching on node1,node3 \(spare node3 in; ", text
+    )
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
     detect = float(found.group(7)) - killed
-    assert 5 <= detect < 60, detect
-    print(f"\nnode killed (SlurmdTimeout=5): step failed {detect:.1f} s after the kill")
+    assert 5 <= detect < 90, detect
+    print(
+        f"\nnode killed (SlurmdTimeout=5): step failed {detect:.1f} s after the kill, first step "
+        f"trained again {float(found.group(8)) - float(found.group(7)):.2f} s after that"
+    )
 
 
 def test_two_nodes_lost_in_a_row(cluster, lose, tmp_path):

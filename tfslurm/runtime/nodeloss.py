@@ -366,12 +366,19 @@ class Supervisor:
         self._stopping = signum
 
     # ------------------------------------------------------------------ one launch
-    def command(self, placement: Placement | None) -> tuple[list[str], dict[str, str]]:
-        """srun's command line and environment for a launch on ``placement``."""
+    def command(
+        self, placement: Placement | None, relaunch: bool = False
+    ) -> tuple[list[str], dict[str, str]]:
+        """srun's command line and environment for a launch on ``placement``.
+
+        A relaunch after a lost node shares the CPUs with the failed step (``--overlap``):
+        when the node died silently, Slurm keeps that step's record, and its CPUs on the
+        survivors, until the dead node answers again (22.05), though its processes are
+        gone; without it srun waits ("Requested nodes are busy")."""
         env = dict(self.env)
         argv = list(self.argv)
         if placement is not None:
-            argv[1:1] = placement.srun_options()
+            argv[1:1] = placement.srun_options() + (["--overlap"] if relaunch else [])
             # the batch environment holds the job's node count at its start, which srun
             # checks against the allocation's: give it the controller's count now
             env["SLURM_NNODES"] = env["SLURM_JOB_NUM_NODES"] = str(len(self._job_nodes))
@@ -408,9 +415,9 @@ class Supervisor:
             f"after the step failed (failed at {failed:.3f}, step at {now:.3f})"
         )
 
-    def launch(self, placement: Placement | None) -> int:
+    def launch(self, placement: Placement | None, relaunch: bool = False) -> int:
         """Run srun once on ``placement`` (None: as the command line says); its status."""
-        argv, env = self.command(placement)
+        argv, env = self.command(placement, relaunch)
         self._last_line = time.monotonic()
         self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
         assert proc.stdout is not None
@@ -459,7 +466,7 @@ class Supervisor:
             if placement is None and self.no_kill:  # the nodes a lost one is missed from
                 self._view()
             started_on = self._job_nodes
-            status = self.launch(placement)
+            status = self.launch(placement, relaunch=number > 0)
             self._pending = None
             if status in FINAL_STATUSES or self._stopping:
                 return status
