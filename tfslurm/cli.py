@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "env": ("env", "print the variables this task needs (export lines or JSON)"),
     "prolog": ("prolog", "TaskProlog hook: print export lines for this task"),
     "run": ("run", "run a TF program as this task's role (chief/worker/ps/evaluator)"),
+    "requeue": ("requeue", "put this job back in the queue (the templates' requeue)"),
     "cluster": ("cluster", "start or stop a throwaway local Slurm cluster (root)"),
     "demo": ("demo", "train with TF across a throwaway local Slurm cluster (root)"),
 }
