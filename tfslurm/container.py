@@ -47,29 +47,33 @@ def read_environ(data: bytes) -> dict[str, str]:
 def replaced(
     outside: Mapping[str, str], inside: Mapping[str, str], changes: Mapping[str, str | None]
 ) -> list[str]:
-    """Names the plan sets that the container had set to another value (image or hook)."""
+    """Names the plan sets that the container had set to another value (image or hook).
+
+    GPU variables are not among them: the plan takes its GPUs from the task's value, so a
+    container's value wins there (:func:`gpu_overrides`).
+    """
     return sorted(
         name
         for name, value in changes.items()
         if value is not None
+        and name not in GPU_VARIABLES
         and name in inside
         and inside[name] != outside.get(name)
         and inside[name] != value
     )
 
 
-def gpu_overrides(
-    outside: Mapping[str, str], inside: Mapping[str, str], changes: Mapping[str, str | None]
-) -> list[tuple[str, str, str | None]]:
+def gpu_overrides(outside: Mapping[str, str], inside: Mapping[str, str]) -> list[tuple[str, str, str | None]]:
     """``(name, inside value, Slurm's value)`` for GPU variables the container replaced.
 
-    Under per-task binding Slurm narrows the node's list for each task after the step's
+    The plan reads the task's value, so the container's wins, also where the plan sets the
+    variable (it narrows the container's list). Under per-task binding Slurm narrows the node's list for each task after the step's
     environment was made, so a value that only picks from the node's list is Slurm's own.
     """
     found = []
     for name in GPU_VARIABLES:
         got, had = inside.get(name), outside.get(name)
-        if name in changes or got is None or got == had:
+        if got is None or got == had:
             continue
         if _PER_TASK_BINDING in inside and had is not None and set(got.split(",")) <= set(had.split(",")):
             continue
@@ -87,7 +91,7 @@ def warning(
         parts.append(
             f"--tf-dist's values replace {', '.join(names)} set by the container image or an enroot hook"
         )
-    for name, got, had in gpu_overrides(outside, inside, changes):
+    for name, got, had in gpu_overrides(outside, inside):
         slurm = f"Slurm's {clip(had, 40)}" if had is not None else "no value from Slurm"
         parts.append(f"the container's {name}={clip(got, 40)} replaces {slurm} and is what the task uses")
     if not parts:
