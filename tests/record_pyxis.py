@@ -16,7 +16,7 @@ listed after pyxis and before it, and set-up B (``TaskProlog=``). Every step is 
 --ntasks-per-node=2 --gres=gpu:2`` with ``TFSLURM_FOR=tf,torch``. The hook named in
 ``prolog=`` is a recording wrapper: it keeps what the real hook got (its environment and, with
 ``--container``, the step's host environment on stdin) before running it. One file per
-experiment, in the format ``tests/pyxis_records.py`` reads.
+experiment, in the format ``tests/test_pyxis_replay.py`` reads.
 """
 
 from __future__ import annotations
