@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 from tfslurm.errors import clip, one_line
+from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,10 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["GPU_VARIABLES", "gpu_overrides", "read_environ", "replaced", "warning"]
 
 #: Variables that choose a task's GPUs: Slurm sets them, the plan reads them.
-GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
-#: Slurm's per-task GPU binding (``--gpus-per-task``, ``--gpu-bind``): the step's value on
-#: the host then lists the node's GPUs, the task's own value a part of them.
-_PER_TASK_BINDING = "SLURMD_TRES_BIND"
+GPU_VARIABLES = VISIBLE_DEVICE_VARIABLES
 #: Longest warning line, in characters.
 MAX_LINE = 600
 
@@ -67,15 +65,21 @@ def gpu_overrides(outside: Mapping[str, str], inside: Mapping[str, str]) -> list
     """``(name, inside value, Slurm's value)`` for GPU variables the container replaced.
 
     The plan reads the task's value, so the container's wins, also where the plan sets the
-    variable (it narrows the container's list). Under per-task binding Slurm narrows the node's list for each task after the step's
-    environment was made, so a value that only picks from the node's list is Slurm's own.
+    variable (it narrows the container's list). Under per-task binding Slurm narrows the
+    node's list for each task after the step's environment was made, so a value that only
+    picks from the node's list is Slurm's own.
     """
+    from tfslurm.gpus.policy import PER_TASK_BINDINGS, gpu_binding
+
+    slurm = dict(GpuVariables.from_environ(outside).visible)
+    task = GpuVariables.from_environ(inside)
+    per_task = gpu_binding(task.tres_bind) in PER_TASK_BINDINGS
     found = []
-    for name in GPU_VARIABLES:
-        got, had = inside.get(name), outside.get(name)
-        if got is None or got == had:
+    for name, got in task.visible:
+        had = slurm.get(name)
+        if got == had:
             continue
-        if _PER_TASK_BINDING in inside and had is not None and set(got.split(",")) <= set(had.split(",")):
+        if per_task and had is not None and set(got.split(",")) <= set(had.split(",")):
             continue
         found.append((name, got, had))
     return found
