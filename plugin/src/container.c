@@ -143,7 +143,7 @@ static void reply(int fd, int rc, int status, const char *text, size_t len)
 
 /* The helper: never returns. */
 static void helper_main(const char *path, char **host_env, int req, int resp, uid_t uid,
-			gid_t gid, gid_t *gids, int ngids)
+			gid_t gid, gid_t *gids, int ngids, pid_t task)
 {
 	char *buf = NULL, *out = NULL, err[512] = "";
 	size_t len = 0, out_len = 0, i;
@@ -151,6 +151,8 @@ static void helper_main(const char *path, char **host_env, int req, int resp, ui
 	int memfd, status = 0, rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != task) /* the task died before that took effect */
+		_exit(0);
 	if (setgroups((size_t) (ngids > 0 ? ngids : 0), gids) != 0 || setresgid(gid, gid, gid) != 0 ||
 	    setresuid(uid, uid, uid) != 0) {
 		snprintf(err, sizeof(err), "could not become the job's user: %s", strerror(errno));
@@ -183,6 +185,7 @@ int tfd_container_prepare(spank_t sp, const char *path, char *err, size_t errlen
 {
 	char *image = NULL, **host_env = NULL;
 	int req[2], resp[2], ngids = 0;
+	pid_t task;
 	uid_t uid;
 	gid_t gid, *gids = NULL;
 
@@ -206,11 +209,12 @@ int tfd_container_prepare(spank_t sp, const char *path, char *err, size_t errlen
 		close(req[1]);
 		return -1;
 	}
+	task = getpid();
 	helper = fork();
 	if (helper == 0) {
 		close(req[1]);
 		close(resp[0]);
-		helper_main(path, host_env, req[0], resp[1], uid, gid, gids, ngids);
+		helper_main(path, host_env, req[0], resp[1], uid, gid, gids, ngids, task);
 	}
 	close(req[0]);
 	close(resp[1]);
