@@ -108,6 +108,10 @@ class DemoError(TfslurmError):
     """The demo cannot run here (no root, no Slurm, no TensorFlow)."""
 
 
+class ControllerError(TfslurmError):
+    """A question to Slurm's controller failed: the call and Slurm's answer, in one line."""
+
+
 class ClusterError(RuntimeError):
     """The local test cluster could not be started or used (not bad user input)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import os
 
-from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError
+from tfslurm.errors import ControllerError, GpuError, PortError, PreemptionError, RoleError, StopError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
 from tfslurm.value import Value
@@ -68,6 +68,9 @@ STOP_SIGNALS_VARIABLE = "TFSLURM_STOP_SIGNALS"
 MAX_RESTARTS_VARIABLE = "TFSLURM_MAX_RESTARTS"
 STOP_GRACE_VARIABLE = "TFSLURM_STOP_GRACE"
 REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
+#: Which backend answers tfslurm's questions to Slurm's controller (``tfslurm.controller``).
+CONTROLLER_VARIABLE = "TFSLURM_CONTROLLER"
+CONTROLLER_BACKENDS = ("auto", "commands")
 #: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
 #: signals and the restart cap.
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
@@ -113,6 +116,7 @@ class Settings(Value):
         "stop_grace_text",
         "requeue_on_ps_failure",
         "watched",
+        "controller_text",
     )
     __slots__ = __match_args__
 
@@ -133,6 +137,7 @@ class Settings(Value):
         stop_grace_text: str | None = None,
         requeue_on_ps_failure: bool = False,
         watched: bool = False,
+        controller_text: str | None = None,
     ) -> None:
         #: The jobs spec of ``--tf-dist`` (TFSLURM_TF_DIST) as set; None when unset or empty.
         self.tf_dist: Final = tf_dist or None
@@ -149,6 +154,7 @@ class Settings(Value):
         self.stop_grace_text: Final = stop_grace_text  # TFSLURM_STOP_GRACE
         self.requeue_on_ps_failure: Final = requeue_on_ps_failure  # TFSLURM_REQUEUE_ON_PS_FAILURE
         self.watched: Final = watched  # TFSLURM_WATCHED is set and not empty
+        self.controller_text: Final = controller_text  # TFSLURM_CONTROLLER, as set
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -172,6 +178,7 @@ class Settings(Value):
             stop_grace_text=source.get(STOP_GRACE_VARIABLE) or None,
             requeue_on_ps_failure=source.get(REQUEUE_VARIABLE, "") in ("1", "yes", "true"),
             watched=bool(source.get(WATCHED_VARIABLE)),
+            controller_text=source.get(CONTROLLER_VARIABLE),
         )
 
     @property
@@ -188,6 +195,16 @@ class Settings(Value):
         if port is None or not 1 <= port <= 65535:
             raise PortError(f"{PORT_BASE_VARIABLE}={_clip(raw)!r} is not a port (1..65535)")
         return port
+
+    def controller_backend(self) -> str:
+        """``TFSLURM_CONTROLLER`` (default ``auto``); a ControllerError for an unknown name."""
+        choice = (self.controller_text or "").strip().lower() or "auto"
+        if choice not in CONTROLLER_BACKENDS:
+            raise ControllerError(
+                f"{CONTROLLER_VARIABLE}={_clip(self.controller_text or '')!r} is not a controller "
+                f"backend: use one of {', '.join(CONTROLLER_BACKENDS)}"
+            )
+        return choice
 
     def uneven_gpus(self) -> UnevenGpus:
         """``TFSLURM_UNEVEN_GPUS`` (default warn); a GpuError for anything but warn/error."""

@@ -18,7 +18,6 @@ import atexit
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -290,8 +289,10 @@ def ps_failure_exit(
 
 
 def requeue_job(reason: str, job: str | None = None) -> bool:
-    """``scontrol requeue`` this job (needs ``#SBATCH --requeue`` or JobRequeue=1): ``job``,
-    else this task's (``tfslurm.step.requeue_job_name``)."""
+    """Requeue this job through the controller (needs ``#SBATCH --requeue`` or
+    JobRequeue=1): ``job``, else this task's (``tfslurm.step.requeue_job_name``)."""
+    from tfslurm.controller import ControllerError, controller
+
     if job is None:
         job = requeue_job_name()
     if not job:
@@ -299,13 +300,8 @@ def requeue_job(reason: str, job: str | None = None) -> bool:
         return False
     print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
     try:
-        done = subprocess.run(
-            ["scontrol", "requeue", job], capture_output=True, text=True, check=False, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"tfslurm run: error: scontrol requeue {job} failed: {exc}", file=sys.stderr)
-        return False
-    if done.returncode != 0:
-        print(f"tfslurm run: error: scontrol requeue {job} failed: {done.stderr.strip()}", file=sys.stderr)
+        controller().requeue(job)
+    except ControllerError as exc:
+        print(f"tfslurm run: error: {exc}", file=sys.stderr)
         return False
     return True

@@ -1,0 +1,41 @@
+"""``tfslurm requeue [--hold] [JOB]``: put a job back in the queue through the controller
+interface (``tfslurm.controller``), as the templates do when training stopped early.
+
+Exit status 0 when the controller took the requeue; 1, with one line saying why, when it did
+not (no Slurm command or pyslurm here, a job without ``--requeue``): the templates then fall
+back to exit 85 (slurm.conf ``RequeueExit=85``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "job", metavar="JOB", nargs="?", default=None,
+        help="the job to requeue (default: this task's job, <array>_<task> in an array job)",
+    )  # fmt: skip
+    parser.add_argument("--hold", action="store_true", help="requeue held (release it with scontrol release)")
+    parser.add_argument("--reason", default="", help="said in the line printed before requeueing")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfslurm.controller import ControllerError, controller
+    from tfslurm.step import requeue_job_name
+
+    job = args.job or requeue_job_name()
+    if not job:
+        print(
+            "tfslurm requeue: error: not in a Slurm job and no JOB given: nothing to requeue", file=sys.stderr
+        )
+        return 1
+    why = f" ({args.reason})" if args.reason else ""
+    print(f"tfslurm: requeueing job {job}{why}", flush=True)
+    try:
+        controller().requeue(job, hold=args.hold)
+    except ControllerError as exc:
+        print(f"tfslurm requeue: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

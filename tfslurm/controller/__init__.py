@@ -1,0 +1,47 @@
+"""What tfslurm asks Slurm's controller, behind one small interface.
+
+The runtime needs a few answers from ``slurmctld`` that no task variable gives: the job's
+nodes *now* (``SLURM_JOB_NODELIST`` is a snapshot from the job's start, and a ``--no-kill``
+job loses nodes), the job's state and restart count, which nodes are down, which steps run
+where; and it asks for a few actions: requeue (with or without hold) and release. Every
+such call in tfslurm goes through a :class:`Controller`, so that a site with a matching
+pyslurm can answer them in-process and every other site with the commands Slurm ships::
+
+    from tfslurm.controller import controller
+    job = controller().job("1234")
+    job.nodes, job.state, job.restart_count
+
+``controller()`` picks the backend; ``TFSLURM_CONTROLLER=commands`` forces the commands.
+"""
+
+from __future__ import annotations
+
+from tfslurm.controller.interface import Controller, JobInfo, NodeInfo, StepInfo
+from tfslurm.errors import ControllerError
+from tfslurm.settings import CONTROLLER_VARIABLE, Settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "CONTROLLER_VARIABLE",
+    "Controller",
+    "ControllerError",
+    "JobInfo",
+    "NodeInfo",
+    "StepInfo",
+    "controller",
+]
+
+
+def controller(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> Controller:
+    """The backend for this process, as ``TFSLURM_CONTROLLER`` of ``settings`` asks
+    (default: read from the environment); ``environ`` is what Slurm's commands run with
+    (default: this process's)."""
+    if settings is None:
+        settings = Settings.from_environ()
+    settings.controller_backend()  # an unknown name is an error, whatever is installed
+    from tfslurm.controller.commands import CommandController
+
+    return CommandController(environ)
