@@ -56,11 +56,12 @@ def test_spares_or_shrink_without_no_kill_is_an_error(settings):
         parse(job, **settings)
 
 
-def test_defaults_relaunch_nothing_and_spares_allow_three():
+def test_defaults_relaunch_nothing_and_recovery_allows_three():
     assert parse() == Recovery(0, False, 0, None)
     assert parse(spares="1") == Recovery(1, False, 3, None)
     assert parse(spares="1", step_restarts="0").restarts == 0
     assert parse(on_node_loss=" Shrink ", heartbeat="30").heartbeat == 30.0
+    assert parse(heartbeat="30").restarts == 3
 
 
 def test_more_spares_than_nodes_is_an_error():

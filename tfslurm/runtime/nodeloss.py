@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # (75). Anything else but 0 is a failed step.
 EXIT_STOPPED = 85
 FINAL_STATUSES = (0, 85, 86, 75)
-# Relaunches allowed in one allocation when spares or shrink are on and
+# Relaunches allowed in one allocation when spares, shrink or the heartbeat are on and
 # TFSLURM_STEP_RESTARTS is not set (without them the default stays 0: no relaunch).
 DEFAULT_NODE_RESTARTS = 3
 DEFAULT_STEP_LINE = r"\bstep (\d+)/\d+"
@@ -151,8 +151,6 @@ class Recovery(Value):
                 f"{ON_NODE_LOSS_VARIABLE}={_clip(settings.on_node_loss or '')!r}: expected requeue or shrink"
             )
         shrink = mode == "shrink"
-        default = DEFAULT_NODE_RESTARTS if spares or shrink else 0
-        restarts = _count(STEP_RESTARTS_VARIABLE, settings.step_restarts, default)
         heartbeat = None
         if settings.heartbeat is not None:
             try:
@@ -163,6 +161,8 @@ class Recovery(Value):
                 raise NodeLossError(
                     f"{HEARTBEAT_VARIABLE}={_clip(settings.heartbeat)!r}: expected a positive number of seconds"
                 )
+        default = DEFAULT_NODE_RESTARTS if spares or shrink or heartbeat else 0
+        restarts = _count(STEP_RESTARTS_VARIABLE, settings.step_restarts, default)
         step_line = settings.step_line or DEFAULT_STEP_LINE
         try:
             re.compile(step_line)
@@ -301,7 +301,6 @@ class Supervisor:
     __slots__ = (
         "_job_nodes",
         "_last_line",
-        "_lock",
         "_pattern",
         "_pending",
         "_proc",
@@ -336,7 +335,6 @@ class Supervisor:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = 0  # the stop signal that arrived; 0: none
         self._pattern = re.compile(recovery.step_line.encode())
-        self._lock = threading.Lock()
         self._last_line = time.monotonic()
         # (relaunch number, lost nodes, step failed, controller answered, srun started):
         # reported with the first step line after that relaunch
