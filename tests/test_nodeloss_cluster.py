@@ -19,7 +19,7 @@ import pytest
 
 from conftest import needs
 from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
-from tfslurm.localcluster import nodefail
+from tfslurm.localcluster import nodefail, slurm_version
 from tfslurm.runtime.templates import template_path
 
 pytestmark = [pytest.mark.cluster]
@@ -60,6 +60,12 @@ def lose(cluster: Any) -> Any:
         raise AssertionError(
             f"{exc}: {cluster.run(['squeue']).stdout} {cluster.run(['sinfo', '-N']).stdout}"
         ) from None
+
+
+def lost() -> str:
+    """srun's status when Slurm kills a step for a failed node: 137 (its tasks' SIGKILL) on
+    22.05, 1 on 24.11 and 26.05."""
+    return "137" if slurm_version() == "22.05" else "1"
 
 
 def submit(
@@ -115,7 +121,8 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
     assert step_nodes(cluster, job) == [("node1", "node3", "node4")]
     text = ended(cluster, job, log)
     assert (
-        "tfslurm: node node2 lost (step exit 137): relaunching on node1,node3,node4 (spare node4 in; " in text
+        f"tfslurm: node node2 lost (step exit {lost()}): relaunching on node1,node3,node4 (spare node4 in; "
+        in text
     )
     resumed = re.findall(r"\[worker:\d\] restart 0: resumed from \S+ at step (\d+)", text)
     failed = int(re.findall(r"\[worker:0\] step (\d+)/", text[: text.index("Node failure on node2")])[-1])
@@ -209,11 +216,11 @@ def test_two_nodes_lost_in_a_row(cluster, lose, tmp_path):
     wait_for(log, r"relaunch 2 \(node node3 lost\)")
     text = ended(cluster, job, log)
     assert (
-        "tfslurm: node node2 lost (step exit 137): relaunching on node1,node3 (spare node3 in; 1 spare(s) left)"
+        f"tfslurm: node node2 lost (step exit {lost()}): relaunching on node1,node3 (spare node3 in; 1 spare(s) left)"
         in text
     )
     assert (
-        "tfslurm: node node3 lost (step exit 137): relaunching on node1,node4 (spare node4 in; 0 spare(s) left)"
+        f"tfslurm: node node3 lost (step exit {lost()}): relaunching on node1,node4 (spare node4 in; 0 spare(s) left)"
         in text
     )
     assert "finished 80 steps on 2 tasks" in text
@@ -228,7 +235,7 @@ def test_restart_cap_reached_fails_the_job(cluster, lose, tmp_path):
     lose("node2")
     text = ended(cluster, job, log, state="FAILED")
     assert (
-        "tfslurm: node node2 lost (step exit 137): restart cap reached "
+        f"tfslurm: node node2 lost (step exit {lost()}): restart cap reached "
         "(0 relaunches in this allocation, TFSLURM_STEP_RESTARTS): giving up"
     ) in text
     assert "finished" not in text
@@ -244,7 +251,7 @@ def test_lost_spare_then_node_lost_requeues(cluster, lose, tmp_path):
     time.sleep(1)
     assert "lost" not in log.read_text()
     lose("node2")
-    wait_for(log, r"tfslurm: node node2 lost \(step exit 137\), no spare node left: requeueing the job")
+    wait_for(log, rf"tfslurm: node node2 lost \(step exit {lost()}\), no spare node left: requeueing the job")
     wait_requeued_then_release(cluster, job)
     text = ended(cluster, job, log)
     assert "tfslurm: requeueing job" in text and job_field(cluster, job, "Restarts") == "1"
@@ -259,7 +266,7 @@ def test_shrink_goes_on_with_fewer_workers(cluster, lose, tmp_path):
     wait_for(log, r"^0: step 5/")
     lose("node3")
     text = ended(cluster, job, log)
-    assert "tfslurm: node node3 lost (step exit 137): relaunching on node1,node2\n" in text
+    assert f"tfslurm: node node3 lost (step exit {lost()}): relaunching on node1,node2\n" in text
     assert "tfslurm: shrinking: workers 3 -> 2 on nodes 3 -> 2, global batch shrinks with them" in text
     assert "finished 60 steps on 2 tasks" in text
 
@@ -269,7 +276,7 @@ def test_no_spare_by_default_requeues(cluster, lose, tmp_path):
     job, log = submit(cluster, tmp_path, "mwms.sbatch", stepper(tmp_path, 60, 0.1), "-N2")
     wait_for(log, r"^0: step 5/")
     lose("node2")
-    wait_for(log, r"tfslurm: node node2 lost \(step exit 137\), no spare nodes: requeueing the job")
+    wait_for(log, rf"tfslurm: node node2 lost \(step exit {lost()}\), no spare nodes: requeueing the job")
     wait_requeued_then_release(cluster, job)
     assert ended(cluster, job, log).count("finished 60 steps") == 1
 
