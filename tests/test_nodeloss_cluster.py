@@ -1,7 +1,7 @@
 """A node lost under a running job (``SBATCH_NO_KILL=set``): ``tfslurm supervise`` in the
 templates relaunches the step inside the allocation, on a spare, on fewer nodes, or requeues.
 
-One 4-node cluster for the module, with SlurmdTimeout 10 s (5 s set nodes of a loaded
+One 4-node cluster for the module, with SlurmdTimeout 10 s (with 5 s, healthy nodes failed
 machine DOWN while two Slurm versions ran side by side). Nodes are lost the two ways Slurm
 learns of it: ``scontrol update State=DOWN`` (the controller acts at once) and a node whose
 slurmd and processes are SIGKILLed (noticed after SlurmdTimeout). Most tests run
