@@ -69,7 +69,7 @@ STOP_GRACE_VARIABLE = "TFSLURM_STOP_GRACE"
 REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Which backend answers tfslurm's questions to Slurm's controller (``tfslurm.controller``).
 CONTROLLER_VARIABLE = "TFSLURM_CONTROLLER"
-CONTROLLER_BACKENDS = ("auto", "commands")
+CONTROLLER_BACKENDS = ("auto", "commands", "pyslurm")
 #: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
 #: signals and the restart cap.
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
