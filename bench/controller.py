@@ -8,7 +8,8 @@ Starts a throwaway 2-node cluster of the Slurm on ``PATH`` (tfslurm.localcluster
 (``Job.load``, ``Nodes.load``, ``hold`` + ``release``), the commands that answer the same
 (``scontrol show job`` as text and ``--json`` where this Slurm has JSON, ``squeue``,
 ``sinfo``, ``scontrol show node``, ``scontrol hold`` + ``release``), and the same questions
-through tfslurm's two backends (parsing included). Prints the median of each in ms, and
+through tfslurm's two backends (parsing included). Prints the median and the slowest call of
+each in ms, and
 what choosing pyslurm costs once per process (importing it; the forked probe that checks
 libslurm can start and asks the controller's version). Without pyslurm, only the commands.
 """
@@ -30,15 +31,16 @@ from tfslurm.localcluster import ClusterConfig, LocalCluster
 BATCH = "#!/bin/sh\nsrun --ntasks-per-node=1 sleep 600\n"
 
 
-def median_ms(cases: dict[str, Callable[[], object]], calls: int) -> dict[str, float]:
-    """Each case ``calls`` times, the cases interleaved so that load drifts hit all alike."""
+def timed_ms(cases: dict[str, Callable[[], object]], calls: int) -> dict[str, tuple[float, float]]:
+    """(median, slowest) of each case run ``calls`` times, the cases interleaved so that
+    load drifts hit all alike."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(calls):
         for name, case in cases.items():
             t0 = time.perf_counter()
             case()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(values) * 1000 for name, values in times.items()}
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return {name: (statistics.median(values), max(values)) for name, values in times.items()}
 
 
 def command(*argv: str) -> Callable[[], object]:
@@ -108,10 +110,11 @@ def main() -> int:
                 raise SystemExit("the job did not start")
             time.sleep(0.2)
         json_ok = cluster.run(["scontrol", "show", "job", job, "--json"]).returncode == 0
-        medians = median_ms(cases(job, pyslurm, json_ok), args.calls)
+        timings = timed_ms(cases(job, pyslurm, json_ok), args.calls)
     print(f"{version}, pyslurm {getattr(pyslurm, '__version__', 'not used')}, {args.calls} calls each")
-    for name, ms in sorted(medians.items()):
-        print(f"  {name:50s} {ms:7.2f} ms")
+    print(f"  {'':50s} {'median':>10s} {'slowest':>10s}")
+    for name, (median, slowest) in sorted(timings.items()):
+        print(f"  {name:50s} {median:7.2f} ms {slowest:7.1f} ms")
     for name, ms in once.items():
         print(f"  once: {name:44s} {ms:7.2f} ms")
     return 0

@@ -117,7 +117,7 @@ def _until(what, check, timeout=30.0):
 @pytest.mark.cluster
 def test_no_kill_job_loses_a_down_node_drained_node_is_unusable(cluster, ctl):
     script = "#!/bin/sh\nsrun -N2 -w node1,node2 sleep 120 &\nsrun -N1 -w node3 sleep 120\n"
-    job = str(cluster.sbatch(script, "--no-kill", "-N3"))
+    job = str(cluster.sbatch(script, "--no-kill", "-N3", "-o", "/dev/null"))
     try:
         _until("two steps running", lambda: len(ctl.steps(job)) == 3)
         everyone = ("node1", "node2", "node3")
@@ -148,7 +148,7 @@ def test_no_kill_job_loses_a_down_node_drained_node_is_unusable(cluster, ctl):
 def test_requeue_held_then_release_leaves_it_pending_unheld(cluster, ctl):
     # Slurm delays a requeued job's start by at least 121 s (BeginTime): the release is
     # seen in the reason, not by waiting for the next run.
-    job = str(cluster.sbatch("#!/bin/sh\nsleep 120\n", "--requeue", "-N1"))
+    job = str(cluster.sbatch("#!/bin/sh\nsleep 120\n", "--requeue", "-N1", "-o", "/dev/null"))
     try:
         _until("job running", lambda: ctl.job(job).state == "RUNNING")
         ctl.requeue(job, hold=True)

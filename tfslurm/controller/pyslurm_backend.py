@@ -212,14 +212,21 @@ def nodes_named(records: Sequence[Mapping[str, Any]], names: Sequence[str] = ())
 def load(fallback: Callable[[], Controller], *, required: bool) -> PyslurmController | None:
     """A :class:`PyslurmController` when pyslurm imports, initialises and matches the
     running controller's release; otherwise None, after one line on stderr saying why
-    (nothing when pyslurm is simply not installed and not ``required``). libslurm is
-    initialised once per process, with the configuration found then: the verdict is kept,
-    and each reason is said once."""
-    if not _VERDICT:
-        _VERDICT.append(_choose())
-    pyslurm, why = _VERDICT[0]
-    if pyslurm is not None:
-        return PyslurmController(pyslurm, fallback)
+    (nothing when pyslurm is simply not installed and not ``required``), each reason once.
+
+    libslurm is initialised once per process, with the configuration found then, so a
+    pyslurm that works is kept; a refusal is kept for as long as ``SLURM_CONF`` stays the
+    same."""
+    if _CHOSEN:
+        return PyslurmController(_CHOSEN[0], fallback)
+    conf = os.environ.get("SLURM_CONF")
+    if conf not in _REFUSED:
+        pyslurm, why = _choose()
+        if pyslurm is not None:
+            _CHOSEN.append(pyslurm)
+            return PyslurmController(pyslurm, fallback)
+        _REFUSED[conf] = why
+    why = _REFUSED[conf]
     if (required or why != NOT_INSTALLED) and why not in _SAID:
         _SAID.add(why)
         print(f"tfslurm: {why}; using scontrol and sinfo", file=sys.stderr, flush=True)
@@ -227,7 +234,8 @@ def load(fallback: Callable[[], Controller], *, required: bool) -> PyslurmContro
 
 
 NOT_INSTALLED = "pyslurm is not installed"
-_VERDICT: list[tuple[ModuleType | None, str]] = []
+_CHOSEN: list[ModuleType] = []  # the initialised pyslurm
+_REFUSED: dict[str | None, str] = {}  # SLURM_CONF -> why pyslurm cannot be used with it
 _SAID: set[str] = set()
 
 
