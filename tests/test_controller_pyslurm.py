@@ -46,6 +46,9 @@ def stand_in(
             import os, sys, time
             __version__ = {version!r}
             imported_with = os.environ.get("PYSLURM_DISABLE_AUTO_INIT")
+            if os.environ.get("STAND_IN_LOG"):
+                with open(os.environ["STAND_IN_LOG"], "a") as log:
+                    log.write(f"imported in {{os.getpid()}}\\n")
             class PyslurmError(Exception):
                 pass
             def slurm_init(config_path=None):
@@ -64,12 +67,12 @@ def stand_in(
     return package.parent
 
 
-def choose(path: Path | None, **env: str) -> subprocess.CompletedProcess[str]:
+def choose(path: Path | None, script: str = CHOOSE, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "PYSLURM"))}
     paths = [str(path)] if path else []
     clean["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
     return subprocess.run(
-        [sys.executable, "-c", CHOOSE],
+        [sys.executable, "-c", script],
         env={**clean, **env},
         capture_output=True,
         text=True,
@@ -163,9 +166,30 @@ def test_a_probe_that_hangs_is_given_up_after_its_timeout(tmp_path, monkeypatch)
     monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
     import pyslurm  # the stand-in
 
-    t0 = time.monotonic()
-    assert pb.probe(pyslurm, timeout=0.5) == "error no answer from the controller within 0.5 s"
-    assert time.monotonic() - t0 < 5
+    for fork in (True, False):
+        t0 = time.monotonic()
+        assert pb.probe(pyslurm, timeout=0.5, fork=fork) == "error no answer from the controller within 0.5 s"
+        assert time.monotonic() - t0 < 5
+
+
+THREADED = "import threading, time\nthreading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["one thread: fork", "threads: fresh python"])
+def test_the_probe_forks_only_a_process_of_one_thread(tmp_path, threaded):
+    log = tmp_path / "imports"
+    fatal = "sys.stderr.write('python: fatal: Unable to process configuration file\\n'); os._exit(1)"
+    for init, said in (
+        ("", ""),
+        (fatal, "tfslurm: pyslurm 25.11 cannot be used here: libslurm ended the process (exit "
+         "status 1): Unable to process configuration file; using scontrol and sinfo\n"),
+    ):  # fmt: skip
+        log.unlink(missing_ok=True)
+        path = stand_in(tmp_path / f"{bool(init)}", init=init)
+        done = choose(path, script=(THREADED if threaded else "") + CHOOSE, STAND_IN_LOG=str(log))
+        assert (done.returncode, done.stderr) == (0, said)
+        assert done.stdout.split()[0] == ("commands" if init else "pyslurm")
+        assert len(log.read_text().splitlines()) == (2 if threaded else 1)  # the fresh Python's own
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,13 @@
 """The controller's answers from pyslurm: Slurm's C API in this process, no command per call.
 
 A site that built pyslurm against its own Slurm (the ``pyslurm`` extra) gets each answer
-in about a millisecond instead of a ``scontrol`` process of 5 ms or more (docs/pyslurm.md
-has the figures), which matters to loops that poll the controller.
+in 1.5 to 3.5 ms instead of a command's 4 to 8 ms, without starting a process
+(docs/pyslurm.md has the figures), which matters to loops that poll the controller.
 
 pyslurm is only used when it is safe. ``import pyslurm`` initialises libslurm, and
 libslurm ends the whole process (exit 1, nothing to catch) when it finds no configuration,
-so the module is imported with its initialisation turned off and a forked child tries it
-first; the version check compares pyslurm's Slurm release with the running controller's
+so the module is imported with its initialisation turned off and a child process tries
+it first (:func:`probe`); the version check compares pyslurm's Slurm release with the running controller's
 (major.minor), since pyslurm is built for exactly one release. :func:`load` says why not
 in one line when it cannot be used, and ``controller()`` then takes the commands.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 
@@ -42,6 +43,7 @@ __all__ = [
     "STEP_ATTRIBUTES",
     "UNKNOWN_JOB",
     "PyslurmController",
+    "answer_and_exit",
     "array_name",
     "job_info",
     "job_record",
@@ -49,6 +51,7 @@ __all__ = [
     "node_info",
     "node_record",
     "nodes_named",
+    "probe",
     "release_of",
     "step_infos",
 ]
@@ -280,38 +283,87 @@ def _choose() -> tuple[ModuleType | None, str]:
     return pyslurm, ""
 
 
-def probe(pyslurm: ModuleType, timeout: float = PROBE_TIMEOUT) -> str:
-    """Initialise libslurm and ask the controller's version in a forked child, whose exit
-    cannot take this process down: ``ok VERSION`` or ``error WHY`` (one line)."""
+def probe(pyslurm: ModuleType, timeout: float = PROBE_TIMEOUT, fork: bool | None = None) -> str:
+    """Initialise libslurm and ask the controller's version in a child process, whose exit
+    cannot take this process down: ``ok VERSION`` or ``error WHY`` (one line).
+
+    The child is a fork of this process (4 ms) when it runs one thread (``fork=None``), else
+    a fresh Python (50 ms): a fork of a process with other threads (TensorFlow's, where a
+    parameter server failure requeues the job) may inherit a lock one of them holds."""
+    if fork is None:
+        fork = len(os.listdir("/proc/self/task")) == 1 if os.path.isdir("/proc/self/task") else False
     read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 0
-        try:
+    child: _Forked | subprocess.Popen[bytes]
+    if fork:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
             os.close(read_end)
-            os.dup2(write_end, 2)  # libslurm's fatal() message comes first on the pipe
-            pyslurm.slurm_init()
-            answer = "ok " + str(pyslurm.slurmctld.Config.load().version)
-        except BaseException as exc:
-            answer = f"error {type(exc).__name__}: {exc}"
-            status = 1
-        try:
-            os.write(write_end, (_ANSWER + " ".join(answer.split())).encode(errors="replace"))
-        finally:
-            os._exit(status)
+            answer_and_exit(pyslurm, write_end)
+        child = _Forked(pid)
+    else:
+        child = _spawn_probe(pyslurm, write_end)
     os.close(write_end)
     text = _read_until_closed(read_end, time.monotonic() + timeout)
     if text is None:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
+        child.wait()
         return f"error no answer from the controller within {timeout:g} s"
-    _, status = os.waitpid(pid, 0)
+    status = child.wait()
     _, marker, answer = text.rpartition(_ANSWER)
     if marker:
         return answer
     said = answer.rsplit("fatal:", 1)[-1] if "fatal:" in answer else answer
     said = " ".join(said.split())[-300:] or "no message"
-    return f"error libslurm ended the process (exit status {os.waitstatus_to_exitcode(status)}): {said}"
+    return f"error libslurm ended the process (exit status {status}): {said}"
+
+
+class _Forked:
+    """A forked child, with the two calls of ``subprocess.Popen`` :func:`probe` makes."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self) -> int:
+        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+def answer_and_exit(pyslurm: ModuleType, out: int) -> None:
+    """In the probe's child: start libslurm, write the controller's version (or why not) to ``out``
+    after whatever libslurm printed on stderr, and exit."""
+    status = 0
+    try:
+        os.dup2(out, 2)  # libslurm's fatal() message comes first on the pipe
+        pyslurm.slurm_init()
+        answer = "ok " + str(pyslurm.slurmctld.Config.load().version)
+    except BaseException as exc:
+        answer = f"error {type(exc).__name__}: {exc}"
+        status = 1
+    try:
+        os.write(out, (_ANSWER + " ".join(answer.split())).encode(errors="replace"))
+    finally:
+        os._exit(status)
+
+
+def _spawn_probe(pyslurm: ModuleType, out: int) -> subprocess.Popen[bytes]:
+    """A fresh Python running :func:`answer_and_exit` with ``out`` as its stdout."""
+    where = os.path.dirname(os.path.dirname(os.path.abspath(str(pyslurm.__file__))))
+    path = os.pathsep.join([where, *sys.path[1:]])
+    code = (
+        "import os, sys; os.environ['PYSLURM_DISABLE_AUTO_INIT'] = '1'; import pyslurm; "
+        "from tfslurm.controller.pyslurm_backend import answer_and_exit; answer_and_exit(pyslurm, 1)"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        env={**os.environ, "PYTHONPATH": path},
+    )
 
 
 def _read_until_closed(fd: int, deadline: float) -> str | None:
