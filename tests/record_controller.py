@@ -4,8 +4,9 @@
     sudo PATH=PREFIX/bin:PREFIX/sbin:$PATH PYTHONPATH=.:SITE_PACKAGES_WITH_PYSLURM \\
         .venv/bin/python tests/record_controller.py [--out DIR]
 
-Starts a throwaway 2-node cluster of the Slurm found on ``PATH`` and walks one job through
-what tfslurm asks about (docs/pyslurm.md says how the 25.11 recordings were made). At each
+Starts a throwaway 2-node cluster of the Slurm found on ``PATH`` (``PrologFlags=Contain``,
+so jobs have their ``extern`` step) and walks one job through what tfslurm asks about
+(docs/pyslurm.md says how the 25.11 recordings were made). At each
 stage it asks the same questions of both backends, one right after the other: the commands
 (``CommandController``; every command line and its output is kept) and, where pyslurm
 imports and matches the controller, pyslurm (the attributes ``pyslurm_backend`` reads,
@@ -121,7 +122,9 @@ def main() -> int:
     version = slurm_version()
     out = args.out or HERE / "data" / "controller" / version
     out.mkdir(parents=True, exist_ok=True)
-    with LocalCluster(ClusterConfig(num_nodes=2, gpus=0, timeout=60)) as cluster:
+    # PrologFlags=Contain: every job also has its "extern" step, as at sites that use it
+    config = ClusterConfig(num_nodes=2, gpus=0, timeout=60, extra_conf_lines=["PrologFlags=Contain"])
+    with LocalCluster(config) as cluster:
         os.environ.update(cluster.env)
         full = cluster.run(["scontrol", "--version"]).stdout.split()[-1]
         os.environ["TFSLURM_RECORDED_SLURM"] = full
