@@ -33,6 +33,7 @@ EXPORTED = {
     "spank_plugin_version",
     "slurm_spank_init",
     "slurm_spank_user_init",
+    "slurm_spank_task_init_privileged",
     "slurm_spank_task_init",
 }
 # Slurm 25.05+ also reads slurm_spank_init_failure_mode (fail the job, not drain the node).

@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
     PlanSource = Callable[[Step, str], Plan]
 
 __all__ = [
+    "CONTAINER_ARG",
     "SLURM_ENV_STRLEN_MAX",
     "PrologError",
+    "container_lines",
     "format_lines",
     "main",
     "node_output",
@@ -59,6 +61,8 @@ SLURM_ENV_STRLEN_MAX = 131_072
 NODE_HEADER = "tfslurm-node 1"
 #: Longest error line the hook prints, in characters (the message it quotes is bounded too).
 MAX_PRINT_LINE = 600
+#: The argument the plugin's host-side helper runs the hook with for a containerised task.
+CONTAINER_ARG = "--container"
 #: Most local tasks ``--node`` answers for (a node runs far fewer).
 NODE_TASKS_MAX = 4096
 _WRAPPER_TEMPLATE = "taskprolog.sh.in"
@@ -166,19 +170,26 @@ def main(
     out: TextIO | None = None,
     argv: list[str] | None = None,
     plan_source: PlanSource | None = None,
+    stdin: bytes | None = None,
 ) -> int:
     """Run the hook: print the lines; on error print a ``print`` line and return non-zero.
 
     A non-zero exit makes Slurm cancel the task, which is right only when the task asked for
     a TF cluster (``TFSLURM_TF_DIST`` set): without the marker this returns 0 whatever happens.
     ``argv`` ``["--node"]``: print :func:`node_output` instead (exit 3, no output, if it
-    cannot: the plugin then runs the hook in every task).
+    cannot: the plugin then runs the hook in every task). ``["--container"]``: the task is in
+    a container and ``stdin`` (default: read from standard input) holds the step's
+    environment on the host; see :func:`container_lines`.
     """
     env = os.environ if env is None else env
     out = sys.stdout if out is None else out
+    if argv == [CONTAINER_ARG]:
+        return _container_main(env, out, sys.stdin.buffer.read() if stdin is None else stdin)
     if argv:
         if argv != ["--node"]:
-            print(f"tfslurm prolog: unknown arguments {argv!r} (only --node)", file=sys.stderr)
+            print(
+                f"tfslurm prolog: unknown arguments {argv!r} (only --node, {CONTAINER_ARG})", file=sys.stderr
+            )
             return 2
         try:
             text = node_output(env)
@@ -189,6 +200,35 @@ def main(
     settings = Settings.from_environ(env)  # read once: the marker, then the plan's settings
     try:
         lines = _lines(env, plan_source, settings)
+    except TfslurmError as exc:
+        return _fail(out, settings, f"error: {exc}", 2)
+    except Exception as exc:  # a bug must still reach the user as one readable line
+        return _fail(out, settings, f"internal error: {type(exc).__name__}: {exc}", 1)
+    _write(out, "".join(line + "\n" for line in lines))
+    return 0
+
+
+def container_lines(env: Mapping[str, str], outside: Mapping[str, str]) -> list[str]:
+    """:func:`prolog_lines` for a task in a container, plus at most one ``warn`` line.
+
+    ``env`` is the task's environment inside the container (the image's variables copied
+    over it), ``outside`` the step's on the host before the container; the ``warn`` line
+    (for the task's stderr) names what the container replaced (``tfslurm.container``).
+    """
+    from tfslurm.container import warning
+
+    changes, warnings = _task_output(env)
+    lines = [f"print {line}" for line in warnings] + format_lines(changes)
+    note = warning(outside, env, changes) if changes else None
+    return lines + ([f"warn {note}"] if note else [])
+
+
+def _container_main(env: Mapping[str, str], out: TextIO, stdin: bytes) -> int:
+    from tfslurm.container import read_environ
+
+    settings = Settings.from_environ(env)
+    try:
+        lines = container_lines(env, read_environ(stdin))
     except TfslurmError as exc:
         return _fail(out, settings, f"error: {exc}", 2)
     except Exception as exc:  # a bug must still reach the user as one readable line

@@ -64,6 +64,13 @@ int tfd_hook_apply(char *buf, size_t len, const struct tfd_hook_ops *ops, char *
 			while (is_space(*text))
 				text++;
 			ops->print(ops->ctx, text, strlen(text));
+		} else if (strncmp(line, "warn ", 5) == 0) {
+			char *text = line + 5;
+
+			while (is_space(*text))
+				text++;
+			if (ops->warn)
+				ops->warn(ops->ctx, text, strlen(text));
 		} else if (strncmp(line, "export ", 7) == 0) {
 			char *name = line + 7, *eq, *end, *value;
 
@@ -143,6 +150,13 @@ static void kill_hook(pid_t pid, int *status)
 int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsigned timeout_s,
 		     char **out, size_t *out_len, int *status, char *err, size_t errlen)
 {
+	return tfd_hook_run_in(path, arg, -1, env, timeout_s, out, out_len, status, err, errlen);
+}
+
+int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const env[],
+		    unsigned timeout_s, char **out, size_t *out_len, int *status, char *err,
+		    size_t errlen)
+{
 	int fds[2];
 	pid_t pid;
 	char *buf;
@@ -165,9 +179,11 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsig
 	}
 	if (pid == 0) {
 		char *argv[3];
-		int devnull = open("/dev/null", O_RDONLY);
+		int devnull = in_fd >= 0 ? -1 : open("/dev/null", O_RDONLY);
 
 		setpgid(0, 0); /* so a timeout kills what the hook started, too */
+		if (in_fd >= 0)
+			dup2(in_fd, 0);
 		if (devnull >= 0) {
 			dup2(devnull, 0);
 			close(devnull);

@@ -7,6 +7,8 @@
  *   export NAME=value   (value: the rest of the line, literally)
  *   unset NAME
  *   print TEXT          (TEXT is written to the task's stdout)
+ *   warn TEXT           (TEXT is written to the task's stderr; Slurm's TaskProlog protocol
+ *                        has no such line and ignores it)
  * Other lines are ignored, as Slurm ignores them.  No Slurm headers here: the unit test
  * links this file alone.
  */
@@ -26,6 +28,7 @@ struct tfd_hook_ops {
 	int (*unset)(void *ctx, const char *name, char *err, size_t errlen);
 	void (*print)(void *ctx, const char *text, size_t len);
 	void *ctx;
+	void (*warn)(void *ctx, const char *text, size_t len); /* NULL: warn lines ignored */
 };
 
 /*
@@ -56,5 +59,10 @@ int tfd_hook_run(const char *path, char *const env[], unsigned timeout_s, char *
 /* The same, with one argument `arg` (NULL: none). */
 int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsigned timeout_s,
 		     char **out, size_t *out_len, int *status, char *err, size_t errlen);
+
+/* The same, with the hook's stdin read from in_fd (-1: /dev/null). */
+int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const env[],
+		    unsigned timeout_s, char **out, size_t *out_len, int *status, char *err,
+		    size_t errlen);
 
 #endif

@@ -27,6 +27,7 @@ TFD_EXPORT int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 
 TFD_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av);
 TFD_EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av);
+TFD_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av);
 TFD_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av);
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -58,6 +59,15 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
 	return tfd_remote_user_init(sp, ac, av);
+}
+
+/* slurmstepd, in each task's process before any plugin's task_init: still as root and
+ * in the host's namespaces (container.h) */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return tfd_remote_task_init_privileged(sp, ac, av);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)

@@ -34,6 +34,7 @@ const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen);
 /* remote.c */
 int tfd_remote_init(spank_t sp, int ac, char **av);
 int tfd_remote_user_init(spank_t sp, int ac, char **av);
+int tfd_remote_task_init_privileged(spank_t sp, int ac, char **av);
 int tfd_remote_task_init(spank_t sp, int ac, char **av);
 
 #endif

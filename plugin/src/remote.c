@@ -34,6 +34,7 @@
 
 #include <slurm/slurm.h>
 
+#include "container.h"
 #include "hook.h"
 #include "node_run.h"
 #include "plugin.h"
@@ -163,6 +164,21 @@ static void hook_print(void *ctx, const char *text, size_t len)
 	(void) !write(STDOUT_FILENO, "\n", 1);
 }
 
+/* "warn" lines go to the task's stderr, one line each. */
+static void hook_warn(void *ctx, const char *text, size_t len)
+{
+	(void) ctx;
+	while (len > 0) {
+		ssize_t put = write(STDERR_FILENO, text, len);
+
+		if (put <= 0)
+			return;
+		text += put;
+		len -= (size_t) put;
+	}
+	(void) !write(STDERR_FILENO, "\n", 1);
+}
+
 /* The hook ran and exited non-zero for this task: it has told the user why. */
 static int hook_failed(const char *path, int status, char *err, size_t errlen)
 {
@@ -174,7 +190,7 @@ static int hook_failed(const char *path, int status, char *err, size_t errlen)
 
 static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 {
-	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp };
+	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
 	char **env = NULL;
 	char *out = NULL;
 	size_t out_len = 0;
@@ -198,6 +214,70 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
 }
 
+/* --- prolog=PATH for a task in a container (container.h) --------------------------- */
+
+/* Why the helper could not start, told when task_init needs it. */
+static char container_err[512];
+
+int tfd_remote_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	char *optarg = NULL;
+
+	(void) ac;
+	(void) av;
+	if (!tfd_config()->prolog[0] || !is_tf_step(sp) ||
+	    spank_option_getopt(sp, tfd_option(), &optarg) != ESPANK_SUCCESS)
+		return 0;
+	if (tfd_container_prepare(sp, tfd_config()->prolog, container_err, sizeof(container_err)) != 0)
+		container_err[sizeof(container_err) - 1] = '\0';
+	return 0;
+}
+
+/* The hook, run by the helper on the host for this task now in its container. */
+static int container_hook(spank_t sp, const char *path, char *err, size_t errlen)
+{
+	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
+	char *out = NULL;
+	size_t out_len = 0;
+	int status = 0, rc;
+
+	if (tfd_container_run(sp, &out, &out_len, &status, err, errlen) != 0)
+		return -1;
+	rc = tfd_hook_apply(out, out_len, &ops, err, errlen);
+	free(out);
+	if (rc != 0)
+		return -1;
+	if (!WIFEXITED(status)) {
+		snprintf(err, errlen, "the hook %.300s was killed by signal %d", path, WTERMSIG(status));
+		return -1;
+	}
+	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
+}
+
+/* 1: the hook ran for this containerised task (rc in *rc); 0: run it as usual. */
+static int in_container(spank_t sp, const char *path, int *rc, char *err, size_t errlen)
+{
+	static const char wrong_order[] =
+		"tfslurm: plugstack.conf lists tfslurm before pyxis, so the container's environment "
+		"replaces what --tf-dist sets; list tfslurm after pyxis (tfslurm's admin guide)\n";
+
+	if (tfd_container_entered() && tfd_container_asked()) {
+		*rc = container_hook(sp, path, err, errlen);
+		return 1;
+	}
+	if (tfd_container_entered() && container_err[0]) {
+		snprintf(err, errlen, "cannot run the hook for a task in a container: %.400s",
+			 container_err);
+		*rc = -1;
+		return 1;
+	}
+	if (tfd_container_asked()) {
+		tfd_container_release();
+		(void) !write(STDERR_FILENO, wrong_order, sizeof(wrong_order) - 1);
+	}
+	return 0;
+}
+
 /* --- prolog=PATH, once per node and step if it can (node_run.h) ------------------- */
 
 int tfd_remote_user_init(spank_t sp, int ac, char **av)
@@ -217,7 +297,7 @@ int tfd_remote_user_init(spank_t sp, int ac, char **av)
  * run_hook would), or 1 (no usable node run: run the hook here). */
 static int node_hook(spank_t sp, const char *path, char *err, size_t errlen)
 {
-	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp };
+	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
 	int status = 0, rc = tfd_node_apply(sp, path, &ops, &status, err, errlen);
 
 	if (rc == 0 && status != 0)
@@ -251,8 +331,14 @@ int tfd_remote_task_init(spank_t sp, int ac, char **av)
 		return task_fail(err);
 	/* prolog=PATH: the hook runs here, only for --tf-dist tasks (once per node if it can) */
 	if (tfd_config()->prolog[0]) {
-		int rc = node_hook(sp, tfd_config()->prolog, err, sizeof(err));
+		int rc = 0;
 
+		if (in_container(sp, tfd_config()->prolog, &rc, err, sizeof(err))) {
+			if (rc != 0)
+				return task_fail(err);
+			return 0;
+		}
+		rc = node_hook(sp, tfd_config()->prolog, err, sizeof(err));
 		if (rc == 1)
 			rc = run_hook(sp, tfd_config()->prolog, err, sizeof(err));
 		if (rc != 0)

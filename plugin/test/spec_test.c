@@ -280,11 +280,21 @@ static void fake_print(void *ctx, const char *text, size_t len)
 	log_add(ctx, "print:", shown, "");
 }
 
+static void fake_warn(void *ctx, const char *text, size_t len)
+{
+	char shown[64];
+	char copy[64];
+
+	snprintf(copy, sizeof(copy), "%.*s", (int) (len < 60 ? len : 60), text);
+	tfd_quote(copy, 60, shown, sizeof(shown));
+	log_add(ctx, "warn:", shown, "");
+}
+
 static void hook_case(const char *output, size_t len, int want_rc, const char *want_log,
 		      const char *want_in_error)
 {
 	struct fake_env fe = { .n = 0, .fail_set = 0 };
-	struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+	struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe, fake_warn };
 	char *buf = malloc(len + 1);
 	char err[256] = "";
 	int rc;
@@ -341,6 +351,20 @@ static void unit_hook(void)
 	HOOK("garbage\nexport\nexported=1\n# export C=1\nprint\n", 0, "", NULL);
 	HOOK("unset  SLURM_SCRIPT_CONTEXT  \n", 0, "-SLURM_SCRIPT_CONTEXT|", NULL);
 	HOOK("print   spaced\n\n\n", 0, "print:spaced|", NULL);
+	HOOK("export A=1\nwarn  tfslurm: replaced A\nwarning x\n", 0, "A=1|warn:tfslurm: replaced A|", NULL);
+	{
+		/* without a warn callback (TaskProlog-style callers) the line is ignored */
+		struct fake_env fe = { .n = 0, .fail_set = 0 };
+		struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe, NULL };
+		char line[] = "warn dropped\nexport B=2\n";
+
+		fe.log[0] = '\0';
+		if (tfd_hook_apply(line, sizeof(line) - 1, &ops, err, sizeof(err)) != 0 ||
+		    strcmp(fe.log, "B=2|") != 0) {
+			printf("FAIL hook warn without callback: log='%s'\n", fe.log);
+			failures++;
+		}
+	}
 	HOOK("export A=1\nexport 1BAD=2\nexport C=3\n", -1, "A=1|", "invalid variable '1BAD'");
 	HOOK("export =2\n", -1, "", "invalid variable ''");
 	HOOK("export A-B=2\n", -1, "", "invalid variable 'A-B'");
@@ -362,7 +386,7 @@ static void unit_hook(void)
 	}
 	{
 		struct fake_env fe = { .n = 0, .fail_set = 1 };
-		struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+		struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe, NULL };
 		char line[] = "print first\nexport A=1\nprint never\n";
 
 		fe.log[0] = '\0';
@@ -930,7 +954,7 @@ static int fuzz(long iterations, uint64_t seed)
 		{
 			/* the same bytes as hook output: must never crash or overrun */
 			struct fake_env fe = { .n = 0, .fail_set = 0 };
-			struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe };
+			struct tfd_hook_ops ops = { fake_set, fake_unset, fake_print, &fe, NULL };
 			char herr[128];
 
 			fe.log[0] = '\0';
