@@ -107,11 +107,12 @@ def record(
     print(f"recorded {stage}", file=sys.stderr)
 
 
-def wait_for(what: str, check: Any, timeout: float = 60) -> None:
+def wait_for(what: str, check: Any, timeout: float = 60, seen: Any = None) -> None:
+    """Poll ``check`` until true; past ``timeout`` exit naming ``what`` and what ``seen()`` says."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
+            raise SystemExit(f"timed out waiting for {what}" + (f"; last seen: {seen()}" if seen else ""))
         time.sleep(0.2)
 
 
@@ -164,7 +165,9 @@ def scenario(cluster: LocalCluster, out: Path, pyslurm: Any) -> None:
     wait_for("the released job to run", lambda: any(s.step_id.endswith(".0") for s in commands.steps(job)))
     record(out, "released", "running after release", pyslurm, job)
     cluster.run(["scancel", job])
-    wait_for("the job to end", lambda: state(job) not in ("RUNNING", "COMPLETING"))
+    wait_for(
+        "the job to end", lambda: state(job) not in ("RUNNING", "COMPLETING"), seen=lambda: commands.job(job)
+    )
     wait_for("the nodes to be idle", quiet)
     record(out, "cancelled", "the job after scancel", pyslurm, job)
 

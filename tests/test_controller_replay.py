@@ -1,11 +1,11 @@
 """Both controller backends on answers recorded from real clusters (tests/data/controller).
 
 tests/record_controller.py walked one job through a requeue, a requeue with hold and a
-release, a ``--no-kill`` job through losing a node, and asked both backends at each stage;
-here the commands backend parses the recorded command output (each command line it runs
-must be one that was recorded) and the pyslurm backend converts the recorded pyslurm
-attributes, without pyslurm. Both must give the same answers, and the answers Slurm gave
-at that stage.
+release, a ``--no-kill`` job through losing a node, and asked both backends at each stage,
+on Slurm 22.05, 24.11, 25.11 (with pyslurm) and 26.05. Here the commands backend parses
+the recorded command output (each command line it runs must be one that was recorded) and
+the pyslurm backend converts the recorded pyslurm attributes, without pyslurm. Both must
+give the same answers, and the answers Slurm gave at that stage.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def expected(recording: dict[str, Any]) -> dict[str, Any]:
         case "nokill-node-down":  # the job keeps running on the node it has left
             nodes = _nodes(("node1", "MIXED", NONE), ("node2", "DOWN", NONE))
             return {"job": _job(r, nodes=("node1",)), "steps": _steps_after_loss(r), "nodes": nodes}
-        case "nokill-node-not-responding":
-            nodes = _nodes(("node1", "MIXED", NONE), ("node2", "DOWN", frozenset({"NOT_RESPONDING"})))
+        case "nokill-node-not-responding":  # 26.05 shows the lost node IDLE, but not responding
+            lost = "IDLE" if r["slurm"].startswith("26.05.") else "DOWN"
+            nodes = _nodes(("node1", "MIXED", NONE), ("node2", lost, frozenset({"NOT_RESPONDING"})))
             return {"job": _job(r, nodes=("node1",)), "steps": _steps_after_loss(r), "nodes": nodes}
         case "node-drained":
             return {"nodes": _nodes(("node1", "IDLE", frozenset({"DRAIN"})), ("node2", "IDLE", NONE))}
@@ -158,6 +159,14 @@ def test_pyslurm_backend_answers_what_slurm_said(with_pyslurm):
         )
         del want["job"], answers["job"]
     assert answers == want
+
+
+@pytest.mark.parametrize("path", [p for p in recordings() if p.stem.startswith("nokill-node-")], ids=_id)
+def test_a_lost_node_is_unusable_on_every_version(path):
+    recording = load(path)
+    for answers in (commands_answers(recording), pyslurm_answers(recording)):
+        if answers is not None:
+            assert [node.usable for node in answers["nodes"]] == [True, False]  # type: ignore[union-attr]
 
 
 def test_usable_nodes_leave_out_down_and_drained_ones():
