@@ -30,6 +30,7 @@ import time
 from tfslurm.controller.interface import Controller, JobInfo, NodeInfo, StepInfo
 from tfslurm.errors import ControllerError
 from tfslurm.hostlist import expand
+from tfslurm.step import slurm_conf_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -222,7 +223,7 @@ def load(fallback: Callable[[], Controller], *, required: bool) -> PyslurmContro
     same."""
     if _CHOSEN:
         return PyslurmController(_CHOSEN[0], fallback)
-    conf = os.environ.get("SLURM_CONF")
+    conf = slurm_conf_path()
     if conf not in _REFUSED:
         pyslurm, why = _choose()
         if pyslurm is not None:
@@ -248,7 +249,7 @@ def _choose() -> tuple[ModuleType | None, str]:
 
     if importlib.util.find_spec("pyslurm") is None:
         return None, NOT_INSTALLED
-    conf = os.environ.get("SLURM_CONF")
+    conf = slurm_conf_path()
     if conf and not os.access(conf, os.R_OK):  # libslurm would retry it for a minute, then exit
         return None, f"pyslurm cannot be used here: SLURM_CONF={conf} is not a readable file"
     # Imported without libslurm's initialisation, which may end the process. pyslurm reads
