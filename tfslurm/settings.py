@@ -70,6 +70,9 @@ REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
 #: signals and the restart cap.
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
+#: A container command (``ch-run /img --``, ``podman run --rm IMAGE``) that ``tfslurm run``
+#: starts its program in (``tfslurm.runtime.container``).
+CONTAINER_VARIABLE = "TFSLURM_CONTAINER"
 
 DEFAULT_PEER_TIMEOUT = 300.0
 DEFAULT_PREEMPT_SIGNAL = "USR1"
@@ -104,6 +107,7 @@ class Settings(Value):
         "stop_grace_text",
         "requeue_on_ps_failure",
         "watched",
+        "container",
     )
     __slots__ = __match_args__
 
@@ -124,6 +128,7 @@ class Settings(Value):
         stop_grace_text: str | None = None,
         requeue_on_ps_failure: bool = False,
         watched: bool = False,
+        container: str | None = None,
     ) -> None:
         #: The jobs spec of ``--tf-dist`` (TFSLURM_TF_DIST) as set; None when unset or empty.
         self.tf_dist: Final = tf_dist or None
@@ -140,6 +145,7 @@ class Settings(Value):
         self.stop_grace_text: Final = stop_grace_text  # TFSLURM_STOP_GRACE
         self.requeue_on_ps_failure: Final = requeue_on_ps_failure  # TFSLURM_REQUEUE_ON_PS_FAILURE
         self.watched: Final = watched  # TFSLURM_WATCHED is set and not empty
+        self.container: Final = container  # TFSLURM_CONTAINER; a blank one is None
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -163,6 +169,7 @@ class Settings(Value):
             stop_grace_text=source.get(STOP_GRACE_VARIABLE) or None,
             requeue_on_ps_failure=source.get(REQUEUE_VARIABLE, "") in ("1", "yes", "true"),
             watched=bool(source.get(WATCHED_VARIABLE)),
+            container=source.get(CONTAINER_VARIABLE, "").strip() or None,
         )
 
     @property

@@ -12,6 +12,9 @@ the child's status. A Python program (``python script.py``, ``python -m mod``,
 ``script.py``) runs inside the child, after the preemption handler is in place; any other
 command runs as the child's own child, which passes signals on to it.
 
+With TFSLURM_CONTAINER set, the child starts that container command with the program after
+it (``runtime.container``); a Python program in it still gets stop signals translated.
+
 The program's environment is one dict (:func:`program_environ`): this process's
 environment plus TF_CONFIG, TFSLURM_ROLE, the role's GPU variables, no_proxy and
 TFSLURM_WATCHED. The child installs it (a Python program in it) or hands it to the command;
@@ -33,6 +36,7 @@ from tfslurm.errors import RestartCapReached, TfslurmError, one_line
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
+from tfslurm.runtime.container import container_prefix, container_start
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
@@ -201,7 +205,8 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
             f"no program given for {role.job}:{role.index}: use tfslurm run -- python train.py"
         )
     env = program_environ(role, environ, options.requeue_on_ps_failure, watched=True)
-    return launch(role, options.program, env, Stopping(stop, flag.signum, grace), timeout, requeue)
+    container = container_prefix(settings.container) if settings.container else ()
+    return launch(role, options.program, env, Stopping(stop, flag.signum, grace), timeout, requeue, container)
 
 
 def program_environ(
@@ -227,11 +232,20 @@ def launch(
     stopping: Stopping,
     peer_timeout: float,
     requeue: bool,
+    container: Sequence[str] = (),
 ) -> int:
     """Fork: the child runs ``argv`` with environment ``env`` and returns its status; this
     process supervises it and returns the run's status (128+N for a signal, 85 when a stop
-    signal cut the training short; it exits 3 itself when a peer never came up)."""
+    signal cut the training short; it exits 3 itself when a peer never came up).
+
+    With a ``container`` prefix (TFSLURM_CONTAINER) the child starts the container command
+    with ``argv`` after it; a stop signal still reaches a Python ``argv`` as the preemption
+    signal, through the container runtime (``runtime.container``)."""
     program = parse_program(argv)
+    translate = program is not None
+    if container:
+        start = container_start(container, argv, env, os.getcwd())
+        argv, env, program = start.argv, start.env, None
     forward = stopping.forwarded
     sys.stdout.flush()
     sys.stderr.flush()
@@ -256,7 +270,7 @@ def launch(
         stopping.signals,
         stopping.preempt,
         stopping.grace,
-        translate=program is not None,
+        translate=translate,
     )
     ignore_signals(forward)
     print(
