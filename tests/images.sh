@@ -21,7 +21,7 @@ CACHE=${TFSLURM_IMAGE_CACHE:-/var/cache/tfslurm-images}
 MIRROR=${TFSLURM_MATRIX_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${1:-.venv/bin/python}
 ROOT=$CACHE/bookworm-py
-VERSION="tfslurm test image 2"  # change it when this script changes the image: it is rebuilt
+VERSION="tfslurm test image 3"  # change it when this script changes the image: it is rebuilt
 die() { echo "images.sh: $*" >&2; exit 2; }
 
 ready() { [[ $(head -1 "$ROOT/.tfslurm-image-ready" 2>/dev/null) == "$VERSION" ]]; }
@@ -77,6 +77,10 @@ trap - EXIT
 chroot "$ROOT" apt-get clean
 rm -rf "$ROOT/tmp/pins.txt" "$ROOT/var/lib/apt/lists"/*
 mkdir -p "$ROOT/opt/tfslurm"
+# ch-run binds the host's /etc/hosts and /etc/resolv.conf only over files the image has: the
+# test cluster's node names are in the hosts file of each node's mount namespace
+[[ -e $ROOT/etc/hosts ]] || echo "127.0.0.1 localhost" >"$ROOT/etc/hosts"
+touch "$ROOT/etc/resolv.conf"
 site=$(chroot "$ROOT" /opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo /opt/tfslurm >"$ROOT$site/tfslurm-checkout.pth"
 # scripts, not symlinks: Python finds its venv (pyvenv.cfg) beside the path it was started as

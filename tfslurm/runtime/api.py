@@ -214,8 +214,11 @@ def run(
     role = resolve_role(jobs=settings.tf_dist or jobs, settings=settings)
     signum = _preemption.signal_number(preemption_signal, settings)
     stop = settings.stop_signals(signum)
-    # Under tfslurm run the child already handles them (and its parent translates SIGTERM).
-    flag = _preemption.install(signum, also=() if settings.watched else stop)
+    # Under tfslurm run the child already handles them (and its parent translates SIGTERM);
+    # in a container it started, this process is not that child: Slurm's own SIGTERM to
+    # every process of the step reaches it here.
+    handled = settings.watched and not settings.watched_in_container
+    flag = _preemption.install(signum, also=() if handled else stop)
     prepare(role)
     if role.is_server:
         serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))

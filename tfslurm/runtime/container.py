@@ -29,7 +29,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from tfslurm.errors import ContainerError, clip
-from tfslurm.settings import CONTAINER_VARIABLE
+from tfslurm.settings import CONTAINER_VARIABLE, WATCHED_IN_CONTAINER, WATCHED_VARIABLE
 from tfslurm.value import Value
 
 TYPE_CHECKING = False
@@ -101,8 +101,13 @@ def container_start(
     prefix: Sequence[str], program: Sequence[str], env: Mapping[str, str], cwd: str
 ) -> ContainerStart:
     """``prefix`` completed for its runtime, then ``program``; the environment to start it
-    with (``env`` less TFSLURM_CONTAINER: a ``tfslurm run`` inside must not wrap again)."""
+    with: ``env`` less TFSLURM_CONTAINER (a ``tfslurm run`` inside must not wrap again), and
+    TFSLURM_WATCHED=container where it is set (``tfslurm.run`` in the program then handles
+    the stop signals Slurm sends every process of the step, as ``tfslurm run``'s own child
+    does)."""
     inner = {k: v for k, v in env.items() if k != CONTAINER_VARIABLE}
+    if inner.get(WATCHED_VARIABLE):
+        inner[WATCHED_VARIABLE] = WATCHED_IN_CONTAINER
     runtime = runtime_of(prefix)
     if runtime == "charliecloud":
         added = [] if _has_option(prefix[1:], ("-c", "--cd")) else [f"--cd={cwd}"]
