@@ -102,12 +102,11 @@ def container_start(
 ) -> ContainerStart:
     """``prefix`` completed for its runtime, then ``program``; the environment to start it
     with: ``env`` less TFSLURM_CONTAINER (a ``tfslurm run`` inside must not wrap again), and
-    TFSLURM_WATCHED=container where it is set (``tfslurm.run`` in the program then handles
-    the stop signals Slurm sends every process of the step, as ``tfslurm run``'s own child
-    does)."""
+    TFSLURM_WATCHED=container: ``tfslurm run`` supervises it from outside, and
+    ``tfslurm.run`` in the program handles the stop signals Slurm sends every process of
+    the step itself, as ``tfslurm run``'s own child does."""
     inner = {k: v for k, v in env.items() if k != CONTAINER_VARIABLE}
-    if inner.get(WATCHED_VARIABLE):
-        inner[WATCHED_VARIABLE] = WATCHED_IN_CONTAINER
+    inner[WATCHED_VARIABLE] = WATCHED_IN_CONTAINER
     runtime = runtime_of(prefix)
     if runtime == "charliecloud":
         added = [] if _has_option(prefix[1:], ("-c", "--cd")) else [f"--cd={cwd}"]
