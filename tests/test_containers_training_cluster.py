@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs
+from conftest import needs, skip_without
 from containers import image, prefix, skip_unless_runtimes
 from jobs import (
     completed,
@@ -137,3 +137,27 @@ def test_ps_template_chief_in_container(preempt_cluster, root, tmp_path, runtime
     )
     text = completed(preempt_cluster, job, log)
     assert ps_done(text) == (60, 60), text[-3000:]
+
+
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_framework_template_with_the_container_as_program(
+    preempt_cluster, root, tmp_path, framework, runtime
+):
+    """jax.sbatch, torch.sbatch: the task exports ``tfslurm env``'s variables, then runs the
+    program, here the container command: ch-run passes them on, podman with --env-host."""
+    skip_without(framework)
+    tmp_path.chmod(0o755)
+    container = prefix(runtime, root, tmp_path, env_host=True)
+    if runtime == "charliecloud":  # ch-run starts in /, podman in the image's directory
+        container = [container[0], "-c", str(tmp_path), *container[1:]]
+    else:  # before --rootfs: the word after it is the image, where podman's options end
+        container[-2:-2] = ["-w", str(tmp_path)]
+    program = [*container, "python", "-m", "tfslurm.examples.collective", framework]
+    path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    job, log = submit(
+        preempt_cluster, tmp_path, f"{framework}.sbatch", *program, options=("--export", f"ALL,PATH={path}")
+    )
+    text = completed(preempt_cluster, job, log, timeout=180)
+    sums = sorted(line.split(": ", 1)[1] for line in text.splitlines() if " sum " in line)
+    assert sums == ["rank 0 of 2: sum 3 (expected 3)", "rank 1 of 2: sum 3 (expected 3)"], text[-3000:]
