@@ -55,9 +55,9 @@ def preempt_cluster(slurm_cluster_factory, root):
 
 
 def contained(runtime: str, root: Path, work: Path, *options: str) -> tuple[str, ...]:
-    """sbatch options that run the job's programs in ``runtime``'s container. PATH: ch-run
-    passes the caller's on and binds $HOME, so a Python on a PATH entry under $HOME would
-    shadow the image's (docs/containers.md)."""
+    """sbatch options that run the job's programs in ``runtime``'s container. PATH (ch-run
+    passes the caller's on): this checkout's Python outside, the image's /usr/local/bin
+    inside, where that directory does not exist."""
     work.chmod(0o755)
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     container = " ".join(prefix(runtime, root, work))
