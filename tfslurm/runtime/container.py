@@ -70,7 +70,7 @@ class ContainerStart(Value):
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
         self.argv: Final = tuple(argv)
-        self.env: Final = dict(env)
+        self.env: Final[Mapping[str, str]] = dict(env)
 
 
 def container_prefix(setting: str) -> tuple[str, ...]:
