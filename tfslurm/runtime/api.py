@@ -240,7 +240,11 @@ def run(
         result = stops.EXIT_STOPPED  # type: ignore[assignment]
         # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
         # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # That SIGTERM also reaches this process as the preemption signal (tfslurm run
+        # translates it), and Python's shutdown puts the default action (death) back for a
+        # signal with a Python handler: ignore them all (SIG_IGN survives the shutdown).
+        for late in dict.fromkeys((signal.SIGTERM, signum, *stop)):
+            signal.signal(late, signal.SIG_IGN)
         if not (role.strategy == "ps" and role.job == "chief"):
             sys.stdout.flush()
             raise SystemExit(stops.EXIT_STOPPED)

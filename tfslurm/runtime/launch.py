@@ -257,7 +257,12 @@ def launch(
     parent = os.getpid()
     child = os.fork()
     if child == 0:
-        return _run_program(parent, role, argv, program, env, stopping, requeue)
+        # A Python program in a container: the stop signals come translated from this
+        # process; the child passes only those on, not each raw SIGTERM Slurm sends it too.
+        dropped = (
+            tuple(n for n in stopping.signals if n != stopping.preempt) if container and translate else ()
+        )
+        return _run_program(parent, role, argv, program, env, stopping, requeue, dropped)
     try:  # also here: the supervisor may kill the group before the child has set it
         os.setpgid(child, child)
     except OSError:
@@ -289,8 +294,10 @@ def _run_program(
     env: Mapping[str, str],
     stopping: Stopping,
     requeue: bool,
+    dropped: tuple[int, ...] = (),
 ) -> int:
-    """The forked child: run the program, with the forwarded signals still blocked."""
+    """The forked child: run the program, with the forwarded signals still blocked; a
+    command is not passed the ``dropped`` signals."""
     die_with_parent(parent)  # a SIGKILLed supervisor leaves no program behind
     os.setpgid(0, 0)  # a group of its own: the supervisor ends what is left of it
     forward = stopping.forwarded
@@ -299,7 +306,7 @@ def _run_program(
     preemption.install(stopping.preempt, also=stopping.signals)  # SIGTERM too, where TF leaves it to us
     with ps_failure_exit(role, requeue):
         if program is None:
-            return run_command(argv, forward, env)  # unblocks once it can pass signals on
+            return run_command(argv, forward, env, dropped)  # unblocks once it can pass signals on
         signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
         rc = run_in_process(program)
         ignore_signals(forward)
@@ -343,10 +350,13 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def run_command(argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str, str]) -> int:
+def run_command(
+    argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str, str], dropped: tuple[int, ...] = ()
+) -> int:
     """Run a non-Python command as a child with environment ``env`` and pass ``forward`` on
-    to it. Called with ``forward`` blocked: a signal that comes before the command has
-    started is held, not lost (nor does it kill this process and orphan the command)."""
+    to it, except ``dropped`` (ignored here). Called with ``forward`` blocked: a signal that
+    comes before the command has started is held, not lost (nor does it kill this process
+    and orphan the command)."""
     config = env.get("TF_CONFIG", "")
     if len(config) > TF_CONFIG_MAX_BYTES:
         raise TfslurmError(
@@ -369,9 +379,10 @@ def run_command(argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str,
         child.send_signal(signum)  # a no-op once the command has been reaped
 
     for signum in forward:
-        signal.signal(signum, forward_signal)
+        signal.signal(signum, signal.SIG_IGN if signum in dropped else forward_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # a signal held until now goes on
     rc = child.wait()
+    ignore_signals(forward)  # the command's status is in: a late signal must not replace it
     return 128 - rc if rc < 0 else rc
 
 
