@@ -8,7 +8,8 @@ the fake GPUs bound per node (--gres) or per task (--gpus-per-task):
   container command;
 * ``B``: set-up B, the TaskProlog (``TFSLURM_TF_DIST`` set by hand), the same;
 * ``outside``: ``tfslurm run`` outside, starting the program through TFSLURM_CONTAINER;
-* ``inside``: the container command starts ``tfslurm run`` inside the image.
+* ``inside``: the container command starts ``tfslurm run`` inside the image;
+* ``plain``: as ``outside``, in the image without tfslurm (no ``tfslurm env`` there).
 
 Each task writes its TF_CONFIG, TFSLURM_ROLE, GPU variables and what ``tfslurm env --for
 torch,jax,keras`` prints there; the records of the container runs must equal the bare
@@ -48,10 +49,13 @@ DUMP = r"""
 import json, os, subprocess, sys
 names = ("TF_CONFIG", "TFSLURM_ROLE", "TFSLURM_DESCRIPTOR", "SLURM_PROCID") + tuple(sys.argv[2].split(","))
 record = {name: os.environ.get(name) for name in names}
-frameworks = subprocess.run([sys.executable, "-m", "tfslurm", "env", "--for", "torch,jax,keras", "--format", "json"],
-                            capture_output=True, text=True)
-record["frameworks"] = json.loads(frameworks.stdout) if frameworks.returncode == 0 else frameworks.stderr.strip()
-record["where"] = {"prefix": sys.prefix, "cwd": os.getcwd()}
+plain = sys.argv[3:] == ["plain"]  # the image without tfslurm: no tfslurm env there
+if not plain:
+    frameworks = subprocess.run([sys.executable, "-m", "tfslurm", "env", "--for", "torch,jax,keras", "--format", "json"],
+                                capture_output=True, text=True)
+    record["frameworks"] = json.loads(frameworks.stdout) if frameworks.returncode == 0 else frameworks.stderr.strip()
+import importlib.util
+record["where"] = {"prefix": sys.prefix, "cwd": os.getcwd(), "tfslurm": importlib.util.find_spec("tfslurm") is not None}
 with open(os.path.join(sys.argv[1], os.environ["SLURM_PROCID"] + ".json"), "w") as out:
     json.dump(record, out)
 """
@@ -93,11 +97,20 @@ def variant(mode: str, runtime: str | None, root: Path, work: Path, out: Path) -
     container (None: bare), into ``out``."""
     out.mkdir(mode=0o777)
     python = "python" if runtime else sys.executable
-    dump = [python, str(work / "dump.py"), str(out), ",".join(GPU_VARIABLES)]
+    dump = [
+        python,
+        str(work / "dump.py"),
+        str(out),
+        ",".join(GPU_VARIABLES),
+        *(["plain"] if mode == "plain" else []),
+    ]
     # podman passes only what it is told: the whole environment here (--env-host), as
     # docs/containers.md says to where the plan is set before the container starts
-    container = prefix(runtime, root, work, env_host=mode != "outside") if runtime else []
-    if mode == "outside":
+    outside = mode in ("outside", "plain")
+    container = (
+        prefix(runtime, root, work, with_tfslurm=mode != "plain", env_host=not outside) if runtime else []
+    )
+    if outside:
         command = [tfslurm_command(), "run", "--", "python", *dump[1:]]
         if runtime:
             return f"TFSLURM_CONTAINER={shlex.quote(shlex.join(container))} {shlex.join(command)}"
@@ -136,26 +149,27 @@ def same_step(
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("mode", ["A", "B", "outside", "inside"])
+@pytest.mark.parametrize("mode", ["A", "B", "outside", "inside", "plain"])
 def test_task_variables_in_containers_equal_bare(clusters, work, root, mode, shape):
     started = time.monotonic()
     seen = same_step(clusters["B" if mode == "B" else "A"], work, root, mode, shape)
     bare = seen["bare"]
     tasks = sum(int(next(o for o in c if o.startswith("-n"))[2:]) for c in SHAPES[shape])
     assert len(bare) == tasks and all(r["TF_CONFIG"] for r in bare), bare
-    assert all(isinstance(r["frameworks"], dict) and r["frameworks"] for r in bare), bare
+    assert mode == "plain" or all(isinstance(r["frameworks"], dict) and r["frameworks"] for r in bare), bare
     assert all(r["CUDA_VISIBLE_DEVICES"] for r in bare), bare
     compared = 0
     for runtime in RUNTIMES:
         inside = seen[runtime]
         assert all(r["where"]["prefix"] == "/opt/venv" for r in inside), (runtime, inside)
-        if mode == "outside":  # tfslurm run starts the container in the task's directory
+        assert {r["where"]["tfslurm"] for r in inside} == {mode != "plain"}, (runtime, inside)
+        if mode in ("outside", "plain"):  # tfslurm run starts the container in the task's directory
             assert {r["where"]["cwd"] for r in inside} == {str(work)}, (runtime, inside)
         assert len(inside) == tasks, (runtime, inside)
         for mine, theirs in zip(inside, bare, strict=True):
             assert {k: v for k, v in mine.items() if k != "where"} == {
                 k: v for k, v in theirs.items() if k != "where"
             }, (runtime, mine["SLURM_PROCID"])
-            compared += len(mine) - 2 + len(mine["frameworks"])  # less "where"; frameworks' each
+            compared += len(mine) - 1 + (len(mine["frameworks"]) - 1 if "frameworks" in mine else 0)
     print(f"\n{mode} {shape}: {compared} values equal inside and outside ({', '.join(RUNTIMES)}), "
           f"{time.monotonic() - started:.1f} s")  # fmt: skip
