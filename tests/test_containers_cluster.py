@@ -23,12 +23,13 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from containers import RUNTIMES, image, prefix, skip_unless_runtimes, user_env
+from containers import RUNTIMES, image, prefix, remove_containers, skip_unless_runtimes, user_env
 from jobs import tfslurm_command
 from tfslurm.localcluster import LocalCluster
 
@@ -62,9 +63,10 @@ with open(os.path.join(sys.argv[1], os.environ["SLURM_PROCID"] + ".json"), "w") 
 
 
 @pytest.fixture(scope="module")
-def root() -> Path:
+def root() -> Iterator[Path]:
     skip_unless_runtimes()
-    return image()
+    yield image()
+    remove_containers()
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,11 @@
 the real local cluster, through TFSLURM_CONTAINER (docs/containers.md), and every stop path
 reaches the program in the container.
 
-* MWMS in Charliecloud preempted (PreemptMode=REQUEUE, GraceTime): SIGTERM reaches the
+* MWMS preempted (PreemptMode=REQUEUE, GraceTime), per runtime: SIGTERM reaches the
   program in the container as the preemption signal, it checkpoints, the job is requeued,
   resumes at that step and ends COMPLETED with the weights of an uninterrupted bare run.
-* ``scancel --signal=USR1`` to the steps (Charliecloud): the same, requeued by
+* ``scancel --signal=USR1`` to the steps, per runtime: the same, requeued by
   RequeueExit=85.
-* mwms.sbatch in podman: COMPLETED, the workers in sync.
 * ps.sbatch (both runtimes): the chief's program in the container; every step runs.
 
 The image has no Python of this machine: a program that ran at all ran in the container.
@@ -19,12 +18,13 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import needs, skip_without
-from containers import image, prefix, skip_unless_runtimes
+from containers import image, prefix, remove_containers, skip_unless_runtimes
 from jobs import (
     completed,
     example,
@@ -42,9 +42,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 
 
 @pytest.fixture(scope="module")
-def root() -> Path:
+def root() -> Iterator[Path]:
     skip_unless_runtimes()
-    return image()
+    yield image()
+    remove_containers()
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +65,9 @@ def contained(runtime: str, root: Path, work: Path, *options: str) -> tuple[str,
     return ("--export", f"ALL,PATH={path},TFSLURM_CONTAINER={container}", *options)
 
 
-def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, root, tmp_path):
-    cluster, steps, runtime = preempt_cluster, 300, "charliecloud"
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, root, tmp_path, runtime):
+    cluster, steps = preempt_cluster, 300
     program = example("mwms", steps=steps, log_every=20)
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
     ref_dir.mkdir(), run_dir.mkdir()
@@ -95,21 +97,11 @@ def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, r
     )
 
 
-def test_mwms_template_in_podman_trains_in_sync(preempt_cluster, root, tmp_path):
-    """podman (no preemption here: docs/containers.md says what happens to its helper
-    processes when Slurm signals the step)."""
-    program = example("mwms", steps=60)
-    options = contained("podman", root, tmp_path)
-    job, log = submit(preempt_cluster, tmp_path, "mwms.sbatch", *program, options=options)
-    text = completed(preempt_cluster, job, log)
-    assert len(re.findall(r"tfslurm run: worker:\d: program finished, exit 0", text)) == 2, text[-3000:]
-    in_sync(text, 60)
-
-
-def test_mwms_in_container_usr1_to_steps_requeues(preempt_cluster, root, tmp_path):
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+def test_mwms_in_container_usr1_to_steps_requeues(preempt_cluster, root, tmp_path, runtime):
     cluster, steps = preempt_cluster, 200
     program = example("mwms", steps=steps, step_delay=0.03, log_every=20)
-    options = contained("charliecloud", root, tmp_path, "-p", "low")
+    options = contained(runtime, root, tmp_path, "-p", "low")
     options = (options[0], options[1] + ",TFSLURM_REQUEUE=exit", *options[2:])
     job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=options)
     wait_for(log, r"step 40/200", timeout=120)
@@ -122,7 +114,7 @@ def test_mwms_in_container_usr1_to_steps_requeues(preempt_cluster, root, tmp_pat
     assert resumed(text) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
     in_sync(text, steps)
     print(
-        f"\nMWMS in charliecloud, scancel --signal=USR1 (steps): checkpoint at step "
+        f"\nMWMS in {runtime}, scancel --signal=USR1 (steps): checkpoint at step "
         f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED"
     )
 

@@ -72,7 +72,7 @@ REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: ``tfslurm run`` started (``tfslurm.runtime.container``).
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
 WATCHED_IN_CONTAINER = "container"
-#: A container command (``ch-run /img --``, ``podman run --rm IMAGE``) that ``tfslurm run``
+#: A container command (``ch-run /img --``, ``podman run IMAGE``) that ``tfslurm run``
 #: starts its program in (``tfslurm.runtime.container``).
 CONTAINER_VARIABLE = "TFSLURM_CONTAINER"
 

@@ -2,7 +2,7 @@
 
 ``tfslurm run`` works the plan out where tfslurm is installed (outside the image) and starts
 ``TFSLURM_CONTAINER`` (a command prefix such as ``ch-run /img --`` or
-``podman run --rm IMAGE``) with the program after it. The container runtimes treat the
+``podman run IMAGE``) with the program after it. The container runtimes treat the
 environment and the start differently, so the prefix is completed per runtime
 (docs/containers.md):
 
@@ -140,7 +140,7 @@ def _run_word(prefix: Sequence[str]) -> int:
             return index
     raise ContainerError(
         f"{CONTAINER_VARIABLE}={clip(shlex.join(prefix))!r} is a podman command without 'run': "
-        "use e.g. TFSLURM_CONTAINER='podman run --rm IMAGE'"
+        "use e.g. TFSLURM_CONTAINER='podman run IMAGE'"
     )
 
 
