@@ -80,6 +80,15 @@ if "tensorflow" in absent and sys.version_info < (3, 14) or u.find_spec("jax") i
 for m in absent:
     print(f"install.sh: {m} is not installed: {why[m]}")
 PY
+# The container tests (docs/containers.md) need Charliecloud, podman and debootstrap (for the
+# image, tests/images.sh); install.sh does not install them. Where one is missing they skip
+# with this line (tests/matrix.sh's roots have none of them: the host's run covers them).
+missing_ct=$(for c in ch-run podman debootstrap; do command -v "$c" >/dev/null || printf '%s ' "$c"; done)
+if [[ -n $missing_ct ]]; then
+    echo "containers: ${missing_ct% } not installed (Debian: apt-get install charliecloud podman debootstrap)" \
+        >>.venv/tfslurm-absent-runtimes.txt
+    echo "install.sh: the container tests will skip: ${missing_ct% } not installed"
+fi
 
 step "SPANK plugin (plugin/)"
 make -C plugin
