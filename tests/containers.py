@@ -13,6 +13,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def image() -> Path:
     if done.returncode != 0:
         pytest.fail(f"tests/images.sh failed: {done.stderr.strip()[-2000:]}", pytrace=False)
     return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def root() -> Iterator[Path]:
+    """The cached image root for a module's tests; its podman containers removed after."""
+    skip_unless_runtimes()
+    yield image()
+    remove_containers()
 
 
 def podman_base() -> list[str]:

@@ -23,13 +23,12 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from containers import RUNTIMES, image, prefix, remove_containers, skip_unless_runtimes, user_env
+from containers import RUNTIMES, prefix, user_env
 from jobs import tfslurm_command
 from tfslurm.localcluster import LocalCluster
 
@@ -60,13 +59,6 @@ record["where"] = {"prefix": sys.prefix, "cwd": os.getcwd(), "tfslurm": importli
 with open(os.path.join(sys.argv[1], os.environ["SLURM_PROCID"] + ".json"), "w") as out:
     json.dump(record, out)
 """
-
-
-@pytest.fixture(scope="module")
-def root() -> Iterator[Path]:
-    skip_unless_runtimes()
-    yield image()
-    remove_containers()
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,12 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import needs, skip_without
-from containers import image, prefix, remove_containers, skip_unless_runtimes
+from containers import prefix
 from jobs import (
     completed,
     example,
@@ -39,13 +38,6 @@ from jobs import (
 from test_stops_cluster import GRACE, preempt, preemption_outlives_requeue
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
-
-
-@pytest.fixture(scope="module")
-def root() -> Iterator[Path]:
-    skip_unless_runtimes()
-    yield image()
-    remove_containers()
 
 
 @pytest.fixture(scope="module")
