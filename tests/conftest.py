@@ -40,9 +40,7 @@ from tfslurm.localcluster import (
 settings.register_profile("tfslurm", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tfslurm")
 
-# pytester: tests/test_localcluster.py runs inner sessions; containers: the cached image
-# (the `root` fixture) for the container tests
-pytest_plugins = ["pytester", "containers"]
+pytest_plugins = ["pytester"]  # tests/test_localcluster.py runs inner sessions
 
 
 def in_ci() -> bool:

@@ -48,9 +48,10 @@ def image() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def root() -> Iterator[Path]:
-    """The cached image root for a module's tests; its podman containers removed after."""
+@pytest.fixture(scope="module", name="root")
+def image_root() -> Iterator[Path]:
+    """``root``: the cached image for a module's tests, its podman containers removed after
+    them (a module takes it with ``from containers import image_root``)."""
     skip_unless_runtimes()
     yield image()
     remove_containers()

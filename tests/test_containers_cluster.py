@@ -28,7 +28,12 @@ from typing import Any
 
 import pytest
 
-from containers import RUNTIMES, prefix, user_env
+from containers import (
+    RUNTIMES,
+    image_root,  # noqa: F401  (the `root` fixture)
+    prefix,
+    user_env,
+)
 from jobs import tfslurm_command
 from tfslurm.localcluster import LocalCluster
 

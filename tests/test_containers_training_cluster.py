@@ -23,7 +23,10 @@ from pathlib import Path
 import pytest
 
 from conftest import needs, skip_without
-from containers import prefix
+from containers import (
+    image_root,  # noqa: F401  (the `root` fixture)
+    prefix,
+)
 from jobs import (
     completed,
     example,
