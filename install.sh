@@ -6,7 +6,10 @@
 #
 # What it does, in order (each step is idempotent):
 #   1. apt-get installs Slurm's Debian packages (slurm-wlm for the throwaway demo/test
-#      cluster, libslurm-dev for the SPANK plugin's <slurm/spank.h>), gcc/make and valgrind.
+#      cluster, libslurm-dev for the SPANK plugin's <slurm/spank.h>), gcc/make and valgrind,
+#      and the container runtimes the suite runs training in (charliecloud, podman with runc;
+#      debootstrap builds their image). Not in tests/matrix.sh's roots (TFSLURM_MATRIX_ROOT
+#      set): the host's run covers the containers.
 #   2. creates .venv/ next to this script and installs tfslurm into it, editable, with the
 #      `tf` (tensorflow-cpu; Python 3.10-3.13) and `test` (pytest, hypothesis, python-hostlist)
 #      extras, then the `jax` extra and, where a CPU build is on this machine, torch==2.13.0
@@ -33,6 +36,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "Slurm and build tools (Debian packages)"
 PKGS=(slurm-wlm slurm-client libslurm-dev iproute2 util-linux gcc make valgrind)
+[[ -n ${TFSLURM_MATRIX_ROOT:-} ]] || PKGS+=(charliecloud podman runc debootstrap)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -80,6 +84,14 @@ if "tensorflow" in absent and sys.version_info < (3, 14) or u.find_spec("jax") i
 for m in absent:
     print(f"install.sh: {m} is not installed: {why[m]}")
 PY
+# The container tests (docs/containers.md) need Charliecloud, podman and debootstrap (for the
+# image, tests/images.sh), installed above on the host; in tests/matrix.sh's roots they skip
+# with this line (the host's run covers them).
+if [[ -n ${TFSLURM_MATRIX_ROOT:-} ]]; then
+    echo "containers: not run in tests/matrix.sh's Debian roots (the host's run covers them)" \
+        >>.venv/tfslurm-absent-runtimes.txt
+    echo "install.sh: the container tests will skip in this Debian root (the host's run covers them)"
+fi
 
 step "SPANK plugin (plugin/)"
 make -C plugin

@@ -128,6 +128,7 @@ cd /
 umount -l /.oldroot
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 cd /work/tfslurm
+export TFSLURM_MATRIX_ROOT=1  # install.sh: no container runtimes in a root
 ./install.sh
 exec .venv/bin/python -m pytest "$@"
 '

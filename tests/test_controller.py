@@ -4,13 +4,14 @@ and release, node states)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from tfslurm.controller import ControllerError, JobInfo, NodeInfo, StepInfo, controller
 from tfslurm.controller.commands import CommandController, parse_jobs, parse_nodes, parse_steps
-from tfslurm.settings import Settings
+from tfslurm.settings import CONTROLLER_VARIABLE, Settings
 
 # ------------------------------------------------------------------ parsing (no Slurm)
 
@@ -92,9 +93,14 @@ def cluster(slurm_cluster_factory):
 
 
 @pytest.fixture
-def ctl(cluster):
-    import os
-
+def ctl(cluster, monkeypatch):
+    """The commands backend; with TFSLURM_CONTROLLER=pyslurm in this session's environment,
+    pyslurm (docs/pyslurm.md: how these tests ran with it on a Slurm built by hand)."""
+    if os.environ.get(CONTROLLER_VARIABLE, "").strip().lower() == "pyslurm":
+        monkeypatch.setenv("SLURM_CONF", cluster.slurm_conf)  # libslurm reads the process's
+        chosen = controller(Settings.from_environ(), {**os.environ, **cluster.env})
+        assert chosen.name == "pyslurm", "TFSLURM_CONTROLLER=pyslurm, but pyslurm cannot be used"
+        return chosen
     return CommandController({**os.environ, **cluster.env})
 
 
@@ -111,7 +117,7 @@ def _until(what, check, timeout=30.0):
 @pytest.mark.cluster
 def test_no_kill_job_loses_a_down_node_drained_node_is_unusable(cluster, ctl):
     script = "#!/bin/sh\nsrun -N2 -w node1,node2 sleep 120 &\nsrun -N1 -w node3 sleep 120\n"
-    job = str(cluster.sbatch(script, "--no-kill", "-N3"))
+    job = str(cluster.sbatch(script, "--no-kill", "-N3", "-o", "/dev/null"))
     try:
         _until("two steps running", lambda: len(ctl.steps(job)) == 3)
         everyone = ("node1", "node2", "node3")
@@ -142,7 +148,7 @@ def test_no_kill_job_loses_a_down_node_drained_node_is_unusable(cluster, ctl):
 def test_requeue_held_then_release_leaves_it_pending_unheld(cluster, ctl):
     # Slurm delays a requeued job's start by at least 121 s (BeginTime): the release is
     # seen in the reason, not by waiting for the next run.
-    job = str(cluster.sbatch("#!/bin/sh\nsleep 120\n", "--requeue", "-N1"))
+    job = str(cluster.sbatch("#!/bin/sh\nsleep 120\n", "--requeue", "-N1", "-o", "/dev/null"))
     try:
         _until("job running", lambda: ctl.job(job).state == "RUNNING")
         ctl.requeue(job, hold=True)
@@ -162,5 +168,8 @@ def test_requeue_held_then_release_leaves_it_pending_unheld(cluster, ctl):
 def test_the_controller_refuses_an_unknown_job_in_one_line(ctl):
     with pytest.raises(ControllerError) as caught:
         ctl.job("999999")
-    assert str(caught.value).startswith("squeue --noheader --states=all --jobs 999999 --Format")
+    start = "squeue --noheader --states=all --jobs 999999 --Format"
+    if ctl.name == "pyslurm":
+        start = "pyslurm Job.load(999999): "
+    assert str(caught.value).startswith(start)
     assert "Invalid job id specified" in str(caught.value)

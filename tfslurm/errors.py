@@ -96,6 +96,10 @@ class StopError(TfslurmError):
     """A stop-signal list or restart cap that cannot be used."""
 
 
+class ContainerError(TfslurmError):
+    """A TFSLURM_CONTAINER command that cannot be used."""
+
+
 class PreemptionError(TfslurmError):
     """A preemption signal name that is not a signal."""
 

@@ -70,10 +70,15 @@ STOP_GRACE_VARIABLE = "TFSLURM_STOP_GRACE"
 REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Which backend answers tfslurm's questions to Slurm's controller (``tfslurm.controller``).
 CONTROLLER_VARIABLE = "TFSLURM_CONTROLLER"
-CONTROLLER_BACKENDS = ("auto", "commands")
+CONTROLLER_BACKENDS = ("auto", "commands", "pyslurm")
 #: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
-#: signals and the restart cap.
+#: signals and the restart cap. ``container`` where the program runs in a container that
+#: ``tfslurm run`` started (``tfslurm.runtime.container``).
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
+WATCHED_IN_CONTAINER = "container"
+#: A container command (``ch-run /img --``, ``podman run IMAGE``) that ``tfslurm run``
+#: starts its program in (``tfslurm.runtime.container``).
+CONTAINER_VARIABLE = "TFSLURM_CONTAINER"
 #: ``tfslurm supervise``: nodes kept idle to replace a lost one; what to do when none is
 #: left (requeue or shrink); relaunches allowed in one allocation; seconds without a step
 #: line that mean a stuck step; the regular expression of a step line.
@@ -117,6 +122,8 @@ class Settings(Value):
         "requeue_on_ps_failure",
         "watched",
         "controller_text",
+        "container",
+        "watched_in_container",
     )
     __slots__ = __match_args__
 
@@ -138,6 +145,8 @@ class Settings(Value):
         requeue_on_ps_failure: bool = False,
         watched: bool = False,
         controller_text: str | None = None,
+        container: str | None = None,
+        watched_in_container: bool = False,
     ) -> None:
         #: The jobs spec of ``--tf-dist`` (TFSLURM_TF_DIST) as set; None when unset or empty.
         self.tf_dist: Final = tf_dist or None
@@ -155,6 +164,8 @@ class Settings(Value):
         self.requeue_on_ps_failure: Final = requeue_on_ps_failure  # TFSLURM_REQUEUE_ON_PS_FAILURE
         self.watched: Final = watched  # TFSLURM_WATCHED is set and not empty
         self.controller_text: Final = controller_text  # TFSLURM_CONTROLLER, as set
+        self.container: Final = container  # TFSLURM_CONTAINER; a blank one is None
+        self.watched_in_container: Final = watched_in_container  # TFSLURM_WATCHED=container
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -179,6 +190,8 @@ class Settings(Value):
             requeue_on_ps_failure=source.get(REQUEUE_VARIABLE, "") in ("1", "yes", "true"),
             watched=bool(source.get(WATCHED_VARIABLE)),
             controller_text=source.get(CONTROLLER_VARIABLE),
+            container=source.get(CONTAINER_VARIABLE, "").strip() or None,
+            watched_in_container=source.get(WATCHED_VARIABLE) == WATCHED_IN_CONTAINER,
         )
 
     @property

@@ -398,6 +398,13 @@ def requeue_job_name(env: Mapping[str, str] | None = None) -> str:
     return source.get("SLURM_JOB_ID", "")
 
 
+def slurm_conf_path(env: Mapping[str, str] | None = None) -> str | None:
+    """``SLURM_CONF`` of ``env`` (default: ``os.environ``): the configuration Slurm's
+    commands and libslurm read, None where it is unset or empty (their built-in path)."""
+    source = os.environ if env is None else env
+    return source.get("SLURM_CONF") or None
+
+
 def is_rank_zero(env: Mapping[str, str] | None = None) -> bool:
     """``SLURM_PROCID`` of ``env`` (default: ``os.environ``) is 0 or unset: the one task
     that prints what is printed once. Never raises (a role may come from TF_CONFIG)."""

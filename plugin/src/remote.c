@@ -149,34 +149,32 @@ static int hook_unset(void *ctx, const char *name, char *err, size_t errlen)
 	return 0;
 }
 
-/* "print" lines go to the task's stdout, as slurmstepd does for a TaskProlog. */
-static void hook_print(void *ctx, const char *text, size_t len)
+/* One line to fd, whole: a short write is resumed, a failed one drops the rest. */
+static void write_line(int fd, const char *text, size_t len)
 {
-	(void) ctx;
 	while (len > 0) {
-		ssize_t put = write(STDOUT_FILENO, text, len);
+		ssize_t put = write(fd, text, len);
 
 		if (put <= 0)
 			return;
 		text += put;
 		len -= (size_t) put;
 	}
-	(void) !write(STDOUT_FILENO, "\n", 1);
+	(void) !write(fd, "\n", 1);
+}
+
+/* "print" lines go to the task's stdout, as slurmstepd does for a TaskProlog. */
+static void hook_print(void *ctx, const char *text, size_t len)
+{
+	(void) ctx;
+	write_line(STDOUT_FILENO, text, len);
 }
 
 /* "warn" lines go to the task's stderr, one line each. */
 static void hook_warn(void *ctx, const char *text, size_t len)
 {
 	(void) ctx;
-	while (len > 0) {
-		ssize_t put = write(STDERR_FILENO, text, len);
-
-		if (put <= 0)
-			return;
-		text += put;
-		len -= (size_t) put;
-	}
-	(void) !write(STDERR_FILENO, "\n", 1);
+	write_line(STDERR_FILENO, text, len);
 }
 
 /* The hook ran and exited non-zero for this task: it has told the user why. */
@@ -188,22 +186,12 @@ static int hook_failed(const char *path, int status, char *err, size_t errlen)
 	return -1;
 }
 
-static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
+/* The hook's output applied to the task (and freed), then its exit status judged. */
+static int applied(const char *path, const struct tfd_hook_ops *ops, char *out, size_t out_len,
+		   int status, char *err, size_t errlen)
 {
-	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
-	char **env = NULL;
-	char *out = NULL;
-	size_t out_len = 0;
-	int status = 0, rc;
+	int rc = tfd_hook_apply(out, out_len, ops, err, errlen);
 
-	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
-		snprintf(err, errlen, "cannot read the task environment to run %.300s", path);
-		return -1;
-	}
-	if (tfd_hook_run(path, env, tfd_config()->hook_timeout, &out, &out_len, &status, err,
-			 errlen) != 0)
-		return -1;
-	rc = tfd_hook_apply(out, out_len, &ops, err, errlen);
 	free(out);
 	if (rc != 0)
 		return -1;
@@ -212,6 +200,24 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 		return -1;
 	}
 	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
+}
+
+static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
+{
+	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
+	char **env = NULL;
+	char *out = NULL;
+	size_t out_len = 0;
+	int status = 0;
+
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) {
+		snprintf(err, errlen, "cannot read the task environment to run %.300s", path);
+		return -1;
+	}
+	if (tfd_hook_run(path, env, tfd_config()->hook_timeout, &out, &out_len, &status, err,
+			 errlen) != 0)
+		return -1;
+	return applied(path, &ops, out, out_len, status, err, errlen);
 }
 
 /* --- prolog=PATH for a task in a container (container.h) --------------------------- */
@@ -239,19 +245,11 @@ static int container_hook(spank_t sp, const char *path, char *err, size_t errlen
 	struct tfd_hook_ops ops = { hook_set, hook_unset, hook_print, sp, hook_warn };
 	char *out = NULL;
 	size_t out_len = 0;
-	int status = 0, rc;
+	int status = 0;
 
 	if (tfd_container_run(sp, &out, &out_len, &status, err, errlen) != 0)
 		return -1;
-	rc = tfd_hook_apply(out, out_len, &ops, err, errlen);
-	free(out);
-	if (rc != 0)
-		return -1;
-	if (!WIFEXITED(status)) {
-		snprintf(err, errlen, "the hook %.300s was killed by signal %d", path, WTERMSIG(status));
-		return -1;
-	}
-	return WEXITSTATUS(status) == 0 ? 0 : hook_failed(path, WEXITSTATUS(status), err, errlen);
+	return applied(path, &ops, out, out_len, status, err, errlen);
 }
 
 /* 1: the hook ran for this containerised task (rc in *rc); 0: run it as usual. */

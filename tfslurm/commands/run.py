@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--requeue-on-ps-failure",
         action="store_true",
-        help="when a parameter server fails, the chief runs 'scontrol requeue' on its job before exiting 75",
+        help="when a parameter server fails, the chief requeues its job (as 'tfslurm requeue' does) before exiting 75",
     )
     parser.add_argument(
         "--show-plan",

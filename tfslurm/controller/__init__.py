@@ -11,7 +11,9 @@ pyslurm can answer them in-process and every other site with the commands Slurm 
     job = controller().job("1234")
     job.nodes, job.state, job.restart_count
 
-``controller()`` picks the backend; ``TFSLURM_CONTROLLER=commands`` forces the commands.
+``controller()`` picks the backend: pyslurm where it is installed, starts safely and is
+built for the Slurm release the controller runs (``pyslurm_backend``), else the commands;
+``TFSLURM_CONTROLLER=commands`` or ``=pyslurm`` asks for one (docs/pyslurm.md).
 """
 
 from __future__ import annotations
@@ -41,7 +43,13 @@ def controller(settings: Settings | None = None, environ: Mapping[str, str] | No
     (default: this process's)."""
     if settings is None:
         settings = Settings.from_environ()
-    settings.controller_backend()  # an unknown name is an error, whatever is installed
+    choice = settings.controller_backend()  # an unknown name is an error, whatever is installed
     from tfslurm.controller.commands import CommandController
 
+    if choice != "commands":
+        from tfslurm.controller import pyslurm_backend
+
+        chosen = pyslurm_backend.load(lambda: CommandController(environ), required=choice == "pyslurm")
+        if chosen is not None:
+            return chosen
     return CommandController(environ)

@@ -213,8 +213,11 @@ def run(
     role = resolve_role(jobs=settings.tf_dist or jobs, settings=settings)
     signum = _preemption.signal_number(preemption_signal, settings)
     stop = settings.stop_signals(signum)
-    # Under tfslurm run the child already handles them (and its parent translates SIGTERM).
-    flag = _preemption.install(signum, also=() if settings.watched else stop)
+    # Under tfslurm run the child already handles them (and its parent translates SIGTERM);
+    # in a container it started, this process is not that child: Slurm's own SIGTERM to
+    # every process of the step reaches it here.
+    handled = settings.watched and not settings.watched_in_container
+    flag = _preemption.install(signum, also=() if handled else stop)
     prepare(role)
     if role.is_server:
         serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
@@ -236,7 +239,11 @@ def run(
         result = stops.EXIT_STOPPED  # type: ignore[assignment]
         # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
         # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # That SIGTERM also reaches this process as the preemption signal (tfslurm run
+        # translates it), and Python's shutdown puts the default action (death) back for a
+        # signal with a Python handler: ignore them all (SIG_IGN survives the shutdown).
+        for late in dict.fromkeys((signal.SIGTERM, signum, *stop)):
+            signal.signal(late, signal.SIG_IGN)
         if not (role.strategy == "ps" and role.job == "chief"):
             sys.stdout.flush()
             raise SystemExit(stops.EXIT_STOPPED)

@@ -12,6 +12,9 @@ the child's status. A Python program (``python script.py``, ``python -m mod``,
 ``script.py``) runs inside the child, after the preemption handler is in place; any other
 command runs as the child's own child, which passes signals on to it.
 
+With TFSLURM_CONTAINER set, the child starts that container command with the program after
+it (``runtime.container``); a Python program in it still gets stop signals translated.
+
 The program's environment is one dict (:func:`program_environ`): this process's
 environment plus TF_CONFIG, TFSLURM_ROLE, the role's GPU variables, no_proxy and
 TFSLURM_WATCHED. The child installs it (a Python program in it) or hands it to the command;
@@ -33,6 +36,7 @@ from tfslurm.errors import RestartCapReached, TfslurmError, one_line
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
+from tfslurm.runtime.container import container_prefix, container_start
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
@@ -201,7 +205,8 @@ def run_task(options: RunOptions, settings: Settings, environ: Mapping[str, str]
             f"no program given for {role.job}:{role.index}: use tfslurm run -- python train.py"
         )
     env = program_environ(role, environ, options.requeue_on_ps_failure, watched=True)
-    return launch(role, options.program, env, Stopping(stop, flag.signum, grace), timeout, requeue)
+    container = container_prefix(settings.container) if settings.container else ()
+    return launch(role, options.program, env, Stopping(stop, flag.signum, grace), timeout, requeue, container)
 
 
 def program_environ(
@@ -227,11 +232,20 @@ def launch(
     stopping: Stopping,
     peer_timeout: float,
     requeue: bool,
+    container: Sequence[str] = (),
 ) -> int:
     """Fork: the child runs ``argv`` with environment ``env`` and returns its status; this
     process supervises it and returns the run's status (128+N for a signal, 85 when a stop
-    signal cut the training short; it exits 3 itself when a peer never came up)."""
+    signal cut the training short; it exits 3 itself when a peer never came up).
+
+    With a ``container`` prefix (TFSLURM_CONTAINER) the child starts the container command
+    with ``argv`` after it; a stop signal still reaches a Python ``argv`` as the preemption
+    signal, through the container runtime (``runtime.container``)."""
     program = parse_program(argv)
+    translate = program is not None
+    if container:
+        start = container_start(container, argv, env, os.getcwd())
+        argv, env, program = start.argv, start.env, None
     forward = stopping.forwarded
     sys.stdout.flush()
     sys.stderr.flush()
@@ -243,7 +257,12 @@ def launch(
     parent = os.getpid()
     child = os.fork()
     if child == 0:
-        return _run_program(parent, role, argv, program, env, stopping, requeue)
+        # A Python program in a container: the stop signals come translated from this
+        # process; the child passes only those on, not each raw SIGTERM Slurm sends it too.
+        dropped = (
+            tuple(n for n in stopping.signals if n != stopping.preempt) if container and translate else ()
+        )
+        return _run_program(parent, role, argv, program, env, stopping, requeue, dropped)
     try:  # also here: the supervisor may kill the group before the child has set it
         os.setpgid(child, child)
     except OSError:
@@ -256,7 +275,7 @@ def launch(
         stopping.signals,
         stopping.preempt,
         stopping.grace,
-        translate=program is not None,
+        translate=translate,
     )
     ignore_signals(forward)
     print(
@@ -275,8 +294,10 @@ def _run_program(
     env: Mapping[str, str],
     stopping: Stopping,
     requeue: bool,
+    dropped: tuple[int, ...] = (),
 ) -> int:
-    """The forked child: run the program, with the forwarded signals still blocked."""
+    """The forked child: run the program, with the forwarded signals still blocked; a
+    command is not passed the ``dropped`` signals."""
     die_with_parent(parent)  # a SIGKILLed supervisor leaves no program behind
     os.setpgid(0, 0)  # a group of its own: the supervisor ends what is left of it
     forward = stopping.forwarded
@@ -285,7 +306,7 @@ def _run_program(
     preemption.install(stopping.preempt, also=stopping.signals)  # SIGTERM too, where TF leaves it to us
     with ps_failure_exit(role, requeue):
         if program is None:
-            return run_command(argv, forward, env)  # unblocks once it can pass signals on
+            return run_command(argv, forward, env, dropped)  # unblocks once it can pass signals on
         signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
         rc = run_in_process(program)
         ignore_signals(forward)
@@ -329,10 +350,13 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def run_command(argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str, str]) -> int:
+def run_command(
+    argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str, str], dropped: tuple[int, ...] = ()
+) -> int:
     """Run a non-Python command as a child with environment ``env`` and pass ``forward`` on
-    to it. Called with ``forward`` blocked: a signal that comes before the command has
-    started is held, not lost (nor does it kill this process and orphan the command)."""
+    to it, except ``dropped`` (ignored here). Called with ``forward`` blocked: a signal that
+    comes before the command has started is held, not lost (nor does it kill this process
+    and orphan the command)."""
     config = env.get("TF_CONFIG", "")
     if len(config) > TF_CONFIG_MAX_BYTES:
         raise TfslurmError(
@@ -355,9 +379,10 @@ def run_command(argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str,
         child.send_signal(signum)  # a no-op once the command has been reaped
 
     for signum in forward:
-        signal.signal(signum, forward_signal)
+        signal.signal(signum, signal.SIG_IGN if signum in dropped else forward_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # a signal held until now goes on
     rc = child.wait()
+    ignore_signals(forward)  # the command's status is in: a late signal must not replace it
     return 128 - rc if rc < 0 else rc
 
 

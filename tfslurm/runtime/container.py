@@ -1,0 +1,163 @@
+"""Starting the program inside a container: ``TFSLURM_CONTAINER``.
+
+``tfslurm run`` works the plan out where tfslurm is installed (outside the image) and starts
+``TFSLURM_CONTAINER`` (a command prefix such as ``ch-run /img --`` or
+``podman run IMAGE``) with the program after it. The container runtimes treat the
+environment and the start differently, so the prefix is completed per runtime
+(docs/containers.md):
+
+* Charliecloud (``ch-run``) passes the caller's environment on, but starts in ``/`` and
+  refuses to start without ``$USER``: it gets ``--cd=<the task's directory>`` and a
+  ``USER`` from the password database where none is set.
+* podman (``podman``, ``podman-hpc``) passes only the variables named with ``-e``: it gets
+  ``-e NAME`` for every variable of the program's environment but the host's own paths
+  (``PATH``, ``HOME``, ``PYTHONPATH`` ...: the image's win), ``--network=host`` (TF's
+  servers listen on the node's ports) and ``-w <the task's directory>``, each unless the
+  prefix already gives that option; options in the prefix come later and win.
+* Any other command is started as given, with the program's environment.
+
+A stop signal reaches a Python program in the container as the preemption signal, as it
+does a bare one (``runtime.launch``): the decision is made on the program after the prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+from tfslurm.errors import ContainerError, clip
+from tfslurm.settings import CONTAINER_VARIABLE, WATCHED_IN_CONTAINER, WATCHED_VARIABLE
+from tfslurm.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
+
+CHARLIECLOUD = ("ch-run",)
+PODMAN = ("podman", "podman-hpc")
+
+# The host's own paths and shell state: inside an image its own values must win.
+HOST_ONLY = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "HOSTNAME",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONUSERBASE",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+    }
+)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ContainerStart(Value):
+    """The command that starts the program in its container and that command's environment."""
+
+    __slots__ = ("argv", "env")
+    __match_args__ = ("argv", "env")
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.argv: Final = tuple(argv)
+        self.env: Final[Mapping[str, str]] = dict(env)
+
+
+def container_prefix(setting: str) -> tuple[str, ...]:
+    """``TFSLURM_CONTAINER`` split as a shell would; a ContainerError if it cannot be."""
+    try:
+        words = tuple(shlex.split(setting))
+    except ValueError as exc:
+        raise ContainerError(
+            f"{CONTAINER_VARIABLE}={clip(setting)!r} cannot be split into words ({exc}): "
+            "quote it as in a shell, e.g. TFSLURM_CONTAINER='ch-run /images/tf --'"
+        ) from None
+    if not words:
+        raise ContainerError(f"{CONTAINER_VARIABLE} is blank: unset it, or name a container command")
+    return words
+
+
+def runtime_of(prefix: Sequence[str]) -> str:
+    """``charliecloud``, ``podman`` or ``other``, by the prefix's command name."""
+    name = os.path.basename(prefix[0])
+    if name in CHARLIECLOUD:
+        return "charliecloud"
+    if name in PODMAN:
+        return "podman"
+    return "other"
+
+
+def container_start(
+    prefix: Sequence[str], program: Sequence[str], env: Mapping[str, str], cwd: str
+) -> ContainerStart:
+    """``prefix`` completed for its runtime, then ``program``; the environment to start it
+    with: ``env`` less TFSLURM_CONTAINER (a ``tfslurm run`` inside must not wrap again), and
+    TFSLURM_WATCHED=container: ``tfslurm run`` supervises it from outside, and
+    ``tfslurm.run`` in the program handles the stop signals Slurm sends every process of
+    the step itself, as ``tfslurm run``'s own child does."""
+    inner = {k: v for k, v in env.items() if k != CONTAINER_VARIABLE}
+    inner[WATCHED_VARIABLE] = WATCHED_IN_CONTAINER
+    runtime = runtime_of(prefix)
+    if runtime == "charliecloud":
+        added = [] if _has_option(prefix[1:], ("-c", "--cd")) else [f"--cd={cwd}"]
+        if not inner.get("USER"):
+            inner["USER"] = _user_name()
+        return ContainerStart([prefix[0], *added, *prefix[1:], *program], inner)
+    if runtime == "podman":
+        at = _run_word(prefix)
+        return ContainerStart([*prefix[: at + 1], *_podman_options(prefix[at + 1 :], inner, cwd),
+                               *prefix[at + 1 :], *program], inner)  # fmt: skip
+    return ContainerStart([*prefix, *program], inner)
+
+
+def passed_names(env: Mapping[str, str]) -> list[str]:
+    """The variables podman is told to pass on: all but the host's own paths."""
+    return sorted(name for name in env if name not in HOST_ONLY and _NAME.match(name))
+
+
+def _podman_options(given: Sequence[str], env: Mapping[str, str], cwd: str) -> list[str]:
+    options = [] if _has_option(given, ("--network", "--net")) else ["--network=host"]
+    if not _has_option(given, ("-w", "--workdir")):
+        options += ["-w", cwd]
+    for name in passed_names(env):
+        options += ["-e", name]
+    return options
+
+
+def _run_word(prefix: Sequence[str]) -> int:
+    for index, word in enumerate(prefix[1:], start=1):
+        if word == "run":
+            return index
+    raise ContainerError(
+        f"{CONTAINER_VARIABLE}={clip(shlex.join(prefix))!r} is a podman command without 'run': "
+        "use e.g. TFSLURM_CONTAINER='podman run IMAGE'"
+    )
+
+
+def _has_option(words: Sequence[str], names: Sequence[str]) -> bool:
+    """Whether ``words`` give one of the options ``names`` (``-w DIR``, ``--cd=DIR`` ...)."""
+    for word in words:
+        if word == "--":
+            return False
+        if word in names or any(word.startswith(n + "=") for n in names if n.startswith("--")):
+            return True
+        if any(len(n) == 2 and word.startswith(n) and not word.startswith("--") for n in names):
+            return True  # -wDIR
+    return False
+
+
+def _user_name() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (a site's directory service is down)
+        return str(os.getuid())
