@@ -1,13 +1,15 @@
 """What a lost node costs a job with a hot spare (root, Debian slurm-wlm, tensorflow-cpu).
 
-    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill]
+    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill] [--ps]
 
 Starts a 4-node local cluster (SlurmdTimeout 5 s) and submits ``mwms.sbatch`` with
 ``SBATCH_NO_KILL=set TFSLURM_SPARE_NODES=1``: three workers and one spare, the MWMS
 example with a checkpoint every 10 steps. When worker 0 logs step 45, node2 is set DOWN
 (``scontrol update``; ``--kill``: its slurmd and processes SIGKILLed instead). Prints, per
 run and as medians: the seconds from the loss to the step's failure (detection), to the
-relaunch, to the first step trained again, and the steps trained twice. These are the
+relaunch, to the first step trained again, and the steps trained twice. ``--ps``:
+``ps.sbatch`` with two tasks per node instead (chief and ps on node1, two workers on each of
+node2 and node3, node4 the spare), node2 lost when the chief logs step 45. These are the
 figures in docs/fault-tolerance.md.
 """
 
@@ -41,7 +43,18 @@ def wait_for(path: Path, pattern: re.Pattern[str], timeout: float) -> re.Match[s
     raise SystemExit(f"{pattern.pattern!r} not in {path} after {timeout} s")
 
 
-def one_run(cluster: LocalCluster, work: Path, kill: bool) -> dict[str, float]:
+# per strategy: the template, the example, sbatch's extra options, the step line of the
+# task that logs the training, and the line with the step a run resumes after
+STRATEGIES = {
+    "mwms": ("mwms.sbatch", "tfslurm.examples.mwms", (), r"\[worker:0\] step (\d+)/",
+             r"\[worker:0\] restart 0: resumed from \S+ at step (\d+)"),
+    "ps": ("ps.sbatch", "tfslurm.examples.ps", ("--ntasks-per-node=2",), r"\[chief:0\] step (\d+)/",
+           r"\[chief:0\] scheduling steps (\d+)\.\."),
+}  # fmt: skip
+
+
+def one_run(cluster: LocalCluster, work: Path, kill: bool, strategy: str) -> dict[str, float]:
+    template, example, options, step_line, resume_line = STRATEGIES[strategy]
     work.mkdir()
     work.chmod(0o755)
     tfslurm = str(Path(sys.executable).with_name("tfslurm"))
@@ -54,15 +67,24 @@ def one_run(cluster: LocalCluster, work: Path, kill: bool) -> dict[str, float]:
         "TFSLURM_SPARE_NODES": "1",
         "no_proxy": "*",
     }
-    program = ["python", "-m", "tfslurm.examples.mwms", "--steps", "200", "--step-delay", "0.05"]
+    program = ["python", "-m", example, "--steps", "200", "--step-delay", "0.05"]
     program += ["--log-every", "1", "--checkpoint-every", "10"]
     out = cluster.run(
-        ["sbatch", "--parsable", "-N4", "-o", str(work / "job.out"), template_path("mwms.sbatch"), *program],
+        [
+            "sbatch",
+            "--parsable",
+            "-N4",
+            *options,
+            "-o",
+            str(work / "job.out"),
+            template_path(template),
+            *program,
+        ],
         env_extra=env,
         cwd=str(work),
     )
     job, log = int(out.stdout.split(";")[0]), work / "job.out"
-    wait_for(log, re.compile(r"\[worker:0\] step 45/"), 180)
+    wait_for(log, re.compile(step_line.replace(r"(\d+)", "45")), 180)
     if kill:
         nodefail.kill_node(cluster, "node2")
         lost = time.time()
@@ -72,10 +94,11 @@ def one_run(cluster: LocalCluster, work: Path, kill: bool) -> dict[str, float]:
     found = wait_for(log, RELAUNCH, 180)
     state = cluster.wait_job(job, timeout=180)
     text = log.read_text()
-    failed_step = int(
-        re.findall(r"\[worker:0\] step (\d+)/", text[: text.index("Node failure on node2")])[-1]
-    )
-    resumed = int(re.findall(r"\[worker:0\] restart 0: resumed from \S+ at step (\d+)", text)[0])
+    failed_step = int(re.findall(step_line, text[: text.index("Node failure on node2")])[-1])
+    if strategy == "ps":  # the relaunched chief schedules from the step after its checkpoint
+        resumed = int(re.findall(resume_line, text)[1]) - 1
+    else:
+        resumed = int(re.findall(resume_line, text)[0])
     failed, started, stepped = float(found.group(2)), float(found.group(1)), float(found.group(3))
     nodefail.revive_node(cluster, "node2")
     cluster.wait_idle()
@@ -93,6 +116,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kill", action="store_true", help="kill node2 instead of setting it DOWN")
+    parser.add_argument(
+        "--ps", action="store_true", help="ParameterServerStrategy (ps.sbatch) instead of MWMS"
+    )
     args = parser.parse_args()
     missing = missing_requirements()
     if missing:
@@ -103,11 +129,12 @@ def main() -> int:
         os.chmod(tmp, 0o755)
         with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=5) as cluster:
             for n in range(args.runs):
-                row = one_run(cluster, Path(tmp) / f"run{n}", args.kill)
+                row = one_run(cluster, Path(tmp) / f"run{n}", args.kill, "ps" if args.ps else "mwms")
                 rows.append(row)
                 print("  ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
     how = "slurmd and processes killed (SlurmdTimeout 5 s)" if args.kill else "scontrol update State=DOWN"
-    print(f"MWMS 3 workers + 1 spare, node2 lost at step 45 ({how}), median of {args.runs}:")
+    what = "PS chief+ps, 4 workers + 1 spare" if args.ps else "MWMS 3 workers + 1 spare"
+    print(f"{what}, node2 lost at step 45 ({how}), median of {args.runs}:")
     for key, label in (
         ("detect", "loss -> step failed"),
         ("relaunch", "loss -> srun relaunched"),
