@@ -6,6 +6,7 @@ the real cluster: tests/test_containers_cluster.py, test_containers_training_clu
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 
@@ -114,7 +115,8 @@ PROGRAM = (
 @pytest.mark.parametrize("container", ["env --", "/usr/bin/env"])
 def test_sigterm_reaches_a_python_program_in_a_container_as_usr1(tmp_path, container):
     (tmp_path / "prog.py").write_text(PROGRAM)
-    proc = tfslurm_run("--", "python", str(tmp_path / "prog.py"), TFSLURM_CONTAINER=container)
+    # this Python, by path: a Debian root (tests/matrix.sh) has no `python` on PATH
+    proc = tfslurm_run("--", sys.executable, str(tmp_path / "prog.py"), TFSLURM_CONTAINER=container)
     assert proc.stdout is not None and proc.stdout.readline().split() == ["ready", "container", "False"]
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
@@ -123,7 +125,8 @@ def test_sigterm_reaches_a_python_program_in_a_container_as_usr1(tmp_path, conta
 
 def test_a_command_in_a_container_gets_sigterm_as_it_came(tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
-    proc = tfslurm_run("--", "sh", "-c", f"exec python {tmp_path / 'prog.py'}", TFSLURM_CONTAINER="env --")
+    program = f"exec {sys.executable} {tmp_path / 'prog.py'}"
+    proc = tfslurm_run("--", "sh", "-c", program, TFSLURM_CONTAINER="env --")
     assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
