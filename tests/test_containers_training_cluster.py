@@ -38,7 +38,7 @@ from jobs import (
     wait_for,
     wait_requeued_then_release,
 )
-from test_stops_cluster import GRACE, preempt, preemption_outlives_requeue
+from test_stops_cluster import GRACE, preempt, preemption_outlives_requeue, usr1_to_steps_requeued_by_exit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 
@@ -94,23 +94,12 @@ def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, r
 
 @pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
 def test_mwms_in_container_usr1_to_steps_requeues(preempt_cluster, root, tmp_path, runtime):
-    cluster, steps = preempt_cluster, 200
-    program = example("mwms", steps=steps, step_delay=0.03, log_every=20)
     options = contained(runtime, root, tmp_path, "-p", "low")
     options = (options[0], options[1] + ",TFSLURM_REQUEUE=exit", *options[2:])
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=options)
-    wait_for(log, r"step 40/200", timeout=120)
-    sent = time.monotonic()
-    cluster.run(["scancel", "--signal=USR1", str(job)], timeout=10)
-    stopped_at = preempted_at(log)
-    wait_requeued_then_release(cluster, job, timeout=90)
-    text = completed(cluster, job, log)
-    assert "tfslurm: training stopped early: exit 85 (RequeueExit=85" in text, text[-3000:]
-    assert resumed(text) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
-    in_sync(text, steps)
+    _, stopped_at, seconds = usr1_to_steps_requeued_by_exit(preempt_cluster, tmp_path, *options)
     print(
         f"\nMWMS in {runtime}, scancel --signal=USR1 (steps): checkpoint at step "
-        f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED"
+        f"{stopped_at}, 0 steps lost, {seconds:.1f} s to COMPLETED"
     )
 
 

@@ -226,10 +226,24 @@ def test_mwms_signal_to_steps_requeues_by_exit_code_no_scontrol(preempt_cluster,
     COMPLETED part way: the tasks checkpoint and exit 85; with TFSLURM_REQUEUE=exit the
     script runs no Slurm command and exits 85, and slurm.conf RequeueExit=85 requeues the
     job; the next run finishes every step."""
-    cluster, steps = preempt_cluster, 200
+    text, stopped_at, seconds = usr1_to_steps_requeued_by_exit(
+        preempt_cluster, tmp_path, "-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit"
+    )
+    assert "tfslurm: requeueing job" not in text  # no scontrol
+    print(
+        f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
+        f"{stopped_at}, 0 steps lost, {seconds:.1f} s to COMPLETED"
+    )
+
+
+def usr1_to_steps_requeued_by_exit(cluster, tmp: Path, *options: str) -> tuple[str, int, float]:
+    """The MWMS template (sbatch ``options``, which must set TFSLURM_REQUEUE=exit) stopped by
+    ``scancel --signal=USR1`` at step 40 of 200, requeued by exit status 85, released, run to
+    the end: every worker resumed at the checkpoint and the workers agree. (log, the step of
+    the checkpoint, seconds from the signal to COMPLETED)."""
+    steps = 200
     program = example("mwms", steps=steps, step_delay=0.03, log_every=20)
-    options = ("-p", "low", "--export", "ALL,TFSLURM_REQUEUE=exit")
-    job, log = submit(cluster, tmp_path, "mwms.sbatch", *program, options=options)
+    job, log = submit(cluster, tmp, "mwms.sbatch", *program, options=options)
     wait_for(log, r"step 40/200", timeout=120)
     sent = time.monotonic()
     cluster.run(["scancel", "--signal=USR1", str(job)], timeout=10)
@@ -237,13 +251,9 @@ def test_mwms_signal_to_steps_requeues_by_exit_code_no_scontrol(preempt_cluster,
     wait_requeued_then_release(cluster, job, timeout=90)
     text = completed(cluster, job, log)
     assert "tfslurm: training stopped early: exit 85 (RequeueExit=85" in text, text[-3000:]
-    assert "tfslurm: requeueing job" not in text  # no scontrol
     assert resumed(text) == [("0", str(stopped_at)), ("1", str(stopped_at))], text[-3000:]
     in_sync(text, steps)
-    print(
-        f"\nMWMS scancel --signal=USR1 (steps) -> RequeueExit=85: checkpoint at step "
-        f"{stopped_at}, 0 steps lost, {time.monotonic() - sent:.1f} s to COMPLETED"
-    )
+    return text, stopped_at, time.monotonic() - sent
 
 
 # ---------------------------------------------------------------- PS + ClusterCoordinator

@@ -220,6 +220,15 @@ static int run_hook(spank_t sp, const char *path, char *err, size_t errlen)
 	return applied(path, &ops, out, out_len, status, err, errlen);
 }
 
+/* A prolog=PATH hook is configured and this task step asked for --tf-dist. */
+static int runs_prolog(spank_t sp)
+{
+	char *optarg = NULL;
+
+	return tfd_config()->prolog[0] && is_tf_step(sp) &&
+	       spank_option_getopt(sp, tfd_option(), &optarg) == ESPANK_SUCCESS;
+}
+
 /* --- prolog=PATH for a task in a container (container.h) --------------------------- */
 
 /* Why the helper could not start, told when task_init needs it. */
@@ -227,12 +236,9 @@ static char container_err[512];
 
 int tfd_remote_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	char *optarg = NULL;
-
 	(void) ac;
 	(void) av;
-	if (!tfd_config()->prolog[0] || !is_tf_step(sp) ||
-	    spank_option_getopt(sp, tfd_option(), &optarg) != ESPANK_SUCCESS)
+	if (!runs_prolog(sp))
 		return 0;
 	if (tfd_container_prepare(sp, tfd_config()->prolog, container_err, sizeof(container_err)) != 0)
 		container_err[sizeof(container_err) - 1] = '\0';
@@ -280,12 +286,9 @@ static int in_container(spank_t sp, const char *path, int *rc, char *err, size_t
 
 int tfd_remote_user_init(spank_t sp, int ac, char **av)
 {
-	char *optarg = NULL;
-
 	(void) ac;
 	(void) av;
-	if (!tfd_config()->prolog[0] || !is_tf_step(sp) ||
-	    spank_option_getopt(sp, tfd_option(), &optarg) != ESPANK_SUCCESS)
+	if (!runs_prolog(sp))
 		return 0;
 	tfd_node_share();
 	return 0;
