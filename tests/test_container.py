@@ -77,6 +77,28 @@ def test_podman_keeps_the_network_and_directory_given(given, added):
     assert start.argv == ("podman-hpc", "run", *added, "-e", "TFSLURM_WATCHED", *given, "IMAGE", "python")
 
 
+def test_podman_writes_the_container_id_for_its_signaller():
+    prefix = ("podman", "--runtime", "runc", "run", "--rm", "IMAGE")
+    start = container_start(prefix, ("python",), {}, "/w", cidfile="/tmp/t/cid")
+    assert start.argv == (
+        "podman", "--runtime", "runc", "run", "--network=host", "-w", "/w", "-e", "TFSLURM_WATCHED",
+        "--cidfile", "/tmp/t/cid", "--rm", "IMAGE", "python",
+    )  # fmt: skip
+    assert start.signaller == ("podman", "--runtime", "runc", "kill", "--cidfile", "/tmp/t/cid", "--signal")
+
+
+@pytest.mark.parametrize("given", [("--cidfile", "/mine"), ("--cidfile=/mine",)])
+def test_podman_signals_through_a_container_id_file_given(given):
+    start = container_start(("podman", "run", *given, "IMAGE"), ("python",), {}, "/w", cidfile="/tmp/t/cid")
+    assert "/tmp/t/cid" not in start.argv and start.argv[-3:] == (*given[-1:], "IMAGE", "python")
+    assert start.signaller == ("podman", "kill", "--cidfile", "/mine", "--signal")
+
+
+def test_only_podman_has_a_signaller():
+    for prefix in (("ch-run", "/img", "--"), ("apptainer", "exec", "img.sif")):
+        assert container_start(prefix, ("python",), {}, "/w", cidfile="/tmp/t/cid").signaller == ()
+
+
 def test_other_commands_run_as_given():
     start = container_start(("apptainer", "exec", "img.sif"), ("python", "t.py"), ENV, "/w")
     assert start.argv == ("apptainer", "exec", "img.sif", "python", "t.py")
@@ -131,6 +153,82 @@ def test_a_command_in_a_container_gets_sigterm_as_it_came(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert out.split() == ["TERM"], err
+
+
+# A runtime that loses its program's status, as podman does when Slurm's SIGTERM to every
+# process of the step reaches it while it tears the container down: it exits 143.
+LOSSY_RUNTIME = (
+    "import signal, subprocess, sys\n"
+    "child = subprocess.Popen(sys.argv[1:])\n"
+    "signal.signal(signal.SIGUSR1, lambda s, f: child.send_signal(s))\n"
+    "child.wait()\n"
+    "sys.exit(143)\n"
+)
+
+
+def lossy_run(tmp_path, program: str, stop: bool):
+    (tmp_path / "prog.py").write_text(program)
+    (tmp_path / "runtime.py").write_text(LOSSY_RUNTIME)
+    container = f"{sys.executable} {tmp_path / 'runtime.py'}"
+    proc = tfslurm_run("--", sys.executable, str(tmp_path / "prog.py"), TFSLURM_CONTAINER=container)
+    assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
+    if stop:
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out, err
+
+
+def test_a_runtime_status_after_a_stop_is_the_stopped_status(tmp_path):
+    """After a stop signal the job must be requeued, not fail: 85, not the runtime's 143."""
+    rc, out, err = lossy_run(tmp_path, PROGRAM, stop=True)
+    assert (out.split()[-1:], rc) == (["USR1"], 85), err
+    assert (
+        "the container runtime ended with its own status 143 after SIGTERM: exit 85 (not 0: "
+        "training is unfinished; the template requeues the job)"
+    ) in err
+
+
+def test_a_runtime_status_without_a_stop_is_kept(tmp_path):
+    rc, _, err = lossy_run(tmp_path, "print('ready', flush=True)\n", stop=False)
+    assert rc == 143 and "exit 85" not in err, err
+
+
+# A podman whose own passing on of signals is broken (as once its ``runc kill`` died of
+# Slurm's SIGTERM to the step): only ``podman kill --cidfile F --signal N`` reaches the program.
+DEAF_PODMAN = """#!{python}
+import os, signal, subprocess, sys
+args = sys.argv[1:]
+cidfile = args[args.index("--cidfile") + 1]
+if args[0] == "kill":
+    os.kill(int(open(cidfile).read()), int(args[-1]))
+    sys.exit(0)
+for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+    signal.signal(signum, signal.SIG_IGN)
+program = subprocess.Popen(args[args.index("IMAGE") + 1 :], preexec_fn=lambda: signal.signal(signal.SIGUSR1, signal.SIG_DFL))
+open(cidfile, "w").write(str(program.pid))
+sys.exit(program.wait())
+"""
+
+
+def test_a_stop_reaches_the_program_past_a_deaf_podman(tmp_path):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    podman = tmp_path / "podman"
+    podman.write_text(DEAF_PODMAN.format(python=sys.executable))
+    podman.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    container = f"{podman} run IMAGE"
+    proc = tfslurm_run(
+        "--",
+        sys.executable,
+        str(tmp_path / "prog.py"),
+        TFSLURM_CONTAINER=container,
+        TMPDIR=str(tmp_path / "tmp"),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert (out.split(), proc.returncode) == (["USR1"], 85), err
+    assert list((tmp_path / "tmp").iterdir()) == [], "the container ID's directory is removed"
 
 
 def test_bad_container_setting_fails_tfslurm_run_with_one_line():

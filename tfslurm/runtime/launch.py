@@ -23,12 +23,15 @@ the supervising process's own environment is left as it was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
@@ -36,7 +39,7 @@ from tfslurm.errors import RestartCapReached, TfslurmError, one_line
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
-from tfslurm.runtime.container import container_prefix, container_start
+from tfslurm.runtime.container import container_prefix, container_start, runtime_of
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
@@ -243,9 +246,14 @@ def launch(
     signal, through the container runtime (``runtime.container``)."""
     program = parse_program(argv)
     translate = program is not None
+    signaller: tuple[str, ...] = ()
+    scratch = ""
     if container:
-        start = container_start(container, argv, env, os.getcwd())
-        argv, env, program = start.argv, start.env, None
+        if runtime_of(container) == "podman":  # where podman writes the container's ID
+            scratch = tempfile.mkdtemp(prefix="tfslurm-run-")
+        cidfile = os.path.join(scratch, "container-id") if scratch else ""
+        start = container_start(container, argv, env, os.getcwd(), cidfile)
+        argv, env, program, signaller = start.argv, start.env, None, start.signaller
     forward = stopping.forwarded
     sys.stdout.flush()
     sys.stderr.flush()
@@ -262,7 +270,11 @@ def launch(
         dropped = (
             tuple(n for n in stopping.signals if n != stopping.preempt) if container and translate else ()
         )
-        return _run_program(parent, role, argv, program, env, stopping, requeue, dropped)
+        try:
+            return _run_program(parent, role, argv, program, env, stopping, requeue, dropped, signaller)
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
     try:  # also here: the supervisor may kill the group before the child has set it
         os.setpgid(child, child)
     except OSError:
@@ -276,6 +288,7 @@ def launch(
         stopping.preempt,
         stopping.grace,
         translate=translate,
+        contained=bool(container),
     )
     ignore_signals(forward)
     print(
@@ -295,6 +308,7 @@ def _run_program(
     stopping: Stopping,
     requeue: bool,
     dropped: tuple[int, ...] = (),
+    signaller: Sequence[str] = (),
 ) -> int:
     """The forked child: run the program, with the forwarded signals still blocked; a
     command is not passed the ``dropped`` signals."""
@@ -306,7 +320,7 @@ def _run_program(
     preemption.install(stopping.preempt, also=stopping.signals)  # SIGTERM too, where TF leaves it to us
     with ps_failure_exit(role, requeue):
         if program is None:
-            return run_command(argv, forward, env, dropped)  # unblocks once it can pass signals on
+            return run_command(argv, forward, env, dropped, signaller)  # unblocks once it can pass signals on
         signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)
         rc = run_in_process(program)
         ignore_signals(forward)
@@ -351,12 +365,17 @@ def _exit_status(code: object) -> int:
 
 
 def run_command(
-    argv: Sequence[str], forward: tuple[int, ...], env: Mapping[str, str], dropped: tuple[int, ...] = ()
+    argv: Sequence[str],
+    forward: tuple[int, ...],
+    env: Mapping[str, str],
+    dropped: tuple[int, ...] = (),
+    signaller: Sequence[str] = (),
 ) -> int:
     """Run a non-Python command as a child with environment ``env`` and pass ``forward`` on
-    to it, except ``dropped`` (ignored here). Called with ``forward`` blocked: a signal that
-    comes before the command has started is held, not lost (nor does it kill this process
-    and orphan the command)."""
+    to it, except ``dropped`` (ignored here); with a ``signaller`` (a container runtime's
+    command that signals the program in the container, ``runtime.container``), through
+    that too. Called with ``forward`` blocked: a signal that comes before the command has
+    started is held, not lost (nor does it kill this process and orphan the command)."""
     config = env.get("TF_CONFIG", "")
     if len(config) > TF_CONFIG_MAX_BYTES:
         raise TfslurmError(
@@ -375,14 +394,23 @@ def run_command(
     except OSError as exc:
         raise TfslurmError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
 
+    signallers: list[subprocess.Popen[bytes]] = []
+
     def forward_signal(signum: int, frame: object) -> None:
         child.send_signal(signum)  # a no-op once the command has been reaped
+        if signaller and child.returncode is None:
+            quiet = subprocess.DEVNULL  # before the container has started it fails: the runtime got it
+            with contextlib.suppress(OSError):
+                signallers.append(subprocess.Popen([*signaller, str(signum)], stdout=quiet, stderr=quiet))
 
     for signum in forward:
         signal.signal(signum, signal.SIG_IGN if signum in dropped else forward_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # a signal held until now goes on
     rc = child.wait()
     ignore_signals(forward)  # the command's status is in: a late signal must not replace it
+    for started in signallers:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            started.wait(timeout=5)
     return 128 - rc if rc < 0 else rc
 
 

@@ -31,6 +31,12 @@ from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_mes
 from tfslurm.runtime.roles import Address, Role
 
 TERM_GRACE = 5.0
+# A container runtime's own statuses, not its program's: it could not start or run the
+# container (125-127), or Slurm's SIGTERM to every process of the step ended it (143).
+# Measured with podman 4.3: when the first task to exit 85 ends the step, another task's
+# podman, still tearing its container down, gets that SIGTERM and exits 143 ("container
+# not running") although its program exited 85; with --rm it exits 127.
+RUNTIME_STATUSES = (125, 126, 127, 128 + signal.SIGTERM)
 
 
 def watch_spec(role: Role) -> tuple[list[Address], int | None]:
@@ -114,6 +120,7 @@ class Supervisor:
         "_grace",
         "_reaped",
         "_stopping",
+        "contained",
         "preempt",
         "process",
         "role",
@@ -131,6 +138,7 @@ class Supervisor:
         preempt: int | None = None,
         stop_grace: float | None = None,
         translate: bool = True,
+        contained: bool = False,
     ) -> None:
         self.role = role
         self.process = Process(child)  # before any wait: the child cannot have been reaped yet
@@ -138,6 +146,7 @@ class Supervisor:
         self.preempt = preempt
         self.stop_grace = stop_grace
         self.translate = translate
+        self.contained = contained
         self.stopped_by: int | None = None
         self._grace: float | None = None
         self._stopping = threading.Event()
@@ -183,14 +192,22 @@ class Supervisor:
 
     def status(self, raw: int) -> int:
         """The run's exit status from the child's wait status ``raw``. A child stopped by a
-        stop signal that exits 0 has not finished its training: EXIT_STOPPED."""
+        stop signal that exits 0 has not finished its training: EXIT_STOPPED. So does a
+        container runtime that, after the stop, ends with a status of its own: the
+        program's status is lost and its training did not finish."""
         rc = _status(raw)
-        if self.stopped_by is None or rc not in (0, stops.EXIT_STOPPED):
+        if self.stopped_by is None:
+            return rc
+        name = signal.Signals(self.stopped_by).name
+        if rc in (0, stops.EXIT_STOPPED):
+            why = f"stopped early by {name}"
+        elif self.contained and rc in RUNTIME_STATUSES:
+            why = f"the container runtime ended with its own status {rc} after {name}"
+        else:
             return rc
         print(
-            f"tfslurm run: {self.role.job}:{self.role.index}: stopped early by "
-            f"{signal.Signals(self.stopped_by).name}: exit {stops.EXIT_STOPPED} (not 0: "
-            "training is unfinished; the template requeues the job)",
+            f"tfslurm run: {self.role.job}:{self.role.index}: {why}: exit {stops.EXIT_STOPPED} "
+            "(not 0: training is unfinished; the template requeues the job)",
             file=sys.stderr,
             flush=True,
         )
@@ -206,6 +223,7 @@ def supervise(
     preempt: int | None = None,
     stop_grace: float | None = None,
     translate: bool = True,
+    contained: bool = False,
 ) -> int:
     """Parent side of ``tfslurm run``: watch peers, pass signals on, return the child's
     exit status (128+N for a signal); exits 3 itself when a peer never came up.
@@ -215,9 +233,10 @@ def supervise(
     program, ``translate=False``, gets the signal as it came), and the child then has until
     Slurm's SIGKILL (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when
     given. If it then exits 0, the status becomes EXIT_STOPPED: the training was cut short
-    and the job must not end COMPLETED. SIGINT (and SIGTERM when it is not a stop signal)
+    and the job must not end COMPLETED; so it does when a ``contained`` child (a container
+    runtime) ends with a status of its own. SIGINT (and SIGTERM when it is not a stop signal)
     is passed on and the child SIGKILLed TERM_GRACE seconds later."""
-    supervisor = Supervisor(child, role, stop, preempt, stop_grace, translate)
+    supervisor = Supervisor(child, role, stop, preempt, stop_grace, translate, contained)
     for signum in forward:
         signal.signal(signum, supervisor.on_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # blocked by the caller over fork
