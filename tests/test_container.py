@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -204,9 +206,15 @@ if args[0] == "kill":
     sys.exit(0)
 for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
     signal.signal(signum, signal.SIG_IGN)
-program = subprocess.Popen(args[args.index("IMAGE") + 1 :], preexec_fn=lambda: signal.signal(signal.SIGUSR1, signal.SIG_DFL))
+# a session of its own, as under podman's conmon: killing this process leaves it running
+program = subprocess.Popen(
+    args[args.index("IMAGE") + 1 :],
+    preexec_fn=lambda: signal.signal(signal.SIGUSR1, signal.SIG_DFL),
+    start_new_session=True,
+)
 open(cidfile, "w").write(str(program.pid))
-sys.exit(program.wait())
+status = program.wait()
+sys.exit(128 - status if status < 0 else status)
 """
 
 
@@ -229,6 +237,40 @@ def test_a_stop_reaches_the_program_past_a_deaf_podman(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert (out.split(), proc.returncode) == (["USR1"], 85), err
     assert list((tmp_path / "tmp").iterdir()) == [], "the container ID's directory is removed"
+
+
+STUBBORN = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+    "print('ready', os.getpid(), flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_a_stop_grace_kills_the_program_in_a_podman_container(tmp_path):
+    """The program under podman is not a process of tfslurm run's: the grace's SIGKILL
+    reaches it through ``podman kill``, or it would outlive the step."""
+    (tmp_path / "prog.py").write_text(STUBBORN)
+    podman = tmp_path / "podman"
+    podman.write_text(DEAF_PODMAN.format(python=sys.executable))
+    podman.chmod(0o755)
+    proc = tfslurm_run(
+        "--",
+        sys.executable,
+        str(tmp_path / "prog.py"),
+        TFSLURM_CONTAINER=f"{podman} run IMAGE",
+        TFSLURM_STOP_GRACE="1",
+    )
+    assert proc.stdout is not None
+    ready, pid = proc.stdout.readline().split()
+    assert ready == "ready"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGKILL, err  # as without a container
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+        assert time.monotonic() < deadline, f"the program in the container (pid {pid}) outlived tfslurm run"
+        time.sleep(0.05)
 
 
 def test_bad_container_setting_fails_tfslurm_run_with_one_line():

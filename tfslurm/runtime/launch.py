@@ -39,7 +39,7 @@ from tfslurm.errors import RestartCapReached, TfslurmError, one_line
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
-from tfslurm.runtime.container import container_prefix, container_start, runtime_of
+from tfslurm.runtime.container import ContainerStart, container_prefix, container_start, runtime_of
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.roles import Role, resolve_role
@@ -248,6 +248,7 @@ def launch(
     translate = program is not None
     signaller: tuple[str, ...] = ()
     scratch = ""
+    start: ContainerStart | None = None
     if container:
         if runtime_of(container) == "podman":  # where podman writes the container's ID
             scratch = tempfile.mkdtemp(prefix="tfslurm-run-")
@@ -288,7 +289,7 @@ def launch(
         stopping.preempt,
         stopping.grace,
         translate=translate,
-        contained=bool(container),
+        container=start,
     )
     ignore_signals(forward)
     print(

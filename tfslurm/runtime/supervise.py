@@ -19,14 +19,16 @@ The watcher therefore lives in another process:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tfslurm.runtime import stops
+from tfslurm.runtime.container import ContainerStart
 from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_message
 from tfslurm.runtime.roles import Address, Role
 
@@ -120,7 +122,7 @@ class Supervisor:
         "_grace",
         "_reaped",
         "_stopping",
-        "contained",
+        "container",
         "preempt",
         "process",
         "role",
@@ -138,7 +140,7 @@ class Supervisor:
         preempt: int | None = None,
         stop_grace: float | None = None,
         translate: bool = True,
-        contained: bool = False,
+        container: ContainerStart | None = None,
     ) -> None:
         self.role = role
         self.process = Process(child)  # before any wait: the child cannot have been reaped yet
@@ -146,7 +148,7 @@ class Supervisor:
         self.preempt = preempt
         self.stop_grace = stop_grace
         self.translate = translate
-        self.contained = contained
+        self.container = container
         self.stopped_by: int | None = None
         self._grace: float | None = None
         self._stopping = threading.Event()
@@ -184,7 +186,18 @@ class Supervisor:
         """In a thread: SIGKILL the child once a deadline set by a signal has passed."""
         self._stopping.wait()
         if not self._reaped.wait(self._grace):
-            self.process.kill()
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the child, and first the program in its container where the runtime can
+        be told to: podman's container runs under its own monitor (conmon), not as a
+        process of the child, and outlives the podman process killed here."""
+        if self.container is not None and self.container.signaller:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                quiet = subprocess.DEVNULL
+                killer = [*self.container.signaller, str(int(signal.SIGKILL))]
+                subprocess.run(killer, stdout=quiet, stderr=quiet, timeout=30, check=False)
+        self.process.kill()
 
     def reaped(self) -> None:
         """The child was reaped: no deadline kills anything any more."""
@@ -201,7 +214,7 @@ class Supervisor:
         name = signal.Signals(self.stopped_by).name
         if rc in (0, stops.EXIT_STOPPED):
             why = f"stopped early by {name}"
-        elif self.contained and rc in RUNTIME_STATUSES:
+        elif self.container is not None and rc in RUNTIME_STATUSES:
             why = f"the container runtime ended with its own status {rc} after {name}"
         else:
             return rc
@@ -223,7 +236,7 @@ def supervise(
     preempt: int | None = None,
     stop_grace: float | None = None,
     translate: bool = True,
-    contained: bool = False,
+    container: ContainerStart | None = None,
 ) -> int:
     """Parent side of ``tfslurm run``: watch peers, pass signals on, return the child's
     exit status (128+N for a signal); exits 3 itself when a peer never came up.
@@ -233,15 +246,15 @@ def supervise(
     program, ``translate=False``, gets the signal as it came), and the child then has until
     Slurm's SIGKILL (GraceTime/KillWait) to checkpoint, or ``stop_grace`` seconds when
     given. If it then exits 0, the status becomes EXIT_STOPPED: the training was cut short
-    and the job must not end COMPLETED; so it does when a ``contained`` child (a container
-    runtime) ends with a status of its own. SIGINT (and SIGTERM when it is not a stop signal)
+    and the job must not end COMPLETED; so it does when the child runs a ``container``
+    runtime that ends with a status of its own. SIGINT (and SIGTERM when it is not a stop signal)
     is passed on and the child SIGKILLed TERM_GRACE seconds later."""
-    supervisor = Supervisor(child, role, stop, preempt, stop_grace, translate, contained)
+    supervisor = Supervisor(child, role, stop, preempt, stop_grace, translate, container)
     for signum in forward:
         signal.signal(signum, supervisor.on_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forward)  # blocked by the caller over fork
     threading.Thread(target=supervisor.kill_when_due, daemon=True).start()
-    gave_up = _watch_peers(role, timeout, supervisor.process)
+    gave_up = _watch_peers(role, timeout, supervisor.kill)
     _, raw = os.waitpid(child, 0)
     supervisor.reaped()
     _kill_group(child)  # the child leads its own group (runtime.launch): helpers it left behind
@@ -250,7 +263,7 @@ def supervise(
     return supervisor.status(raw)
 
 
-def _watch_peers(role: Role, timeout: float, process: Process) -> threading.Event:
+def _watch_peers(role: Role, timeout: float, kill: Callable[[], None]) -> threading.Event:
     """Start watching this task's peers; the event is set (after the one-line message)
     when one did not come up within ``timeout`` and the child was killed for it."""
     gave_up = threading.Event()
@@ -260,7 +273,7 @@ def _watch_peers(role: Role, timeout: float, process: Process) -> threading.Even
         def on_timeout(missing: list[Address], waited: float) -> None:
             print(missing_peer_message(role.describe(), missing, waited), file=sys.stderr, flush=True)
             gave_up.set()  # after the message: the main thread exits as soon as it is set
-            process.kill()
+            kill()
 
         PeerWatch(peers, timeout, on_timeout, own).start()
     return gave_up
