@@ -69,9 +69,9 @@ def podman_base() -> list[str]:
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
     nproc = pid_max if nproc == resource.RLIM_INFINITY else min(nproc, pid_max)
     runtime = ["--runtime", "runc"] if Path("/sys/fs/cgroup/unified").is_dir() else []
-    # No --rm: podman 4.3 removing the container while a signal from Slurm is being passed
-    # on loses its exit status (seen: 127 for a task that exited 85). remove_containers()
-    # removes them, by this label.
+    # No --rm by default: the run is then left to inspect. remove_containers() removes the
+    # containers by this label. (With --rm, podman 4.3 removing the container while Slurm's
+    # SIGTERM comes exits 127 for a task that exited 85: tfslurm run takes that as 85.)
     return ["podman", *runtime, "run", "--label", LABEL, "--ulimit", f"nofile={nofile}:{nofile}",
             "--ulimit", f"nproc={nproc}:{nproc}"]  # fmt: skip
 
@@ -83,16 +83,23 @@ def remove_containers() -> None:
 
 
 def prefix(
-    runtime: str, root: Path, work: Path, *, with_tfslurm: bool = True, env_host: bool = False
+    runtime: str,
+    root: Path,
+    work: Path,
+    *,
+    with_tfslurm: bool = True,
+    env_host: bool = False,
+    remove: bool = False,
 ) -> list[str]:
     """The command that starts a program in the image: ``work`` (the test's directory) at
     the same path inside, the checkout at /opt/tfslurm when ``with_tfslurm``. ``env_host``
-    (podman): the whole caller's environment passes, as ch-run's does."""
+    (podman): the whole caller's environment passes, as ch-run's does; ``remove`` (podman):
+    ``--rm``, as users often start it."""
     if runtime == "charliecloud":  # ch-run binds the host's /tmp: work is there already
         mount = ["-b", f"{CHECKOUT}:/opt/tfslurm"] if with_tfslurm else []
         return ["ch-run", *mount, str(root), "--"]
     mount = ["-v", f"{CHECKOUT}:/opt/tfslurm:ro"] if with_tfslurm else []
-    return [*podman_base(), "--network=host", *(["--env-host"] if env_host else []), *mount, "-v", f"{work}:{work}",
+    return [*podman_base(), *(["--rm"] if remove else []), "--network=host", *(["--env-host"] if env_host else []), *mount, "-v", f"{work}:{work}",
             "--rootfs", f"{root}:O"]  # fmt: skip
 
 

@@ -7,6 +7,8 @@ reaches the program in the container.
   resumes at that step and ends COMPLETED with the weights of an uninterrupted bare run.
 * ``scancel --signal=USR1`` to the steps, per runtime: the same, requeued by
   RequeueExit=85.
+* Both also with ``podman run --rm``, whose exit status after Slurm's signal is podman's own
+  (127 or 143), not the program's 85.
 * ps.sbatch (both runtimes): the chief's program in the container; every step runs.
 
 The image has no Python of this machine: a program that ran at all ran in the container.
@@ -51,16 +53,17 @@ def preempt_cluster(slurm_cluster_factory, root):
 
 
 def contained(runtime: str, root: Path, work: Path, *options: str) -> tuple[str, ...]:
-    """sbatch options that run the job's programs in ``runtime``'s container. PATH (ch-run
-    passes the caller's on): this checkout's Python outside, the image's /usr/local/bin
-    inside, where that directory does not exist."""
+    """sbatch options that run the job's programs in ``runtime``'s container (``podman --rm``:
+    podman with --rm). PATH (ch-run passes the caller's on): this checkout's Python outside,
+    the image's /usr/local/bin inside, where that directory does not exist."""
     work.chmod(0o755)
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
-    container = " ".join(prefix(runtime, root, work))
+    name, _, remove = runtime.partition(" ")
+    container = " ".join(prefix(name, root, work, remove=remove == "--rm"))
     return ("--export", f"ALL,PATH={path},TFSLURM_CONTAINER={container}", *options)
 
 
-@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman", "podman --rm"])
 def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, root, tmp_path, runtime):
     cluster, steps = preempt_cluster, 300
     program = example("mwms", steps=steps, log_every=20)
@@ -92,7 +95,7 @@ def test_mwms_in_container_preempted_resumes_to_equal_weights(preempt_cluster, r
     )
 
 
-@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman", "podman --rm"])
 def test_mwms_in_container_usr1_to_steps_requeues(preempt_cluster, root, tmp_path, runtime):
     options = contained(runtime, root, tmp_path, "-p", "low")
     options = (options[0], options[1] + ",TFSLURM_REQUEUE=exit", *options[2:])
