@@ -124,7 +124,8 @@ def test_torch_from_the_taskprolog_on_the_second_interface(
 def test_keras_data_parallel_fit_across_two_nodes_on_eth1(slurm_cluster: LocalCluster) -> None:
     """No KERAS_BACKEND in the job: ``tfslurm.keras.initialize()`` picks JAX, the backend
     Keras runs multi-process on (Keras alone would take TensorFlow, installed here too)."""
-    rows = run_step(slurm_cluster, "keras", ("-N2", "-n2"), iface="eth1")
+    # named nodes: a node still completing the last test's job would give Slurm others
+    rows = run_step(slurm_cluster, "keras", ("-w", "node[1-2]", "-N2", "-n2"), iface="eth1")
     check_ranks(rows, 2)
     assert {r["node"] for r in rows} == {"node1", "node2"}
     for row in rows:
