@@ -6,6 +6,7 @@ the real cluster: tests/test_containers_cluster.py, test_containers_training_clu
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -218,20 +219,19 @@ sys.exit(128 - status if status < 0 else status)
 """
 
 
-def test_a_stop_reaches_the_program_past_a_deaf_podman(tmp_path):
-    (tmp_path / "prog.py").write_text(PROGRAM)
+def deaf_podman(tmp_path: Path, program: str, **env: str) -> subprocess.Popen[str]:
+    """``tfslurm run`` of ``program`` in the deaf podman's container."""
+    (tmp_path / "prog.py").write_text(program)
     podman = tmp_path / "podman"
     podman.write_text(DEAF_PODMAN.format(python=sys.executable))
     podman.chmod(0o755)
-    (tmp_path / "tmp").mkdir()
     container = f"{podman} run IMAGE"
-    proc = tfslurm_run(
-        "--",
-        sys.executable,
-        str(tmp_path / "prog.py"),
-        TFSLURM_CONTAINER=container,
-        TMPDIR=str(tmp_path / "tmp"),
-    )
+    return tfslurm_run("--", sys.executable, str(tmp_path / "prog.py"), TFSLURM_CONTAINER=container, **env)
+
+
+def test_a_stop_reaches_the_program_past_a_deaf_podman(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    proc = deaf_podman(tmp_path, PROGRAM, TMPDIR=str(tmp_path / "tmp"))
     assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
@@ -250,27 +250,27 @@ STUBBORN = (
 def test_a_stop_grace_kills_the_program_in_a_podman_container(tmp_path):
     """The program under podman is not a process of tfslurm run's: the grace's SIGKILL
     reaches it through ``podman kill``, or it would outlive the step."""
-    (tmp_path / "prog.py").write_text(STUBBORN)
-    podman = tmp_path / "podman"
-    podman.write_text(DEAF_PODMAN.format(python=sys.executable))
-    podman.chmod(0o755)
-    proc = tfslurm_run(
-        "--",
-        sys.executable,
-        str(tmp_path / "prog.py"),
-        TFSLURM_CONTAINER=f"{podman} run IMAGE",
-        TFSLURM_STOP_GRACE="1",
-    )
+    (tmp_path / "tmp").mkdir()
+    proc = deaf_podman(tmp_path, STUBBORN, TFSLURM_STOP_GRACE="1", TMPDIR=str(tmp_path / "tmp"))
     assert proc.stdout is not None
     ready, pid = proc.stdout.readline().split()
     assert ready == "ready"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGKILL, err  # as without a container
+    assert list((tmp_path / "tmp").iterdir()) == [], "the container ID's directory is removed"
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+    while running(int(pid)):
         assert time.monotonic() < deadline, f"the program in the container (pid {pid}) outlived tfslurm run"
         time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
 
 
 def test_bad_container_setting_fails_tfslurm_run_with_one_line():

@@ -246,7 +246,6 @@ def launch(
     signal, through the container runtime (``runtime.container``)."""
     program = parse_program(argv)
     translate = program is not None
-    signaller: tuple[str, ...] = ()
     scratch = ""
     start: ContainerStart | None = None
     if container:
@@ -254,7 +253,7 @@ def launch(
             scratch = tempfile.mkdtemp(prefix="tfslurm-run-")
         cidfile = os.path.join(scratch, "container-id") if scratch else ""
         start = container_start(container, argv, env, os.getcwd(), cidfile)
-        argv, env, program, signaller = start.argv, start.env, None, start.signaller
+        argv, env, program = start.argv, start.env, None
     forward = stopping.forwarded
     sys.stdout.flush()
     sys.stderr.flush()
@@ -271,11 +270,8 @@ def launch(
         dropped = (
             tuple(n for n in stopping.signals if n != stopping.preempt) if container and translate else ()
         )
-        try:
-            return _run_program(parent, role, argv, program, env, stopping, requeue, dropped, signaller)
-        finally:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+        signaller = start.signaller if start is not None else ()
+        return _run_program(parent, role, argv, program, env, stopping, requeue, dropped, signaller)
     try:  # also here: the supervisor may kill the group before the child has set it
         os.setpgid(child, child)
     except OSError:
@@ -291,6 +287,8 @@ def launch(
         translate=translate,
         container=start,
     )
+    if scratch:  # here, not in the child, which may be SIGKILLed before it gets to it
+        shutil.rmtree(scratch, ignore_errors=True)
     ignore_signals(forward)
     print(
         f"tfslurm run: {role.job}:{role.index}: program finished, exit {rc} (t={time.time():.3f})",
