@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -147,6 +148,57 @@ static void kill_hook(pid_t pid, int *status)
 		;
 }
 
+/* A descriptor that polls readable once `pid` has exited (Linux 5.3+), else -1. */
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int) syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void) pid;
+	return -1;
+#endif
+}
+
+/*
+ * Reap the hook, whose output has closed, within what is left of the time: 0, 1 when
+ * it was killed for the deadline, -1 with err set.  The output closes a moment before
+ * the exit, so a non-blocking waitpid then usually finds it still running; a pidfd wakes
+ * us at the exit itself, where sleeping between tries would add the sleep to every step.
+ */
+static int wait_exit(pid_t pid, long deadline, int *status, char *err, size_t errlen)
+{
+	int pidfd = deadline < 0 ? -1 : open_pidfd(pid);
+	int rc = 0;
+
+	for (;;) {
+		pid_t done = waitpid(pid, status, deadline < 0 ? 0 : WNOHANG);
+
+		if (done == pid)
+			break;
+		if (done < 0 && errno != EINTR) {
+			tfd_set_err(err, errlen, "waitpid: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+		if (done == 0) {
+			struct pollfd pfd = { pidfd, POLLIN, 0 };
+
+			if (left_ms(deadline) == 0) {
+				kill_hook(pid, status);
+				rc = 1;
+				break;
+			}
+			if (pidfd >= 0)
+				poll(&pfd, 1, left_ms(deadline));
+			else
+				poll(NULL, 0, 1); /* no pidfd: try again in 1 ms */
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return rc;
+}
+
 int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsigned timeout_s,
 		     char **out, size_t *out_len, int *status, char *err, size_t errlen)
 {
@@ -240,27 +292,14 @@ int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const en
 	if (!buf || too_long || timed_out) {
 		kill_hook(pid, status);
 	} else {
-		/* output closed: wait for the exit, within what is left of the time */
-		for (;;) {
-			pid_t done = waitpid(pid, status, deadline < 0 ? 0 : WNOHANG);
+		int rc = wait_exit(pid, deadline, status, err, errlen);
 
-			if (done == pid)
-				break;
-			if (done < 0 && errno != EINTR) {
-				tfd_set_err(err, errlen, "waitpid: %s", strerror(errno));
-				free(buf);
-				kill(-pid, SIGKILL);
-				return -1;
-			}
-			if (done == 0) {
-				if (left_ms(deadline) == 0) {
-					timed_out = 1;
-					kill_hook(pid, status);
-					break;
-				}
-				poll(NULL, 0, 10);
-			}
+		if (rc < 0) {
+			free(buf);
+			kill(-pid, SIGKILL);
+			return -1;
 		}
+		timed_out = rc > 0;
 	}
 	if (timed_out) {
 		tfd_set_err(err, errlen, "the hook %.300s did not finish within %u s and was killed "

@@ -460,6 +460,21 @@ static void unit_hook(void)
 		printf("FAIL hook run timeout after closing stdout: %s\n", err);
 		failures++;
 	}
+	/* output closed, then an exit well within the limit: reaped at the exit, status kept */
+	f = fopen(script, "w");
+	fprintf(f, "#!/bin/sh\necho 'export A=1'\nexec >&-\nsleep 0.3\nexit 5\n");
+	fclose(f);
+	{
+		time_t t0 = time(NULL);
+
+		rc = tfd_hook_run(script, env, 5, &out, &out_len, &status, err, sizeof(err));
+		if (rc != 0 || !out || strcmp(out, "export A=1\n") != 0 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 5 || time(NULL) - t0 > 2) {
+			printf("FAIL hook run exit after closing stdout: rc %d, %s\n", rc, err);
+			failures++;
+		}
+		free(out);
+	}
 	/* not executable (the child's "cannot run" line goes to /dev/null here, so that a
 	 * passing `make check` prints nothing alarming) */
 	chmod(script, 0600);
