@@ -1,6 +1,6 @@
 """What ``--tf-dist`` adds to a step as the cluster grows: set-ups A and B on 8 to 128 nodes (root).
 
-    python bench/scale.py [--nodes 8,32,128] [--runs 8] [--warmup 1] [--big-tasks 16384] [--snapshot]
+    python bench/scale.py [--nodes 8,32,128] [--runs 12] [--warmup 1] [--big-tasks 16384] [--snapshot]
 
 For each cluster size N it starts a local cluster of N nodes (``tfslurm.localcluster``) in
 set-up A (the plugin runs the hook, ``prolog=``, once per node and step), then one in set-up
@@ -9,7 +9,10 @@ B (the hook is the TaskProlog of every task), and on each times, interleaved run
 n = 1. Plain steps in A run no hook at all; in B they run the wrapper, which exits at once
 (Slurm's own cost of any TaskProlog, which B's sites pay on every job). One cluster at a
 time: three clusters of 128 nodes at once fail steps on a 2-CPU VM ("Communication
-connection failure"). From the medians:
+connection failure"). The clusters track processes by process group (``proctrack/pgid``):
+the local cluster's ``proctrack/linuxproc`` reads every process of the one /proc that all
+nodes share here, a cost per node that grows with the cluster only on this machine. Timing
+starts once the CPUs are quiet. From the medians:
 
 * one node's added time: the 1-node step with ``--tf-dist`` minus the plain one there;
 * per node: the N-node step's added time / N.
@@ -56,6 +59,11 @@ TASKS_PER_NODE = 4
 ONE_NODE_MS = 40.0  # one node's added time on the largest cluster
 PER_NODE_GROWTH = 1.3  # per node on the largest cluster, at most this times the smallest's
 RESV_PORTS = "20000-20999"  # MpiParams: room for a step of up to 512 tasks a node
+# proctrack/linuxproc, the local cluster's default, walks all of /proc to find a step's
+# processes; here every node shares one /proc, so each node's walk grows with the cluster
+# (and with the hooks running on the other nodes), which a real node's does not.
+PROCTRACK = "ProctrackType=proctrack/pgid"
+QUIET_BUSY = 0.10  # the CPUs count as quiet below this busy fraction over a second
 TF_CONFIG_CAP = 131060  # longest TF_CONFIG the hook exports (docs/admin-guide.md)
 SETUPS = ("A", "B")
 #: Each task prints its rank, node, TF_CONFIG's length and TF_CONFIG (the big step: the descriptor).
@@ -70,6 +78,32 @@ def wait_idle(cluster: LocalCluster, timeout: float = 120) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"{cluster}: nodes not idle after {timeout:g} s")
         time.sleep(0.05)
+
+
+def busy_fraction(seconds: float = 1.0) -> float:
+    """Fraction of all CPUs' time spent busy over the next ``seconds`` (/proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(value) for value in f.readline().split()[1:]]
+        idle = ticks[3] + ticks[4]  # idle, iowait
+        return sum(ticks) - idle, sum(ticks)
+
+    busy0, total0 = sample()
+    time.sleep(seconds)
+    busy1, total1 = sample()
+    return (busy1 - busy0) / max(total1 - total0, 1)
+
+
+def wait_quiet(timeout: float = 180) -> float:
+    """Until the CPUs are quiet; the seconds waited. The kernel tears down the last
+    cluster's network namespaces in the background for a while after it stops, which
+    would be timed as part of whichever steps run meanwhile."""
+    started = time.monotonic()
+    while busy_fraction() > QUIET_BUSY:
+        if time.monotonic() - started > timeout:
+            raise SystemExit(f"the CPUs are still busy after {timeout:g} s; run the bench on an idle machine")
+    return time.monotonic() - started
 
 
 def task_lines(
@@ -158,7 +192,13 @@ def measure_size(
 ) -> tuple[dict[tuple[str, int], float], Check | None]:
     """Median ms of every (setting, nodes in the step) on clusters of ``nodes`` nodes; with
     ``big_tasks``, the big step's line and whether its check passed (set-up A's cluster)."""
-    base = {"num_nodes": nodes, "gpus": 0, "resv_ports": RESV_PORTS, "timeout": 300.0}
+    base = {
+        "num_nodes": nodes,
+        "gpus": 0,
+        "resv_ports": RESV_PORTS,
+        "timeout": 300.0,
+        "extra_conf_lines": [PROCTRACK],
+    }
     options = {"A": setup_a(plugin, wrapper), "B": setup_b(plugin, wrapper)}
     medians: dict[tuple[str, int], float] = {}
     big: Check | None = None
@@ -173,6 +213,10 @@ def measure_size(
                 for name in (f"{setup} plain", setup)
             ]
             times: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
+            waited = wait_quiet()
+            print(
+                f"... {setup} on {nodes} nodes: CPUs quiet after {waited:.0f} s", file=sys.stderr, flush=True
+            )
             for turn in range(warmup + runs):
                 shift = turn % len(cases)
                 for name, shape in cases[shift:] + cases[:shift]:
@@ -228,7 +272,7 @@ def report(results: dict[int, dict[tuple[str, int], float]]) -> list[Check]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="8,32,128", help="cluster sizes, comma-separated (1-200)")
-    parser.add_argument("--runs", type=int, default=8, help="timed runs of every setting per size")
+    parser.add_argument("--runs", type=int, default=12, help="timed runs of every setting per size")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--big-tasks", type=int, default=16384,
                         help="tasks of the descriptor-path step on the largest cluster (0: none)")  # fmt: skip
