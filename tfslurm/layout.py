@@ -28,7 +28,6 @@ import operator
 from itertools import compress, repeat
 
 from tfslurm import hostlist
-from tfslurm.cluster import count_per_node
 from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
@@ -40,11 +39,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Final, Literal
 
-    #: How a layout's map was made: one of Slurm's node distributions, or given as is.
-    #: ``"plane"`` goes with Layout.plane_size, ``"arbitrary"`` is a hostfile's order,
-    #: ``"default"`` is no -m (Slurm's default, laid out as block), ``"het"`` a heterogeneous
-    #: step (each component block over its own nodes), ``"given"`` a map given rank by rank
-    #: (a descriptor, a test), not from Slurm's rules.
+    #: How a layout's map was made: a Slurm node distribution ("plane" with Layout.plane_size,
+    #: "arbitrary" a hostfile's order, "default" no -m, laid out as block, "het" each component
+    #: block over its own nodes) or "given" rank by rank (a descriptor, a test).
     Distribution = Literal["block", "cyclic", "plane", "arbitrary", "default", "het", "given"]
 
 __all__ = [
@@ -157,7 +154,10 @@ class Layout(Value):
     @cached
     def task_counts(self) -> tuple[int, ...]:
         """How many tasks each node runs (indices as in ``nodes``)."""
-        return count_per_node(self.rank_node, len(self.nodes))
+        counts = [0] * len(self.nodes)
+        for node in self.rank_node:
+            counts[node] += 1
+        return tuple(counts)
 
     def index_of(self, node_name: str) -> int:
         """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
