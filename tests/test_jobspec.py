@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,6 +33,9 @@ def test_none_means_all_workers():
 def test_mapping_spec_and_star_in_mapping():
     assert parse_jobs({"ps": 1, "worker": 3}, 4) == {"ps": 1, "worker": 3}
     assert parse_jobs({"chief": 1, "worker": "*"}, 3) == {"chief": 1, "worker": 2}
+    assert parse_jobs(MappingProxyType({"chief": 1, "worker": "*"}), 3) == {"chief": 1, "worker": 2}
+    with pytest.raises(JobSpecError, match=r"jobs spec \[\('worker', 3\)\] is neither a string"):
+        parse_jobs([("worker", 3)], 3)
 
 
 def test_zero_count_jobs_are_left_out():

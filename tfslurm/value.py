@@ -72,6 +72,8 @@ def one_of(given: object, values: tuple[T, ...]) -> T | None:
     return None
 
 
+# Type checkers read ``cached`` as functools.cached_property, which behaves the same (without
+# its lock), so every use is typed; the class below is what runs.
 if TYPE_CHECKING:
     from functools import cached_property as cached
 else:
