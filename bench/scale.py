@@ -1,6 +1,7 @@
 """What ``--tf-dist`` adds to a step as the cluster grows: set-ups A and B on 8 to 128 nodes (root).
 
-    python bench/scale.py [--nodes 8,32,128] [--runs 12] [--warmup 1] [--big-tasks 16384] [--snapshot]
+    python bench/scale.py [--nodes 8,32,128] [--runs 12] [--warmup 1] [--big-tasks 16384]
+                          [--plan-tasks 100000] [--snapshot]
 
 For each cluster size N it starts a local cluster of N nodes (``tfslurm.localcluster``) in
 set-up A (the plugin runs the hook, ``prolog=``, once per node and step), then one in set-up
@@ -26,9 +27,14 @@ shape prints each task's ``TF_CONFIG``: every rank once, every address its own n
 On the largest cluster it also runs one step of ``--big-tasks`` tasks (``--overcommit``) in
 set-up A, whose ``TF_CONFIG`` would exceed Slurm's variable cap, so the hook exports the
 plan descriptor (``TFSLURM_DESCRIPTOR``) instead; every task's descriptor is checked to be
-the one plan of the step (each rank on its own node, no ``TF_CONFIG``). Slurm takes at most
-512 tasks a node (``MAX_TASKS_PER_NODE``; ``-n 100000`` on 128 nodes is refused); the
-default keeps the step's live processes under Linux's default ``pid_max`` (32768).
+the one plan of the step (each rank on its own node, no ``TF_CONFIG``). A step's tasks all
+live at once, forked from slurmstepd: about 540 KB each here (16,384 tasks took 8.6 GB), so
+the default stays well inside this machine's memory, Slurm's ``MaxTasksPerNode`` (512) and
+Linux's default ``pid_max`` (32768). A step of ``--plan-tasks`` tasks (100,000: some 53 GB)
+is planned without launching it: the hook, run as the plugin runs it (``--node``), in the
+environment Slurm gives the first task of the first, middle and last node of such a step
+on the largest cluster (``tests/stepenv.py``), must give every local task the one
+descriptor, whose plan puts every rank on its node.
 
 Prints the rows with ratios against the smallest cluster's figures and checks: one node's
 added time <= 40 ms on the largest cluster, per node there <= 1.3x the smallest's. Not part
@@ -41,18 +47,24 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tfslurm.cluster import Cluster
 from tfslurm.errors import ClusterError
+from tfslurm.layout import block_layout
 from tfslurm.localcluster import LocalCluster, missing_requirements
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from measure import Check, print_checks
 from setups import build, setup_a, setup_b, timed
+
+from stepenv import task_env
 
 SPEC = "worker:*"
 TASKS_PER_NODE = 4
@@ -187,12 +199,49 @@ def big_plan(cluster: LocalCluster, tasks: int) -> str:
     )
 
 
+def planned_step(hook: Path, nodes: int, tasks: int) -> Check:
+    """The hook's ``--node`` run for the first, middle and last node of a block step of
+    ``tasks`` tasks on ``nodes`` nodes (not launched): the descriptor, checked."""
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    layout = block_layout(names, [tasks // nodes + (i < tasks % nodes) for i in range(nodes)])
+    times, descriptors = [], set()
+    for node in sorted({0, nodes // 2, nodes - 1}):
+        ranks = layout.ranks_on(node)
+        env = task_env(layout, ranks[0], TFSLURM_TF_DIST=SPEC, PATH=os.defpath)
+        t0 = time.perf_counter()
+        done = subprocess.run([str(hook), "--node"], env=env, capture_output=True, text=True, timeout=120)
+        times.append(time.perf_counter() - t0)
+        exports = [line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("export ")]
+        found = [value for name, value in exports if name == "export TFSLURM_DESCRIPTOR"]
+        if (
+            done.returncode != 0
+            or len(found) != len(ranks)
+            or any(n == "export TF_CONFIG" for n, _ in exports)
+        ):
+            return (f"plan of {tasks} tasks: node {names[node]}: rc {done.returncode}, {len(found)} descriptors "
+                    f"for {len(ranks)} tasks: {done.stderr.strip()[-300:]}", False)  # fmt: skip
+        descriptors.update(found)
+    if len(descriptors) != 1:
+        return (f"plan of {tasks} tasks: {len(descriptors)} different descriptors", False)
+    plan = Cluster.from_descriptor(descriptors.pop())
+    right = plan.num_tasks == tasks and all(
+        plan.host_of(rank) == names[layout.rank_node[rank]] and plan.job_of(rank) == ("worker", rank)
+        for rank in range(tasks)
+    )
+    return (
+        f"plan of a {tasks}-task step on {nodes} nodes (not launched), the hook's --node run on 3 nodes: "
+        f"{min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms each, one descriptor for all their tasks, "
+        f"every rank on its node: {'yes' if right else 'NO'}",
+        right,
+    )
+
+
 def measure_size(
     plugin: Path, wrapper: Path, nodes: int, runs: int, warmup: int, big_tasks: int
 ) -> tuple[dict[tuple[str, int], float], Check | None]:
     """Median ms of every (setting, nodes in the step) on clusters of ``nodes`` nodes; with
     ``big_tasks``, the big step's line and whether its check passed (set-up A's cluster)."""
-    base = {
+    base: dict[str, Any] = {
         "num_nodes": nodes,
         "gpus": 0,
         "resv_ports": RESV_PORTS,
@@ -276,6 +325,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--big-tasks", type=int, default=16384,
                         help="tasks of the descriptor-path step on the largest cluster (0: none)")  # fmt: skip
+    parser.add_argument("--plan-tasks", type=int, default=100_000,
+                        help="tasks of the step planned, not launched, on the largest cluster (0: none)")  # fmt: skip
     parser.add_argument("--snapshot", action="store_true",
                         help="run the hook from a copy of git HEAD (not the working tree being edited)")  # fmt: skip
     args = parser.parse_args()
@@ -296,13 +347,15 @@ def main() -> int:
             big = args.big_tasks if size == sizes[-1] else 0
             results[size], outcome = measure_size(plugin, wrapper, size, args.runs, args.warmup, big)
             bigs += [outcome] if outcome else []
+        if args.plan_tasks:
+            bigs.append(planned_step(wrapper, sizes[-1], args.plan_tasks))
     print(f"srun -N<n> --ntasks-per-node={TASKS_PER_NODE} true, plain and --tf-dist={SPEC}: median of "
           f"{args.runs} interleaved runs each; {os.cpu_count()} CPUs, load average {load_before[0]:.1f} -> "
           f"{os.getloadavg()[0]:.1f}, {time.monotonic() - started:.0f} s; TF_CONFIG checked in every task")  # fmt: skip
     checks = report(results)
     for line, _ in bigs:
         print(line)
-    checks += [(f"descriptor step of {args.big_tasks} tasks checked in every task", ok) for _, ok in bigs]
+    checks += [(line.split(":")[0] + " checked", ok) for line, ok in bigs]
     return 0 if print_checks(checks) else 3
 
 

@@ -35,7 +35,7 @@ from tfslurm.frameworks import (
 from tfslurm.iface import IfaceError, IfaceHosts, check_iface_name, interface_address
 from tfslurm.layout import layout_for
 from tfslurm.plan import Cluster, Plan, plan_for
-from tfslurm.ports import PortKind, PortRule
+from tfslurm.ports import PortRule
 from tfslurm.prolog import task_changes
 from tfslurm.step import Step
 
@@ -107,7 +107,7 @@ def test_recorded_steps_give_every_runtime_slurms_real_placement(fid: str, tmp_p
 
 @given(
     layouts(),
-    st.sampled_from([PortRule(PortKind.EXPLICIT, base=20000), PortRule(PortKind.DERIVED, base=11000)]),
+    st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]),
     st.data(),
 )
 @settings(max_examples=120, deadline=None)
@@ -115,9 +115,7 @@ def test_any_layout_gives_every_runtime_the_layouts_ranks(layout, ports, data) -
     """Block, cyclic, plane and arbitrary (shuffled) layouts of uneven counts, and reserved
     ports with and without a spare one."""
     most = max(layout.tasks_on(i) for i in range(len(layout.nodes)))
-    reserved = PortRule(
-        PortKind.RESERVED, ports=tuple(range(30000, 30000 + most + data.draw(st.integers(0, 1))))
-    )
+    reserved = PortRule("reserved", ports=tuple(range(30000, 30000 + most + data.draw(st.integers(0, 1)))))
     rule = data.draw(st.sampled_from([ports, reserved]))
     n = layout.num_tasks
     plan = Plan(Cluster(layout.nodes, layout.rank_node, layout.rank_local, (("worker", n),), rule))

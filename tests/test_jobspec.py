@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tfslurm.errors import JobSpecError, TfslurmError
-from tfslurm.jobspec import TF_JOB_NAMES, JobOrder, format_jobs, near_tf_name, parse_jobs, split_spec
+from tfslurm.jobspec import TF_JOB_NAMES, format_jobs, near_tf_name, order_jobs, parse_jobs, split_spec
 
 
 def test_string_spec_keeps_written_order():
@@ -31,6 +33,9 @@ def test_none_means_all_workers():
 def test_mapping_spec_and_star_in_mapping():
     assert parse_jobs({"ps": 1, "worker": 3}, 4) == {"ps": 1, "worker": 3}
     assert parse_jobs({"chief": 1, "worker": "*"}, 3) == {"chief": 1, "worker": 2}
+    assert parse_jobs(MappingProxyType({"chief": 1, "worker": "*"}), 3) == {"chief": 1, "worker": 2}
+    with pytest.raises(JobSpecError, match=r"jobs spec \[\('worker', 3\)\] is neither a string"):
+        parse_jobs([("worker", 3)], 3)
 
 
 def test_zero_count_jobs_are_left_out():
@@ -40,8 +45,8 @@ def test_zero_count_jobs_are_left_out():
 
 def test_job_order_written_or_alphabetical():
     jobs = parse_jobs("worker:2,ps:1,chief:1,evaluator:1", 5)
-    assert list(JobOrder.WRITTEN.apply(jobs)) == ["worker", "ps", "chief", "evaluator"]
-    assert list(JobOrder.ALPHABETICAL.apply(jobs)) == ["chief", "evaluator", "ps", "worker"]
+    assert list(order_jobs(jobs, "written")) == ["worker", "ps", "chief", "evaluator"]
+    assert list(order_jobs(jobs, "alphabetical")) == ["chief", "evaluator", "ps", "worker"]
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from tfslurm.errors import (
     TfslurmError,
 )
 from tfslurm.gpus import ASSIGNED_VARIABLE as ASSIGNED_GPUS_VARIABLE
-from tfslurm.layout import Distribution, Layout, block_layout, cyclic_layout, layout_for, plane_layout
+from tfslurm.layout import Layout, block_layout, cyclic_layout, layout_for, plane_layout
 from tfslurm.plan import (
     DESCRIPTOR_VARIABLE,
     TF_CONFIG_MAX_BYTES,
@@ -32,7 +32,7 @@ from tfslurm.plan import (
     plan_for,
     plan_from_environ,
 )
-from tfslurm.ports import PortKind, PortRule
+from tfslurm.ports import PortRule
 from tfslurm.step import Step
 from tfslurm.tfcompat import TF_JOB_ORDER
 
@@ -111,7 +111,7 @@ def test_reserved_ports_are_used_by_local_id(tmp_path: Path) -> None:
             plan = plan_for(Step.from_environ(env))
             low = int(env["SLURM_STEP_RESV_PORTS"].split("-")[0])
             assert plan.own.port == low + int(env["SLURM_LOCALID"])
-            assert plan.cluster.ports.kind is PortKind.RESERVED
+            assert plan.cluster.ports.kind == "reserved"
 
 
 def test_gres_per_node_list_is_split_between_the_node_tasks(tmp_path: Path) -> None:
@@ -457,12 +457,12 @@ def layouts(draw: st.DrawFn) -> Layout:
     for node in order:
         local.append(seen[node])
         seen[node] += 1
-    return Layout(tuple(names), tuple(order), tuple(local), Distribution.ARBITRARY)
+    return Layout(tuple(names), tuple(order), tuple(local), "arbitrary")
 
 
 @given(
     layouts(),
-    st.sampled_from([PortRule(PortKind.EXPLICIT, base=20000), PortRule(PortKind.DERIVED, base=11000)]),
+    st.sampled_from([PortRule("explicit", base=20000), PortRule("derived", base=11000)]),
     st.data(),
 )
 @settings(max_examples=150, deadline=None)
@@ -498,20 +498,20 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
 
 
 def test_tf_config_escapes_what_json_must_escape() -> None:
-    cluster = Cluster(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule(PortKind.EXPLICIT, base=5000))
+    cluster = Cluster(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule("explicit", base=5000))
     plan = Plan(cluster, rank=0)
     assert json.loads(plan.tf_config())["cluster"] == {"worker": ['n"1:5000', "nø:5000"]}
 
 
 def test_explicit_local_ids_round_trip() -> None:
-    layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), Distribution.GIVEN, source="odd")
+    layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), "given", source="odd")
     plan = Plan(
         Cluster(
             layout.nodes,
             layout.rank_node,
             layout.rank_local,
             (("worker", 3),),
-            PortRule(PortKind.EXPLICIT, base=5000),
+            PortRule("explicit", base=5000),
         )
     )
     text = plan.cluster.descriptor()
@@ -536,9 +536,7 @@ def test_long_explicit_maps_are_compressed() -> None:
         seen[node] += 1
     nodes = tuple(f"n{i}" for i in range(50))
     plan = Plan(
-        Cluster(
-            nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule(PortKind.EXPLICIT, base=5000)
-        )
+        Cluster(nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule("explicit", base=5000))
     )
     text = plan.cluster.descriptor()
     assert ";map=z:" in text
@@ -692,7 +690,7 @@ def test_the_taskprolog_path_imports_only_what_it_needs() -> None:
 def test_gpu_plan_for_names_a_missing_or_foreign_rank() -> None:
     from tfslurm.plan import gpu_plan_for
 
-    layout = Layout(("n9", "n10"), (0, 0, 1), (0, 1, 0), Distribution.GIVEN, source="test")
+    layout = Layout(("n9", "n10"), (0, 0, 1), (0, 1, 0), "given", source="test")
     without_rank = {k: v for k, v in task_env().items() if k != "SLURM_PROCID"}
     with pytest.raises(SlurmEnvError, match="SLURM_PROCID is not set"):
         gpu_plan_for(Step.from_environ(without_rank), layout)

@@ -18,9 +18,9 @@ from tfslurm.errors import LayoutError, PortError, SlurmEnvError
 from tfslurm.layout import layout_for
 from tfslurm.ports import (
     DEFAULT_EPHEMERAL_RANGE,
+    PORT_KINDS,
     SPAN_RESERVE,
     STEP_STRIDE,
-    PortKind,
     PortRule,
     derived_base,
     derived_window,
@@ -77,10 +77,10 @@ def test_slurm_reserved_ports_are_used_by_local_id(fid: str, label: str) -> None
     for task, step, rule in rules_of(fid, label):
         reserved = task.env.get("SLURM_STEP_RESV_PORTS")
         if reserved and not multi_het:
-            assert rule.kind is PortKind.RESERVED
+            assert rule.kind == "reserved"
             assert rule.port(step.localid) == parse_port_list(reserved)[step.localid]
         else:
-            assert rule.kind is PortKind.DERIVED
+            assert rule.kind == "derived"
             low, high = derived_window(LINUX)
             assert low <= rule.port(step.localid) <= high
 
@@ -92,11 +92,11 @@ def test_het_step_does_not_trust_the_union_of_reservations() -> None:
     assert ("10_het_srun", "s0") in multi and ("21_sbatch_hetjob", "s0_het01") in multi
     for fid, label in multi:
         for _task, step, rule in rules_of(fid, label):
-            assert rule.kind is PortKind.DERIVED
+            assert rule.kind == "derived"
             # ... also without the layout's help:
-            assert port_rule(step, 3, ephemeral_range=LINUX).kind is PortKind.DERIVED
+            assert port_rule(step, 3, ephemeral_range=LINUX).kind == "derived"
     for _task, _step, rule in rules_of("21_sbatch_hetjob", "s1_het1"):  # one component: fine
-        assert rule == PortRule(PortKind.RESERVED, ports=(20079, 20080, 20081, 20082))
+        assert rule == PortRule("reserved", ports=(20079, 20080, 20081, 20082))
 
 
 # Ranges sites give MpiParams=ports: Slurm's documented example, Cray's, this suite's.
@@ -122,7 +122,7 @@ def test_het_step_derived_ports_avoid_usual_mpiparams_ranges() -> None:
             for step_id in (0, 1, 2, 7):
                 rule = port_rule(with_ids(step, job_id, step_id), 4, ephemeral_range=LINUX)
                 ports = [rule.port(i) for i in range(4)]
-                assert rule.kind is PortKind.DERIVED
+                assert rule.kind == "derived"
                 assert not any(lo <= p <= hi for p in ports for lo, hi in USUAL_MPI_RANGES), (job_id, ports)
                 assert not set(ports) & set(shown)
 
@@ -141,15 +141,15 @@ def test_mpi_clear_window_moves_past_the_shown_ports() -> None:
 
 def test_bare_resv_ports_reserves_nothing_so_ports_are_derived() -> None:
     for _task, step, rule in rules_of("14_resv_ports", "s0"):
-        assert step.resv_ports is None and rule.kind is PortKind.DERIVED
+        assert step.resv_ports is None and rule.kind == "derived"
 
 
 def test_explicit_port_base_wins_over_reservation() -> None:
     step = Step.from_environ(FIXTURES["15_resv_ports_3"].steps["s0"][1].env)
     rule = port_rule(step, 2, port_base=8888)
-    assert rule == PortRule(PortKind.EXPLICIT, base=8888) and rule.port(1) == 8889
+    assert rule == PortRule("explicit", base=8888) and rule.port(1) == 8889
     env = dict(FIXTURES["15_resv_ports_3"].steps["s0"][1].env, TFSLURM_PORT_BASE="15000")
-    assert port_rule(Step.from_environ(env), 2) == PortRule(PortKind.EXPLICIT, base=15000)
+    assert port_rule(Step.from_environ(env), 2) == PortRule("explicit", base=15000)
     assert port_rule(Step.from_environ(env), 2, port_base=9000).base == 9000
 
 
@@ -181,7 +181,7 @@ def test_too_few_reserved_ports_is_a_clear_error() -> None:
 
 
 def test_reserved_rule_has_no_port_past_its_list() -> None:
-    rule = PortRule(PortKind.RESERVED, ports=(20060, 20061))
+    rule = PortRule("reserved", ports=(20060, 20061))
     with pytest.raises(
         PortError, match=r"local id 2 has no port: Slurm reserved 2 \(SLURM_STEP_RESV_PORTS=20060-20061\)"
     ):
@@ -249,7 +249,7 @@ def test_parse_port_list_rejects_garbage(text: str) -> None:
 @given(
     st.one_of(
         st.lists(st.integers(1, 65535), min_size=1, max_size=40, unique=True).map(
-            lambda ports: PortRule(PortKind.RESERVED, ports=tuple(sorted(ports)))
+            lambda ports: PortRule("reserved", ports=tuple(sorted(ports)))
         ),
         st.builds(PortRule, st.sampled_from(["derived", "explicit"]), base=st.integers(1, 65535)),
     )
@@ -257,8 +257,8 @@ def test_parse_port_list_rejects_garbage(text: str) -> None:
 def test_encode_decode_round_trip(rule: PortRule) -> None:
     text = rule.encode()
     assert PortRule.decode(text) == rule
-    assert "," not in text or rule.kind is PortKind.RESERVED
-    assert len(text) < 16 or rule.kind is PortKind.RESERVED
+    assert "," not in text or rule.kind == "reserved"
+    assert len(text) < 16 or rule.kind == "reserved"
 
 
 @pytest.mark.parametrize("text", ["", "r", "d", "x123", "d-1", "d65536", "e12a", "rfoo", "d123456", None, 5])
@@ -271,19 +271,27 @@ def test_rule_validation() -> None:
     with pytest.raises(PortError, match="port rule kind 'random' is not one of reserved, derived, explicit"):
         PortRule("random", base=1)
     with pytest.raises(PortError):
-        PortRule(PortKind.RESERVED)
+        PortRule("reserved")
     with pytest.raises(PortError):
-        PortRule(PortKind.DERIVED, base=None)
+        PortRule("derived", base=None)
     with pytest.raises(PortError, match="past 65535"):
-        PortRule(PortKind.EXPLICIT, base=65535).port(1)
+        PortRule("explicit", base=65535).port(1)
 
 
-def test_a_kinds_text_stands_for_it() -> None:
-    """A port kind's text stands for the PortKind member: PortRule takes it, and they compare equal."""
-    assert PortRule("reserved", ports=(20000,)) == PortRule(PortKind.RESERVED, ports=(20000,))
-    assert PortRule("explicit", base=8888).kind is PortKind.EXPLICIT
-    assert PortKind.DERIVED == "derived" and f"{PortKind.DERIVED}" == str(PortKind.DERIVED) == "derived"
-    assert PortRule.decode("d23456") == PortRule(PortKind.DERIVED, base=23456)
+def test_every_port_kind_is_shown_encoded_and_decoded() -> None:
+    """A kind is its name: shown as is, one letter in the descriptor, read back the same."""
+    rules = [
+        PortRule("reserved", ports=(20000,)),
+        PortRule("derived", base=23456),
+        PortRule("explicit", base=8888),
+    ]
+    assert tuple(rule.kind for rule in rules) == PORT_KINDS
+    assert [rule.encode() for rule in rules] == ["r20000", "d23456", "e8888"]
+    assert [PortRule.decode(rule.encode()) for rule in rules] == rules
+    assert [rule.describe() for rule in rules[1:]] == [
+        "derived: 23456 + local id",
+        "explicit: 8888 + local id",
+    ]
 
 
 # --- the derived rule ------------------------------------------------------------------------

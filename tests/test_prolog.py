@@ -501,6 +501,16 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []
 
 
+def test_hook_modules_do_not_import_enum() -> None:
+    """Named cases on the hook path are str values typed as Literals (tfslurm.value), not
+    enums: importing enum and building the classes costs more than the hook's own work."""
+    sources = {name: Path(importlib.import_module(name).__file__ or "").read_text() for name in HOOK_MODULES}
+    assert len(sources) == len(HOOK_MODULES)
+    assert [
+        name for name, text in sorted(sources.items()) if "import enum" in text or "from enum" in text
+    ] == []
+
+
 def test_hook_path_defines_values_and_no_dataclasses() -> None:
     classes = [
         value

@@ -12,7 +12,7 @@ from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, Stop
 from tfslurm.runtime import stops
 from tfslurm.runtime.peers import peer_timeout_from_env
 from tfslurm.runtime.preemption import signal_number
-from tfslurm.settings import Settings, UnevenGpus
+from tfslurm.settings import Settings
 from tfslurm.step import (
     FIELD_VARIABLES,
     GpuVariables,
@@ -48,7 +48,7 @@ def test_every_setting_is_read_and_parsed() -> None:
     assert settings.port_base() == 30000
     assert settings.frameworks == "tf,jax"
     assert settings.iface == "ib0"
-    assert settings.uneven_gpus() is UnevenGpus.ERROR
+    assert settings.uneven_gpus() == "error"
     assert settings.peer_timeout() == 2.5
     assert settings.preempt_signal() == signal.SIGUSR2
     assert settings.stop_signals(signal.SIGUSR2) == (signal.SIGUSR2, signal.SIGTERM, signal.SIGHUP)
@@ -63,7 +63,7 @@ def test_unset_and_empty_settings_are_the_defaults() -> None:
         assert settings.tf_dist is None and not settings.asked_for_cluster
         assert settings.host_template is None and settings.iface is None
         assert settings.port_base() is None
-        assert settings.uneven_gpus() is UnevenGpus.WARN
+        assert settings.uneven_gpus() == "warn"
         assert settings.peer_timeout() == 300.0
         assert settings.preempt_signal() == signal.SIGUSR1
         assert settings.stop_signals(signal.SIGUSR1) == (signal.SIGUSR1, signal.SIGTERM)

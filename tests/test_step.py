@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import observed
 from tfslurm.errors import SlurmEnvError
-from tfslurm.step import Context, HetComponent, Step
+from tfslurm.step import HetComponent, Step
 
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
 
@@ -22,7 +22,7 @@ def test_each_recorded_task_is_a_step_task_with_own_identity(fid: str) -> None:
     for tasks in FIXTURES[fid].steps.values():
         for task in tasks:
             step = Step.from_environ(task.env)
-            assert step.context is Context.STEP
+            assert step.context == "step"
             assert step.procid == task.procid
             assert step.node_name == task.hostname
             assert step.localid == int(task.env["SLURM_LOCALID"])
@@ -39,7 +39,7 @@ def test_each_recorded_task_is_a_step_task_with_own_identity(fid: str) -> None:
 @pytest.mark.parametrize("fid", [f for f in sorted(FIXTURES) if FIXTURES[f].batch])
 def test_batch_script_is_batch_and_says_so(fid: str) -> None:
     step = Step.from_environ(FIXTURES[fid].batch.env)
-    assert step.context is Context.BATCH
+    assert step.context == "batch"
     assert step.nodelist is None and step.step_id is None
     with pytest.raises(
         SlurmEnvError, match=r"^SLURM_STEP_NODELIST is not set: this is a batch script.*srun$"
@@ -50,14 +50,14 @@ def test_batch_script_is_batch_and_says_so(fid: str) -> None:
 def test_salloc_shell_is_an_allocation() -> None:
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2"}
     step = Step.from_environ(env)
-    assert step.context is Context.ALLOCATION
+    assert step.context == "allocation"
     with pytest.raises(SlurmEnvError, match="SLURM_PROCID is not set: this is an salloc shell"):
         step.require("procid")
 
 
 def test_outside_slurm() -> None:
     step = Step.from_environ({"PATH": "/bin", "HOME": "/root"})
-    assert step.context is Context.OUTSIDE
+    assert step.context == "outside"
     assert step.env == {}
     with pytest.raises(SlurmEnvError, match="not running under Slurm"):
         step.require("nodelist")
@@ -187,4 +187,4 @@ def test_any_garbage_is_either_accepted_or_a_slurm_env_error(garbage: dict[str, 
     except SlurmEnvError as exc:
         assert "\n" not in str(exc) and str(exc).split("=")[0] in NUMERIC
     else:
-        assert step.context is Context.STEP
+        assert step.context == "step"

@@ -11,9 +11,9 @@ import dataclasses
 
 from tfslurm.cluster import Cluster
 from tfslurm.plan import Plan, PlanOptions, TaskPlan
-from tfslurm.ports import PortKind, PortRule
+from tfslurm.ports import PortRule
 from tfslurm.settings import Settings
-from tfslurm.step import Context, Step
+from tfslurm.step import Step
 
 
 def value_types_are_read_only(step: Step, settings: Settings, task: TaskPlan, cluster: Cluster) -> None:
@@ -29,8 +29,9 @@ def they_are_not_dataclasses(task: TaskPlan, options: PlanOptions) -> None:
 
 
 def constructors_are_checked() -> None:
-    Step(Context.STEP, procid="0")  # type: ignore[arg-type]
-    PortRule(PortKind.EXPLICIT, bases=1)  # type: ignore[call-arg]
+    Step("step", procid="0")  # type: ignore[arg-type]
+    PortRule("explicit", bases=1)  # type: ignore[call-arg]
+    PortRule("random", base=1)  # type: ignore[arg-type]
     Plan()  # type: ignore[call-arg]
 
 

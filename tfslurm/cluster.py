@@ -24,13 +24,10 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-from collections import Counter
-from functools import cached_property
-
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import is_int_in
-from tfslurm.value import Value
+from tfslurm.value import Value, cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -229,7 +226,7 @@ class Cluster(Value):
         return next((count for name, count in self.jobs if name == job), 0)
 
     # -- where ---------------------------------------------------------------------------
-    @cached_property
+    @cached
     def hosts(self) -> tuple[str, ...]:
         """The host name of each node (the node name through the host template)."""
         if self.host_names is not None:
@@ -247,7 +244,7 @@ class Cluster(Value):
         assert self.ports is not None
         return self.ports.port(self.rank_local[self.check_rank(rank)])
 
-    @cached_property
+    @cached
     def addresses(self) -> tuple[str, ...]:
         """``host:port`` of every rank, in rank order."""
         hosts = [host + ":" for host in self.hosts]
@@ -280,7 +277,7 @@ class Cluster(Value):
         extra = "" if self.rpc_layer is None else ',"rpc_layer":' + json_string(self.rpc_layer)
         return '{"cluster":' + cluster + ',"task":' + task + extra + "}"
 
-    @cached_property
+    @cached
     def json_floor(self) -> int:
         """A lower bound of the cluster JSON's size, in O(nodes): ``"host:port",`` per rank."""
         if self.rank_port is not None:
@@ -291,11 +288,11 @@ class Cluster(Value):
             count * (len(host) + digits + 4) for host, count in zip(self.hosts, self.counts, strict=True)
         )
 
-    @cached_property
+    @cached
     def _cluster_json(self) -> str:
         return self._json_of(include_evaluator=True)
 
-    @cached_property
+    @cached
     def _training_cluster_json(self) -> str:
         return self._json_of(include_evaluator=False)
 
@@ -340,7 +337,7 @@ class Cluster(Value):
         """Compact text from which :meth:`from_descriptor` rebuilds this cluster."""
         return self._descriptor
 
-    @cached_property
+    @cached
     def _descriptor(self) -> str:
         from tfslurm.descriptor import Descriptor  # only a too-large TF_CONFIG needs it
 
@@ -363,8 +360,10 @@ def _seen_in_training(name: str, count: int) -> bool:
 
 def count_per_node(rank_node: Sequence[int], num_nodes: int) -> tuple[int, ...]:
     """How many ranks each node index has."""
-    tally = Counter(rank_node)  # counted in C: 100k ranks in a few ms
-    return tuple(tally.get(node, 0) for node in range(num_nodes))
+    tally = [0] * num_nodes
+    for node in rank_node:  # 100k ranks in a few ms
+        tally[node] += 1
+    return tuple(tally)
 
 
 def json_plain(text: str) -> bool:

@@ -3,7 +3,7 @@
 A spec is written ``"ps:1,worker:3"`` (the ``--tf-dist`` / ``TFSLURM_TF_DIST`` form) or as a
 mapping ``{"ps": 1, "worker": 3}``. One job may take ``*``: all ranks the others leave.
 Ranks are given jobs **in the order written**: with ``"chief:1,worker:*"`` rank 0 is the
-chief, ranks 1.. are workers 0... :class:`JobOrder` names the other order a caller may want
+chief, ranks 1.. are workers 0... :data:`JobOrder` names the other order a caller may want
 (alphabetical: TF's own ``SlurmClusterResolver``, see ``tfslurm.tfcompat``).
 
 Only the standard library is used: this runs in the TaskProlog of every task.
@@ -11,26 +11,35 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
-
 from tfslurm.errors import JobSpecError
 from tfslurm.errors import shown as _shown
 from tfslurm.numbers import ascii_int, is_int_in
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Final, Literal, TypeGuard
+
+    #: A jobs spec as callers give it: the ``--tf-dist`` text, a mapping, or None (all workers).
+    JobsSpec = str | Mapping[str, int | str] | None
+    #: The order in which jobs take ranks: ``"written"`` (as the spec lists them:
+    #: ``"chief:1,worker:*"`` makes rank 0 the chief) or ``"alphabetical"`` (by job name).
+    JobOrder = Literal["written", "alphabetical"]
+
 __all__ = [
+    "JOB_ORDERS",
     "REST",
     "TF_JOB_NAMES",
-    "JobOrder",
-    "JobsSpec",
     "format_jobs",
     "near_tf_name",
+    "order_jobs",
     "parse_jobs",
     "split_spec",
 ]
 
 REST = "*"
-JobsSpec = str | Mapping[str, int | str] | None
+#: Every JobOrder.
+JOB_ORDERS: Final[tuple[JobOrder, ...]] = ("written", "alphabetical")
 
 # TF's ClusterSpec accepts these names; the job names TF's strategies understand are
 # chief/worker/ps/evaluator, but a plan can name any job (e.g. for a custom server setup).
@@ -84,7 +93,7 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
     if isinstance(spec, str):
         entries = split_spec(spec)
         shown = _shown(spec, _SHOWN)
-    elif isinstance(spec, Mapping):
+    elif _is_mapping(spec):
         entries = _mapping_entries(spec)
         shown = _show_mapping(spec)
     else:
@@ -117,17 +126,21 @@ def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
     return jobs
 
 
-class JobOrder(enum.Enum):
-    """The order in which jobs take ranks."""
+def order_jobs(jobs: Mapping[str, int], order: JobOrder) -> dict[str, int]:
+    """``jobs`` (resolved by :func:`parse_jobs`) in the ``order`` given."""
+    if order == "alphabetical":
+        return dict(sorted(jobs.items()))
+    return dict(jobs)
 
-    WRITTEN = "written"  # as the spec lists them: "chief:1,worker:*" makes rank 0 the chief
-    ALPHABETICAL = "alphabetical"  # by job name
 
-    def apply(self, jobs: Mapping[str, int]) -> dict[str, int]:
-        """``jobs`` (resolved by :func:`parse_jobs`) in this order."""
-        if self is JobOrder.ALPHABETICAL:
-            return dict(sorted(jobs.items()))
-        return dict(jobs)
+def _is_mapping(spec: object) -> TypeGuard[Mapping[str, int | str]]:
+    """Whether ``spec`` is a mapping; collections.abc is imported only for a spec that is
+    neither a ``str`` nor a ``dict``, which the TaskProlog hook (a ``str``) never has."""
+    if isinstance(spec, dict):
+        return True
+    from collections.abc import Mapping
+
+    return isinstance(spec, Mapping)
 
 
 def format_jobs(jobs: Mapping[str, int | str]) -> str:

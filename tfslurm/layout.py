@@ -24,10 +24,7 @@ it is and how to launch it instead, rather than returning a wrong map.
 
 from __future__ import annotations
 
-import enum
 import operator
-from collections import Counter
-from functools import cached_property
 from itertools import compress, repeat
 
 from tfslurm import hostlist
@@ -35,16 +32,21 @@ from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
 from tfslurm.step import MAX_TASKS, Step
-from tfslurm.value import Value
+from tfslurm.value import Value, cached, one_of
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Final
+    from typing import Final, Literal
+
+    #: How a layout's map was made: a Slurm node distribution ("plane" with Layout.plane_size,
+    #: "arbitrary" a hostfile's order, "default" no -m, laid out as block, "het" each component
+    #: block over its own nodes) or "given" rank by rank (a descriptor, a test).
+    Distribution = Literal["block", "cyclic", "plane", "arbitrary", "default", "het", "given"]
 
 __all__ = [
+    "DISTRIBUTIONS",
     "MAX_TASKS",
-    "Distribution",
     "Layout",
     "LayoutError",
     "arbitrary_layout",
@@ -55,23 +57,23 @@ __all__ = [
 ]
 
 
-class Distribution(enum.Enum):
-    """How a layout's map was made: one of Slurm's node distributions, or given as is."""
-
-    BLOCK = "block"
-    CYCLIC = "cyclic"
-    PLANE = "plane"  # with Layout.plane_size
-    ARBITRARY = "arbitrary"  # a hostfile's order
-    DEFAULT = "default"  # no -m: Slurm's default, laid out as block
-    HET = "het"  # a heterogeneous step: each component block over its own nodes
-    GIVEN = "given"  # a map given rank by rank (a descriptor, a test), not from Slurm's rules
+#: Every Distribution.
+DISTRIBUTIONS: Final[tuple[Distribution, ...]] = (
+    "block",
+    "cyclic",
+    "plane",
+    "arbitrary",
+    "default",
+    "het",
+    "given",
+)
 
 
 class Layout(Value):
     """The rank -> node map of a step. Node indices refer to ``nodes``.
 
     ``distribution`` says how the map was made, with ``plane_size`` for
-    :attr:`Distribution.PLANE` and ``source`` naming where a map came from (a hostfile, the
+    ``"plane"`` and ``source`` naming where a map came from (a hostfile, the
     caller's per-node counts; shown by :attr:`method`). ``component_sizes`` is the task count
     of each component of a heterogeneous step (ranks of component 0 first), empty for an
     ordinary step. Derived tables are cached on first use (``__dict__``).
@@ -98,7 +100,7 @@ class Layout(Value):
         plane_size: int | None = None,
         source: str | None = None,
     ) -> None:
-        if not isinstance(distribution, Distribution):
+        if distribution not in DISTRIBUTIONS:
             raise TypeError(f"Layout distribution {distribution!r} is not a layout.Distribution")
         self.nodes: Final = nodes
         self.rank_node: Final = rank_node
@@ -113,15 +115,15 @@ class Layout(Value):
         """The layout for people: ``block``, ``plane=2``, ``default (block)``,
         ``arbitrary (SLURM_HOSTFILE /path)``, ``het(block : block)``, ..."""
         kind = self.distribution
-        if kind is Distribution.PLANE:
+        if kind == "plane":
             return f"plane={self.plane_size}"
-        if kind is Distribution.DEFAULT:
+        if kind == "default":
             return "default (block)"
-        if kind is Distribution.HET:
+        if kind == "het":
             return "het(" + " : ".join("block" for _ in self.component_sizes) + ")"
-        if kind is Distribution.GIVEN:
-            return self.source or kind.value
-        return kind.value if self.source is None else f"{kind.value} ({self.source})"
+        if kind == "given":
+            return self.source or kind
+        return kind if self.source is None else f"{kind} ({self.source})"
 
     @property
     def num_tasks(self) -> int:
@@ -149,11 +151,13 @@ class Layout(Value):
     def tasks_on(self, node_index: int) -> int:
         return self.task_counts[self._check_node(node_index)]
 
-    @cached_property
+    @cached
     def task_counts(self) -> tuple[int, ...]:
         """How many tasks each node runs (indices as in ``nodes``)."""
-        counts = Counter(self.rank_node)
-        return tuple(map(counts.__getitem__, range(len(self.nodes))))
+        counts = [0] * len(self.nodes)
+        for node in self.rank_node:
+            counts[node] += 1
+        return tuple(counts)
 
     def index_of(self, node_name: str) -> int:
         """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
@@ -163,11 +167,11 @@ class Layout(Value):
             raise LayoutError(f"node {node_name!r} is not one of this step's nodes")
         return index
 
-    @cached_property
+    @cached
     def _node_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.nodes)}
 
-    @cached_property
+    @cached
     def _ranks_by_node(self) -> tuple[tuple[int, ...], ...]:
         by_node: list[list[int]] = [[] for _ in self.nodes]
         for rank, node in enumerate(self.rank_node):
@@ -218,7 +222,7 @@ def block_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
     for index, count in enumerate(counts):
         rank_node.extend(repeat(index, count))
         rank_local.extend(range(count))
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.BLOCK)
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "block")
 
 
 def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layout:
@@ -227,7 +231,7 @@ def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layo
         raise LayoutError(f"plane size {size} must be at least 1")
     _check_counts(nodes, counts)
     if size == 1:
-        return _cyclic(nodes, counts, Distribution.PLANE, 1)
+        return _cyclic(nodes, counts, "plane", 1)
     rank_node: list[int] = []
     rank_local: list[int] = []
     active = [i for i, c in enumerate(counts) if c > 0]
@@ -239,13 +243,13 @@ def plane_layout(nodes: Sequence[str], counts: Sequence[int], size: int) -> Layo
             rank_local.extend(range(start, start + take))
         start += size
         active = [i for i in active if counts[i] > start]
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.PLANE, plane_size=size)
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "plane", plane_size=size)
 
 
 def cyclic_layout(nodes: Sequence[str], counts: Sequence[int]) -> Layout:
     """Round ``j`` gives one rank to each node, in node order, that has more than ``j``."""
     _check_counts(nodes, counts)
-    return _cyclic(nodes, counts, Distribution.CYCLIC)
+    return _cyclic(nodes, counts, "cyclic")
 
 
 def _cyclic(
@@ -287,7 +291,7 @@ def arbitrary_layout(nodes: Sequence[str], hosts: Sequence[str], source: str | N
     for rank, index in enumerate(rank_node):
         rank_local[rank] = seen[index]
         seen[index] += 1
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.ARBITRARY, source=source)
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "arbitrary", source=source)
 
 
 # --- the current step ---------------------------------------------------------------------
@@ -327,24 +331,24 @@ def layout_for(step: Step) -> Layout:
         return layout
 
     kind, plane = _node_distribution(step)
-    if kind is Distribution.ARBITRARY:
+    if kind == "arbitrary":
         return _arbitrary_for(step, nodes, counts)
-    if kind is Distribution.CYCLIC:
+    if kind == "cyclic":
         layout = cyclic_layout(nodes, counts)
-    elif kind is Distribution.PLANE:
+    elif kind == "plane":
         if plane is None:
             raise LayoutError(
                 f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} but SLURM_DIST_PLANESIZE is not set"
             )
         layout = plane_layout(nodes, counts, plane)
-    elif kind is Distribution.BLOCK:
+    elif kind == "block":
         layout = block_layout(nodes, counts)
-    elif kind is Distribution.DEFAULT:
+    elif kind == "default":
         # Slurm <= 25.11 lays out a step without -m as block (cyclic when every node has
         # one task, which is the same map). Slurm >= 26.05 with a topology plugin orders
         # by topology instead, which the environment does not show: _verify catches it.
         layout = block_layout(nodes, counts)
-        layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, Distribution.DEFAULT)
+        layout = Layout(layout.nodes, layout.rank_node, layout.rank_local, "default")
     else:
         raise LayoutError(
             f"SLURM_DISTRIBUTION={_clip(step.distribution or '')!r} is a distribution tfslurm cannot "
@@ -359,7 +363,7 @@ def _node_distribution(step: Step) -> tuple[Distribution | None, int | None]:
     and the plane size; ``(None, None)`` for a distribution tfslurm does not know."""
     raw = step.distribution
     if raw is None:
-        return Distribution.DEFAULT, None
+        return "default", None
     first = raw.split(",", 1)[0].split(":", 1)[0].strip().lower()
     plane = step.plane_size
     if first.startswith("plane="):
@@ -369,16 +373,13 @@ def _node_distribution(step: Step) -> tuple[Distribution | None, int | None]:
             raise SlurmEnvError(f"SLURM_DISTRIBUTION={_clip(raw)!r}: bad plane size")
         first = "plane"
     if first in ("", "*"):
-        return Distribution.DEFAULT, None
-    kind = _NODE_DISTRIBUTIONS.get(first)
+        return "default", None
+    kind = one_of(first, _NODE_DISTRIBUTIONS)
     return (kind, plane) if kind is not None else (None, None)
 
 
 # SLURM_DISTRIBUTION's node-level words tfslurm lays out.
-_NODE_DISTRIBUTIONS = {
-    kind.value: kind
-    for kind in (Distribution.BLOCK, Distribution.CYCLIC, Distribution.PLANE, Distribution.ARBITRARY)
-}
+_NODE_DISTRIBUTIONS: Final[tuple[Distribution, ...]] = ("block", "cyclic", "plane", "arbitrary")
 
 
 def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
@@ -473,7 +474,7 @@ def _het_layout(
             rank_node.extend(repeat(index, counts[index]))
             rank_local.extend(range(counts[index]))
         sizes.append(len(rank_node) - before)
-    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), Distribution.HET, tuple(sizes))
+    return Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "het", tuple(sizes))
 
 
 # --- verification -------------------------------------------------------------------------

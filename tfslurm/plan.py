@@ -26,23 +26,27 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-import enum
-
 from tfslurm.cluster import EVALUATOR, NODE, Cluster, count_per_node
 from tfslurm.errors import PlanError, bare
 from tfslurm.errors import clip as _clip
-from tfslurm.jobspec import JobOrder, JobsSpec, parse_jobs
+from tfslurm.jobspec import JOB_ORDERS, order_jobs, parse_jobs
 from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
     from collections.abc import Mapping
-    from typing import Final
+    from typing import Final, Literal
 
     from tfslurm.gpus import GpuAssignment
+    from tfslurm.jobspec import JobOrder, JobsSpec
     from tfslurm.layout import Layout
     from tfslurm.step import Step
+
+    #: The nodes whose device list GpuPlan.node_devices is: ``"none"`` (no node's: only this
+    #: task's own devices are known), ``"node"`` (node GpuPlan.node's, this task's own node),
+    #: ``"every-node"`` (every node's: TF's gpus_per_node, devices 0..N-1 everywhere).
+    GpuScope = Literal["none", "node", "every-node"]
 
 __all__ = [
     "DESCRIPTOR_VARIABLE",
@@ -51,7 +55,6 @@ __all__ = [
     "TF_CONFIG_MAX_BYTES",
     "Cluster",
     "GpuPlan",
-    "GpuScope",
     "Plan",
     "PlanOptions",
     "TaskPlan",
@@ -88,19 +91,11 @@ class TaskPlan(Value):
         return f"{self.host}:{self.port}"
 
 
-class GpuScope(enum.Enum):
-    """The nodes whose device list :attr:`GpuPlan.node_devices` is."""
-
-    NONE = "no node"  # no node's: only this task's own devices are known
-    NODE = "one node"  # node GpuPlan.node's (this task's own node)
-    EVERY_NODE = "every node"  # every node's (TF's gpus_per_node: devices 0..N-1 everywhere)
-
-
 class GpuPlan(Value):
     """What this task knows about the step's GPUs (see the module docstring).
 
     ``node_devices`` is the device list of the node(s) ``scope`` says (for
-    :attr:`GpuScope.NODE`, node index ``node``), shared out among each node's tasks with
+    ``"node"``, node index ``node``), shared out among each node's tasks with
     ``split_devices``; ``split=False`` means no other rank's devices can be known (e.g.
     Slurm bound devices per task). ``env`` (the variables to set) and ``warnings`` follow
     from the rest and are not compared.
@@ -115,7 +110,7 @@ class GpuPlan(Value):
         variable: str,
         source: str,
         node_devices: tuple[str, ...] = (),
-        scope: GpuScope = GpuScope.NONE,
+        scope: GpuScope = "none",
         node: int | None = None,
         gpus_per_task: int | None = None,
         split: bool = False,
@@ -152,7 +147,7 @@ class GpuPlan(Value):
         """Whether the GPUs of the ranks on node index ``node`` follow from ``node_devices``."""
         if not self.split:
             return False
-        return self.scope is GpuScope.EVERY_NODE or (self.scope is GpuScope.NODE and node == self.node)
+        return self.scope == "every-node" or (self.scope == "node" and node == self.node)
 
 
 class Plan:
@@ -322,7 +317,7 @@ class PlanOptions(Value):
         host_template: str | None = None,
         layout: Layout | None = None,
         rpc_layer: str | None = None,
-        job_order: JobOrder = JobOrder.WRITTEN,
+        job_order: JobOrder = "written",
         assign: bool = True,
         gpu_plan: GpuPlan | None = None,
     ) -> None:
@@ -359,7 +354,7 @@ class PlanOptions(Value):
                     check_gpu_count(name, getattr(self, name))
         if self.host_template is not None:
             _host_template(self.host_template, None)
-        if not isinstance(self.job_order, JobOrder):
+        if self.job_order not in JOB_ORDERS:
             raise PlanError(f"job_order {self.job_order!r} is not a tfslurm.jobspec.JobOrder")
 
 
@@ -382,7 +377,7 @@ def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_
         layout = layout_for(step)
     if jobs is None:
         jobs = step.settings.tf_dist
-    resolved = options.job_order.apply(parse_jobs(jobs, layout.num_tasks))
+    resolved = order_jobs(parse_jobs(jobs, layout.num_tasks), options.job_order)
     template = _host_template(options.host_template, step.settings.host_template)
     counts = count_per_node(layout.rank_node, len(layout.nodes))
     rule = port_rule(step, max(counts), port_base=options.port_base, layout=layout)
@@ -440,11 +435,9 @@ def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DE
         )
     if not options.assign:
         return Plan(cluster, procid)
-    from tfslurm.layout import Distribution, Layout
+    from tfslurm.layout import Layout
 
-    layout = Layout(
-        cluster.nodes, cluster.rank_node, cluster.rank_local, Distribution.GIVEN, source="descriptor"
-    )
+    layout = Layout(cluster.nodes, cluster.rank_node, cluster.rank_local, "given", source="descriptor")
     return Plan(cluster, procid, gpu_plan_for(step, layout))
 
 
@@ -503,7 +496,7 @@ def gpu_plan_for(
         variable=assignment.variable,
         source=assignment.source,
         node_devices=node_devices,
-        scope=GpuScope.EVERY_NODE if uniform else GpuScope.NODE,
+        scope="every-node" if uniform else "node",
         node=None if uniform else layout.rank_node[rank],
         gpus_per_task=gpus_per_task if gpus_per_task is not None else assignment.split_per_task,
         split=bool(node_devices) and not assignment.per_task,

@@ -45,26 +45,29 @@ ports) where that matters.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
-
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int, is_int_in
 from tfslurm.settings import PORT_BASE_VARIABLE
-from tfslurm.value import Value
+from tfslurm.value import Value, one_of
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # type hints only: keep the TaskProlog path light
-    from typing import Final
+    from collections.abc import Sequence
+    from typing import Final, Literal
 
     from tfslurm.layout import Layout
     from tfslurm.step import Step
 
+    #: Where a step's ports come from, the name messages and PortRule.describe show:
+    #: ``"reserved"`` (Slurm's reservation: MpiParams=ports, --resv-ports), ``"derived"`` (a
+    #: base derived from job and step id), ``"explicit"`` (port_base= or TFSLURM_PORT_BASE).
+    PortKind = Literal["reserved", "derived", "explicit"]
+
 __all__ = [
     "DEFAULT_EPHEMERAL_RANGE",
+    "PORT_KINDS",
     "PortError",
-    "PortKind",
     "PortRule",
     "check_port_base",
     "derived_base",
@@ -93,48 +96,40 @@ _HIGH_FLOOR = 61000
 _MAX_PORT = 65535
 
 
-class PortKind(enum.StrEnum):
-    """Where a step's ports come from. The value is the name shown in messages and by
-    :meth:`PortRule.describe` (``str()`` and f-strings give it); being a ``str`` as well,
-    ``kind == "reserved"`` still holds."""
-
-    RESERVED = "reserved"  # Slurm's reservation (MpiParams=ports, --resv-ports)
-    DERIVED = "derived"  # a base derived from job and step id
-    EXPLICIT = "explicit"  # port_base= or TFSLURM_PORT_BASE
-
+#: Every PortKind.
+PORT_KINDS: Final[tuple[PortKind, ...]] = ("reserved", "derived", "explicit")
 
 # One letter per kind in the plan descriptor (PortRule.encode).
-_CODES = {PortKind.RESERVED: "r", PortKind.DERIVED: "d", PortKind.EXPLICIT: "e"}
-_KINDS_BY_CODE = {code: kind for kind, code in _CODES.items()}
+_CODES: Final[dict[PortKind, str]] = {"reserved": "r", "derived": "d", "explicit": "e"}
+_KINDS_BY_CODE: Final[dict[str, PortKind]] = {code: kind for kind, code in _CODES.items()}
 
 
 class PortRule(Value):
     """How a task's port follows from its local id; the same rule for every task of a step.
 
-    ``kind`` is :attr:`PortKind.RESERVED` (``ports`` lists Slurm's reservation, indexed by
-    local id), :attr:`~PortKind.DERIVED` or :attr:`~PortKind.EXPLICIT` (``base`` is the port
-    of local id 0; local id ``i`` gets ``base + i``). A kind's text (``"reserved"``) is taken
-    for its member.
+    ``kind`` is ``"reserved"`` (``ports`` lists Slurm's reservation, indexed by local id),
+    ``"derived"`` or ``"explicit"`` (``base`` is the port of local id 0; local id ``i`` gets
+    ``base + i``).
     """
 
     __match_args__ = ("kind", "ports", "base")
     __slots__ = __match_args__
 
-    def __init__(self, kind: PortKind | str, ports: tuple[int, ...] = (), base: int | None = None) -> None:
+    def __init__(self, kind: PortKind, ports: tuple[int, ...] = (), base: int | None = None) -> None:
         self.kind: Final = _port_kind(kind)
         self.ports: Final = ports
         self.base: Final = base
-        if self.kind is PortKind.RESERVED:
+        if self.kind == "reserved":
             if not ports or any(not 1 <= p <= _MAX_PORT for p in ports):
                 raise PortError(f"reserved ports {ports!r} must be a non-empty list of ports")
         elif not is_int_in(base, 1, _MAX_PORT):
-            raise PortError(f"{self.kind.value} port base {base!r} is not a port (1..65535)")
+            raise PortError(f"{self.kind} port base {base!r} is not a port (1..65535)")
 
     def port(self, local_id: int) -> int:
         """The port of local task ``local_id``; PortError if the rule gives it none."""
         if not is_int_in(local_id, 0):
             raise PortError(f"local id {local_id!r} must be a non-negative integer")
-        if self.kind is PortKind.RESERVED:
+        if self.kind == "reserved":
             if local_id >= len(self.ports):
                 raise PortError(
                     f"local id {local_id} has no port: Slurm reserved {len(self.ports)} "
@@ -144,19 +139,19 @@ class PortRule(Value):
         assert self.base is not None
         port = self.base + local_id
         if port > _MAX_PORT:
-            raise PortError(f"{self.kind.value} port base {self.base} + local id {local_id} is past 65535")
+            raise PortError(f"{self.kind} port base {self.base} + local id {local_id} is past 65535")
         return port
 
     def capacity(self) -> int:
         """How many local ids (0..capacity-1) have a port."""
-        if self.kind is PortKind.RESERVED:
+        if self.kind == "reserved":
             return len(self.ports)
         assert self.base is not None
         return _MAX_PORT - self.base + 1
 
     def encode(self) -> str:
         """Short text for the plan descriptor: ``r20000-20003``, ``d23456``, ``e8888``."""
-        if self.kind is PortKind.RESERVED:
+        if self.kind == "reserved":
             return "r" + format_port_list(self.ports)
         return _CODES[self.kind] + str(self.base)
 
@@ -167,7 +162,7 @@ class PortRule(Value):
             raise PortError(f"port rule {_clip(str(text))!r} is not an encoded port rule")
         code, body = text[0], text[1:]
         kind = _KINDS_BY_CODE.get(code)
-        if kind is PortKind.RESERVED:
+        if kind == "reserved":
             return cls(kind, ports=parse_port_list(body, f"port rule {_clip(text)!r}"))
         base = ascii_int(body, 5)
         if kind is None or base is None:
@@ -175,19 +170,16 @@ class PortRule(Value):
         return cls(kind, base=base)
 
     def describe(self) -> str:
-        if self.kind is PortKind.RESERVED:
+        if self.kind == "reserved":
             return f"reserved by Slurm: {format_port_list(self.ports)} by local id"
-        return f"{self.kind.value}: {self.base} + local id"
+        return f"{self.kind}: {self.base} + local id"
 
 
 def _port_kind(given: object) -> PortKind:
-    if isinstance(given, PortKind):
-        return given
-    try:
-        return PortKind(str(given))
-    except (ValueError, TypeError):
-        known = ", ".join(kind.value for kind in PortKind)
-        raise PortError(f"port rule kind {given!r} is not one of {known}") from None
+    kind = one_of(given, PORT_KINDS)
+    if kind is None:
+        raise PortError(f"port rule kind {given!r} is not one of {', '.join(PORT_KINDS)}")
+    return kind
 
 
 def parse_port_list(text: str, name: str = "SLURM_STEP_RESV_PORTS") -> tuple[int, ...]:
@@ -305,7 +297,7 @@ def port_rule(
         raise PortError(f"max tasks per node {max_tasks_per_node!r} must be a positive integer")
     base, source = _explicit_base(step, port_base)
     if base is not None:
-        rule = PortRule(PortKind.EXPLICIT, base=base)
+        rule = PortRule("explicit", base=base)
         if rule.capacity() < max_tasks_per_node:
             raise PortError(
                 f"{source}={base} leaves ports for {rule.capacity()} tasks per node, "
@@ -321,7 +313,7 @@ def port_rule(
                 f"but a node runs {max_tasks_per_node} tasks; use --resv-ports={max_tasks_per_node} "
                 "or more, or pass port_base"
             )
-        return PortRule(PortKind.RESERVED, ports=ports)
+        return PortRule("reserved", ports=ports)
     job_id = step.require_job_id()  # SlurmEnvError saying why it is missing
     step_id = step.step_id if step.step_id is not None else 0
     rng = ephemeral_range if ephemeral_range is not None else read_ephemeral_range()
@@ -332,7 +324,7 @@ def port_rule(
             reserved = parse_port_list(step.resv_ports or "")
         except PortError:
             reserved = ()
-    return PortRule(PortKind.DERIVED, base=derived_base(job_id, step_id, max_tasks_per_node, rng, reserved))
+    return PortRule("derived", base=derived_base(job_id, step_id, max_tasks_per_node, rng, reserved))
 
 
 def check_port_base(port_base: object, name: str = "port_base") -> int:

@@ -94,10 +94,10 @@ def _task_output(
     if not settings.asked_for_cluster:
         return {}, ()
     spec = settings.tf_dist or ""
-    from tfslurm.step import Context, Step
+    from tfslurm.step import Step
 
     step = Step.from_environ(env, settings=settings)
-    if step.context is not Context.STEP:
+    if step.context != "step":
         return {}, ()
     from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
 

@@ -22,14 +22,16 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfslurm import tfcompat
 from tfslurm.errors import GpuError, PlanError
-from tfslurm.jobspec import JobsSpec
 from tfslurm.numbers import is_int_in
 from tfslurm.plan import Plan, PlanOptions, plan_for
 from tfslurm.tfcompat import TF_PORT_BASE
+
+if TYPE_CHECKING:
+    from tfslurm.jobspec import JobsSpec
 
 # SlurmClusterResolver is built on first access (module __getattr__).
 __all__ = ["TF_PORT_BASE", "SlurmClusterResolver", "SlurmResolverMixin", "cuda_initialised"]  # noqa: F822

@@ -13,18 +13,20 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-import enum
 import os
 
 from tfslurm.errors import ControllerError, GpuError, PortError, PreemptionError, RoleError, StopError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
-from tfslurm.value import Value
+from tfslurm.value import Value, one_of
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Final
+    from typing import Final, Literal
+
+    #: ``TFSLURM_UNEVEN_GPUS``: what unequal GPU counts among a step's tasks are.
+    UnevenGpus = Literal["warn", "error"]
 
 __all__ = [
     "ASSIGNED_VARIABLE",
@@ -33,9 +35,9 @@ __all__ = [
     "HOST_TEMPLATE_VARIABLE",
     "IFACE_VARIABLE",
     "TF_DIST_VARIABLE",
+    "UNEVEN_GPUS",
     "UNEVEN_VARIABLE",
     "Settings",
-    "UnevenGpus",
     "parse_max_restarts",
     "parse_peer_timeout",
     "parse_stop_grace",
@@ -93,11 +95,8 @@ DEFAULT_PREEMPT_SIGNAL = "USR1"
 DEFAULT_STOP_SIGNALS = ("TERM",)  # plus the preemption signal itself
 
 
-class UnevenGpus(enum.Enum):
-    """``TFSLURM_UNEVEN_GPUS``: what unequal GPU counts among a step's tasks are."""
-
-    WARN = "warn"
-    ERROR = "error"
+#: Every UnevenGpus, the values TFSLURM_UNEVEN_GPUS takes.
+UNEVEN_GPUS: Final[tuple[UnevenGpus, ...]] = ("warn", "error")
 
 
 class Settings(Value):
@@ -222,12 +221,12 @@ class Settings(Value):
     def uneven_gpus(self) -> UnevenGpus:
         """``TFSLURM_UNEVEN_GPUS`` (default warn); a GpuError for anything but warn/error."""
         mode = (self.uneven_gpus_text or "warn").strip().lower() or "warn"
-        try:
-            return UnevenGpus(mode)
-        except ValueError:
+        uneven = one_of(mode, UNEVEN_GPUS)
+        if uneven is None:
             raise GpuError(
                 f"{UNEVEN_VARIABLE}={_clip(self.uneven_gpus_text or '')!r} must be 'warn' or 'error'"
-            ) from None
+            )
+        return uneven
 
     def peer_timeout(self) -> float:
         """``TFSLURM_PEER_TIMEOUT`` seconds (default 300); a RoleError unless positive."""

@@ -11,7 +11,6 @@ Only the standard library is used: this runs in the TaskProlog of every task at 
 
 from __future__ import annotations
 
-import enum
 import os
 from types import MappingProxyType
 
@@ -24,9 +23,15 @@ from tfslurm.value import Value
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Final
+    from typing import Final, Literal
 
-__all__ = ["Context", "GpuVariables", "HetComponent", "Settings", "Step"]
+    #: Where the process runs, which decides what Slurm told it: ``"step"`` (a task launched
+    #: by srun: SLURM_STEP_* and SLURM_PROCID are set), ``"batch"`` (the sbatch script itself:
+    #: job variables only), ``"allocation"`` (an salloc shell on the submit host),
+    #: ``"outside"`` (no SLURM_JOB_ID at all).
+    Context = Literal["step", "batch", "allocation", "outside"]
+
+__all__ = ["CONTEXT_TEXT", "GpuVariables", "HetComponent", "Settings", "Step"]
 
 # GPU variables Slurm (gres/gpu) may set for a task; kept in Step.env for the GPU code.
 GPU_VARIABLES = (
@@ -53,13 +58,13 @@ VISIBLE_DEVICE_VARIABLES = (
 )
 
 
-class Context(enum.Enum):
-    """Where the process runs, which decides what Slurm told it."""
-
-    STEP = "task of a step"  # launched by srun: SLURM_STEP_* and SLURM_PROCID are set
-    BATCH = "batch script"  # the sbatch script itself: job variables only, no SLURM_STEP_*
-    ALLOCATION = "salloc shell"  # a shell holding an allocation, on the submit host
-    OUTSIDE = "outside Slurm"  # no SLURM_JOB_ID at all
+#: How Step.describe names a context other than "step".
+CONTEXT_TEXT: Final[dict[Context, str]] = {
+    "step": "task of a step",
+    "batch": "batch script",
+    "allocation": "salloc shell",
+    "outside": "outside Slurm",
+}
 
 
 # Step field -> the variable it comes from, for error messages.
@@ -329,19 +334,19 @@ class Step(Value):
                 raise SlurmEnvError(f"{FIELD_VARIABLES[name]} is not set: {self._why_missing()}")
 
     def _why_missing(self) -> str:
-        if self.context is Context.OUTSIDE:
+        if self.context == "outside":
             return "not running under Slurm (no SLURM_JOB_ID); run it as a task of a job step (srun)"
-        if self.context is Context.BATCH:
+        if self.context == "batch":
             return "this is a batch script, not a task of a step; run it under srun"
-        if self.context is Context.ALLOCATION:
+        if self.context == "allocation":
             return "this is an salloc shell, not a task of a step; run it under srun"
         where = f"job {self.job_id} step {self.step_id}" if self.job_id is not None else "step"
         return f"Slurm did not set it for this task of {where}"
 
     def describe(self) -> str:
         """A short human label such as "task 3 of step 12.0 on node2"."""
-        if self.context is not Context.STEP:
-            return str(self.context.value)
+        if self.context != "step":
+            return CONTEXT_TEXT[self.context]
         return f"task {self.procid} of step {self.job_id}.{self.step_id} on {self.node_name}"
 
     # Typed forms of require(): the field's value, or the same SlurmEnvError.
@@ -442,16 +447,16 @@ def _step_id(env: Mapping[str, str]) -> int | None:
 
 def _context(env: Mapping[str, str]) -> Context:
     if "SLURM_JOB_ID" not in env and "SLURM_JOBID" not in env:
-        return Context.OUTSIDE
+        return "outside"
     step_id = _str(env, "SLURM_STEP_ID", "SLURM_STEPID")
     if step_id is not None and step_id not in BATCH_STEP_IDS and "SLURM_PROCID" in env:
-        return Context.STEP
+        return "step"
     # The batch script is started by slurmstepd on the first node, which sets the per-task
     # variables (SLURMD_NODENAME, SLURM_PROCID=0 ...) but no step id; salloc's shell runs on
     # the submit host where no slurmstepd was involved.
     if "SLURMD_NODENAME" in env or "SLURM_PROCID" in env:
-        return Context.BATCH
-    return Context.ALLOCATION
+        return "batch"
+    return "allocation"
 
 
 def _str(env: Mapping[str, str], *names: str) -> str | None:

@@ -27,11 +27,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tfslurm.errors import GpuError, LayoutError, PlanError
-from tfslurm.jobspec import JobOrder
+from tfslurm.jobspec import JOB_ORDERS, order_jobs
 from tfslurm.numbers import is_int_in
+from tfslurm.value import one_of
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from typing import Final
+
+    from tfslurm.jobspec import JobOrder
     from tfslurm.layout import Layout
     from tfslurm.plan import GpuPlan
     from tfslurm.step import Step
@@ -48,25 +52,24 @@ __all__ = [
 #: TF's default ``port_base``, used only when there is no Slurm job id to derive ports from.
 TF_PORT_BASE = 8888
 #: The order in which TF's resolver gives ranks to jobs.
-TF_JOB_ORDER = JobOrder.ALPHABETICAL
+TF_JOB_ORDER: Final[JobOrder] = "alphabetical"
 
 
 def tf_order(jobs: Mapping[str, int]) -> dict[str, int]:
     """The same jobs in TF's ``SlurmClusterResolver`` order: alphabetical by job name."""
-    return TF_JOB_ORDER.apply(jobs)
+    return order_jobs(jobs, TF_JOB_ORDER)
 
 
-def resolver_job_order(job_order: str | JobOrder | None, *, explicit_jobs: bool) -> JobOrder:
+def resolver_job_order(job_order: str | None, *, explicit_jobs: bool) -> JobOrder:
     """The job order of the resolver's ``job_order=`` (``"alphabetical"``, ``"written"`` or
     None): None keeps TF's alphabetical order for jobs the caller gave (``explicit_jobs``)
     and the order written for ``TFSLURM_TF_DIST`` (as TF_CONFIG from tfslurm has it)."""
-    if isinstance(job_order, JobOrder):
-        return job_order
-    if job_order not in (None, "alphabetical", "written"):
-        raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
     if job_order is None:
-        return TF_JOB_ORDER if explicit_jobs else JobOrder.WRITTEN
-    return JobOrder(job_order)
+        return TF_JOB_ORDER if explicit_jobs else "written"
+    order = one_of(job_order, JOB_ORDERS)
+    if order is None:
+        raise PlanError(f"job_order {job_order!r} is not 'alphabetical' or 'written'")
+    return order
 
 
 def fallback_port_base(step: Step, port_base: int | None) -> int | None:
@@ -85,7 +88,7 @@ def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -
     """Block layout from TF's ``tasks_per_node`` argument (an int for every node, or
     ``{node: n}``), checked against the step's nodes, task count and this task's node."""
     from tfslurm import hostlist
-    from tfslurm.layout import Distribution, Layout, block_layout
+    from tfslurm.layout import Layout, block_layout
 
     if isinstance(tasks_per_node, Mapping):
         counts_by_node = dict(tasks_per_node)
@@ -118,7 +121,7 @@ def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -
             f"tasks_per_node puts rank {procid} on {nodes[rank_node[procid]]}, "
             f"but it runs on {step.node_name}; leave tasks_per_node unset"
         )
-    return Layout(block.nodes, block.rank_node, block.rank_local, Distribution.BLOCK, source="tasks_per_node")
+    return Layout(block.nodes, block.rank_node, block.rank_local, "block", source="tasks_per_node")
 
 
 def tf_gpu_plan(

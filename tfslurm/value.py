@@ -17,11 +17,27 @@ A value type:
 
 Classes that hold changing state (a supervisor, a watcher) are plain classes without
 :class:`Value`.
+
+A value derived from the others and kept after first use (a node's index, a cluster's JSON)
+is a :class:`cached` method; the class then has ``"__dict__"`` in its ``__slots__``.
+
+A choice among a few named cases (a layout's distribution, a port rule's kind) is a short
+lowercase ``str`` typed as a ``typing.Literal`` alias, defined under ``TYPE_CHECKING``, with a
+module tuple of every value where code iterates or checks (``DISTRIBUTIONS``) and, where people
+read a longer text, one dict from value to that text (``CONTEXT_TEXT``). Not ``enum``: its
+import and classes cost the hook more than the rest of its work, and a ``str`` is already
+what JSON, the environment and messages carry. :func:`one_of` turns text into such a value.
 """
 
 from __future__ import annotations
 
-__all__ = ["Value"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
+__all__ = ["Value", "cached", "one_of"]
 
 
 class Value:
@@ -45,3 +61,35 @@ class Value:
     def __repr__(self) -> str:
         shown = ", ".join([f"{name}={getattr(self, name)!r}" for name in self.__match_args__])
         return f"{self.__class__.__name__}({shown})"
+
+
+def one_of(given: object, values: tuple[T, ...]) -> T | None:
+    """The element of ``values`` equal to ``given`` (so typed as the values' Literal), or
+    None: the check of text that should name one of a few cases."""
+    for value in values:
+        if value == given:
+            return value
+    return None
+
+
+# Type checkers read ``cached`` as functools.cached_property, which behaves the same (without
+# its lock), so every use is typed; the class below is what runs.
+if TYPE_CHECKING:
+    from functools import cached_property as cached
+else:
+
+    class cached:
+        """``functools.cached_property`` without importing functools on the hook path: the
+        method runs once, on first access; its result is kept in the instance's ``__dict__``,
+        which then answers every later access without calling this descriptor again."""
+
+        __slots__ = ("method",)
+
+        def __init__(self, method):
+            self.method = method
+
+        def __get__(self, instance, owner=None):
+            if instance is None:
+                return self
+            value = instance.__dict__[self.method.__name__] = self.method(instance)
+            return value

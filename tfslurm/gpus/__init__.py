@@ -49,10 +49,10 @@ from tfslurm.gpus.assignment import (
 )
 from tfslurm.gpus.devices import MAX_DEVICES, check_gpu_count, parse_devices, split_devices
 from tfslurm.gpus.policy import (
+    BINDING_TEXT,
     PER_TASK_BINDINGS,
     POLICY,
     SLURM_GPU_VARIABLES,
-    GpuBinding,
     slurm_gpu_binding,
 )
 from tfslurm.gpus.warnings import WARNING_PREFIX, gpu_warnings
@@ -78,6 +78,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ASSIGNED_VARIABLE",
+    "BINDING_TEXT",
     "MAX_DEVICES",
     "NVIDIA_SMI_TIMEOUT",
     "PER_TASK_BINDINGS",
@@ -87,7 +88,6 @@ __all__ = [
     "VISIBLE_DEVICE_VARIABLES",
     "WARNING_PREFIX",
     "GpuAssignment",
-    "GpuBinding",
     "GpuError",
     "assign_gpus",
     "assign_gpus_from_env",

@@ -14,7 +14,6 @@ from tfslurm.errors import GpuError
 from tfslurm.gpus.devices import check_gpu_count, parse_devices, slurm_gpu_count, split_devices
 from tfslurm.gpus.policy import (
     OWN_LIST_KINDS,
-    GpuBinding,
     gpu_binding,
     gpu_variables,
     listed_kind,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path ligh
     from collections.abc import Mapping
     from typing import Final
 
+    from tfslurm.gpus.policy import GpuBinding
     from tfslurm.layout import Layout
     from tfslurm.step import GpuVariables, Step
 
@@ -89,7 +89,7 @@ class GpuAssignment(Value):
         exports: tuple[tuple[str, str], ...] | None = None,
         per_task: bool = False,
         split_per_task: int | None = None,
-        kind: GpuBinding = GpuBinding.NO_GPUS,
+        kind: GpuBinding = "no-gpus",
     ) -> None:
         self.devices: Final = devices
         self.node_devices: Final = node_devices
@@ -302,7 +302,7 @@ def _assumed(
         exports,
         False,
         gpus_per_task or None,
-        GpuBinding.NO_GRES,
+        "no-gres",
     )
 
 
@@ -317,7 +317,7 @@ def _listed(
     seen = _VisibleList.read(gv, local_tasks)
     variable, node_devices = seen.variable, seen.devices
     origin = _origin(gv, variable)
-    if seen.kind is GpuBinding.WHOLE_NODE_SHARED:
+    if seen.kind == "whole-node-shared":
         if gpus_per_task is None:
             gpus_per_task = slurm_per_task_count(gv, len(node_devices), local_tasks)
         origin = f"{origin}; {tres_bind_text(gv)} gave every local task the node's list"
@@ -357,7 +357,7 @@ def _unidentified(
             f"gpus_per_task=0 ({why})",
             on_node,
             (),
-            kind=GpuBinding.NONE_UNNAMED,
+            kind="none-unnamed",
         )
     from tfslurm.gpus.probes import count_visible_gpus
 
@@ -371,7 +371,7 @@ def _unidentified(
         )
         exports = _with_marker(gv, (("CUDA_VISIBLE_DEVICES", ",".join(chosen)),))
         return GpuAssignment(
-            chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports, kind=GpuBinding.NONE_UNNAMED
+            chosen, node_devices, "CUDA_VISIBLE_DEVICES", source, 0, exports, kind="none-unnamed"
         )
     if gpus_per_task or gpus_per_node:
         asked = f"gpus_per_task={gpus_per_task}" if gpus_per_task else f"gpus_per_node={gpus_per_node}"
@@ -385,7 +385,7 @@ def _unidentified(
         f"{why}: Slurm allocated {on_node} GPU(s) without naming them ({seen_text}); "
         "device selection left to the task"
     )
-    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, (), kind=GpuBinding.NONE_UNNAMED)
+    return GpuAssignment((), (), "CUDA_VISIBLE_DEVICES", source, on_node, (), kind="none-unnamed")
 
 
 def _unallocated(gpus_per_task: int | None, gpus_per_node: int | None) -> GpuAssignment:

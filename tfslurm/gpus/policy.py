@@ -1,14 +1,12 @@
 """The GPU policy: how Slurm described a task's GPUs, and what each description means.
 
 :data:`POLICY` is the whole rule as a table (binding kind x Slurm version), which
-``docs/gpus-and-ports.md`` repeats; :class:`GpuBinding` names its rows. The functions here
+``docs/gpus-and-ports.md`` repeats; :data:`GpuBinding` names its rows. The functions here
 read Slurm's binding (``SLURMD_TRES_BIND``) and what else decides the row a task is in;
 :mod:`tfslurm.gpus.assignment` turns the row into devices.
 """
 
 from __future__ import annotations
-
-from enum import Enum
 
 from tfslurm.numbers import ascii_int
 from tfslurm.step import GpuVariables
@@ -16,14 +14,28 @@ from tfslurm.step import GpuVariables
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path light
     from collections.abc import Mapping
+    from typing import Final, Literal
+
+    #: How Slurm described a task's GPUs: the rows of :data:`POLICY` (BINDING_TEXT says each).
+    GpuBinding = Literal[
+        "per-node",
+        "per-task",
+        "whole-node-shared",
+        "explicit",
+        "none-listed",
+        "none-unnamed",
+        "narrowed",
+        "no-gpus",
+        "no-gres",
+    ]
 
 __all__ = [
+    "BINDING_TEXT",
     "OWN_LIST_KINDS",
     "PER_TASK_BINDINGS",
     "POLICY",
     "SLURM_GPU_VARIABLES",
     "SPLITTABLE_BINDINGS",
-    "GpuBinding",
     "gpu_binding",
     "gpu_variables",
     "listed_kind",
@@ -42,23 +54,23 @@ PER_TASK_BINDINGS = frozenset({"per_task", "map_gpu", "mask_gpu", "single", "clo
 SPLITTABLE_BINDINGS = frozenset({"per_task", "single", "closest"})
 
 
-class GpuBinding(Enum):
-    """How Slurm described a task's GPUs: the rows of :data:`POLICY`."""
-
-    PER_NODE = "per-node list"  # --gres=gpu:N, --gpus-per-node=N, --gpus=N: same list in every task
-    PER_TASK = "per-task list"  # --gpus-per-task=N: this task's own devices
-    WHOLE_NODE_SHARED = "per-task binding giving the node's whole list"  # closest on one socket
-    EXPLICIT = "map_gpu/mask_gpu"  # the user named each task's devices
-    NONE_LISTED = "--gpu-bind=none, devices listed"  # 24.11+: the node's list in every task
-    NONE_UNNAMED = "--gpu-bind=none, devices not named"  # 22.05: only SLURM_GPUS_ON_NODE
-    NARROWED = "narrowed earlier"  # a TaskProlog / earlier resolver / the user chose already
-    NO_GPUS = "no GPUs"  # Slurm manages GPUs but gave this step none, or none configured
-    NO_GRES = "no GRES, list from outside Slurm"  # a user's CUDA_VISIBLE_DEVICES, TF's gpus_per_node
+#: Each GpuBinding as the policy table (docs/gpus-and-ports.md) names its row.
+BINDING_TEXT: Final[dict[GpuBinding, str]] = {
+    "per-node": "per-node list",  # --gres=gpu:N, --gpus-per-node=N, --gpus=N: same list in every task
+    "per-task": "per-task list",  # --gpus-per-task=N: this task's own devices
+    "whole-node-shared": "per-task binding giving the node's whole list",  # closest on one socket
+    "explicit": "map_gpu/mask_gpu",  # the user named each task's devices
+    "none-listed": "--gpu-bind=none, devices listed",  # 24.11+: the node's list in every task
+    "none-unnamed": "--gpu-bind=none, devices not named",  # 22.05: only SLURM_GPUS_ON_NODE
+    "narrowed": "narrowed earlier",  # a TaskProlog / earlier resolver / the user chose already
+    "no-gpus": "no GPUs",  # Slurm manages GPUs but gave this step none, or none configured
+    "no-gres": "no GRES, list from outside Slurm",  # a user's CUDA_VISIBLE_DEVICES, TF's gpus_per_node
+}
 
 
 #: The rows whose device list is already this task's own: kept, never split to find other
 #: tasks' devices.
-OWN_LIST_KINDS = frozenset({GpuBinding.PER_TASK, GpuBinding.EXPLICIT, GpuBinding.NARROWED})
+OWN_LIST_KINDS: Final[frozenset[GpuBinding]] = frozenset({"per-task", "explicit", "narrowed"})
 
 #: The one GPU policy: binding kind x Slurm version -> the devices each task gets.
 #: (``n`` devices Slurm made visible, ``t`` tasks on the node, ``g`` = gpus_per_task.)
@@ -67,22 +79,22 @@ _SPLIT = (
     "the node's list split among its t tasks: n//t each, the first n%t one more (g each with gpus_per_task)"
 )
 POLICY: dict[GpuBinding, dict[str, str]] = {
-    GpuBinding.PER_NODE: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
-    GpuBinding.PER_TASK: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as Slurm bound it"),
-    GpuBinding.WHOLE_NODE_SHARED: dict.fromkeys(
+    "per-node": dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+    "per-task": dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as Slurm bound it"),
+    "whole-node-shared": dict.fromkeys(
         ("22.05", "24.11", "26.05"),
         _SPLIT.replace("gpus_per_task)", "gpus_per_task, else Slurm's --gpus-per-task)"),
     ),
-    GpuBinding.EXPLICIT: dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as the user mapped it"),
-    GpuBinding.NONE_LISTED: {"22.05": "(not set by 22.05)", "24.11": _SPLIT, "26.05": _SPLIT},
-    GpuBinding.NONE_UNNAMED: {
+    "explicit": dict.fromkeys(("22.05", "24.11", "26.05"), "its own list, as the user mapped it"),
+    "none-listed": {"22.05": "(not set by 22.05)", "24.11": _SPLIT, "26.05": _SPLIT},
+    "none-unnamed": {
         "22.05": "none named (unbound=N), unless nvidia-smi sees exactly N: then split",
         "24.11": "(24.11+ list the devices)",
         "26.05": "(24.11+ list the devices)",
     },
-    GpuBinding.NARROWED: dict.fromkeys(("22.05", "24.11", "26.05"), "its list, kept (never split twice)"),
-    GpuBinding.NO_GPUS: dict.fromkeys(("22.05", "24.11", "26.05"), "0 GPUs, no variable set"),
-    GpuBinding.NO_GRES: dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
+    "narrowed": dict.fromkeys(("22.05", "24.11", "26.05"), "its list, kept (never split twice)"),
+    "no-gpus": dict.fromkeys(("22.05", "24.11", "26.05"), "0 GPUs, no variable set"),
+    "no-gres": dict.fromkeys(("22.05", "24.11", "26.05"), _SPLIT),
 }
 
 
@@ -165,15 +177,15 @@ def listed_kind(
     (:func:`shared_node_list`); ``has_devices``: the list names at least one device.
     """
     if narrowed:
-        return GpuBinding.NARROWED
+        return "narrowed"
     if shared:
-        return GpuBinding.WHOLE_NODE_SHARED
+        return "whole-node-shared"
     if binding in ("map_gpu", "mask_gpu"):
-        return GpuBinding.EXPLICIT
+        return "explicit"
     if binding in PER_TASK_BINDINGS:
-        return GpuBinding.PER_TASK
+        return "per-task"
     if binding == "none":
-        return GpuBinding.NONE_LISTED
+        return "none-listed"
     if not gv.slurm_manages and listed.strip() != "NoDevFiles":
-        return GpuBinding.NO_GRES
-    return GpuBinding.PER_NODE if has_devices else GpuBinding.NO_GPUS
+        return "no-gres"
+    return "per-node" if has_devices else "no-gpus"

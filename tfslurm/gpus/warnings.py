@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from tfslurm.errors import GpuError, bare, one_line
 from tfslurm.gpus.devices import slurm_gpu_count
-from tfslurm.gpus.policy import PER_TASK_BINDINGS, GpuBinding, slurm_gpu_binding
+from tfslurm.gpus.policy import PER_TASK_BINDINGS, slurm_gpu_binding
 from tfslurm.numbers import ascii_int, is_ascii_number
-from tfslurm.settings import UNEVEN_VARIABLE, UnevenGpus
+from tfslurm.settings import UNEVEN_VARIABLE
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported for type hints only: keep the TaskProlog path ligh
     from typing import Final
 
     from tfslurm.gpus.assignment import GpuAssignment
+    from tfslurm.gpus.policy import GpuBinding
     from tfslurm.layout import Layout
     from tfslurm.step import GpuVariables, Step
 
@@ -175,7 +176,7 @@ def gpu_warnings(
     for finding in review.findings:
         if finding in UNEVEN_FINDINGS:
             what = _uneven_text(finding, review)
-            if mode is UnevenGpus.ERROR:
+            if mode == "error":
                 raise GpuError(f"{what} ({UNEVEN_VARIABLE}=error)")
             if review.says(finding):
                 out.append(f"{WARNING_PREFIX}{what} ({UNEVEN_VARIABLE}=error makes this an error)")
@@ -251,7 +252,7 @@ def _share_findings(review: GpuReview, *, by_total: bool, kind: GpuBinding) -> G
     even_here = len(set(local)) == 1
     if by_total:
         across = even_here and local[0] * review.all_tasks != ascii_int(review.total, 9)
-    elif kind is GpuBinding.WHOLE_NODE_SHARED:
+    elif kind == "whole-node-shared":
         across = False  # allocated per task (--gpus-per-task): other nodes hold as many per task
     else:
         across = even_here and len(set(others).union(local)) > 1
