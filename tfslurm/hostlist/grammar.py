@@ -12,8 +12,8 @@ the grammar accepts; the package re-exports them.
 
 Expressions of up to :data:`SMALL_EXPR` characters (every node list a TaskProlog reads,
 in practice) are read with string methods; longer ones with regular expressions, which
-find and split long runs of items in C. ``re`` is imported, and the patterns compiled, on
-the first long expression: a TaskProlog, which runs at every task start, never pays for them.
+find and split long runs of items in C (both in :mod:`scanning`). ``re`` is imported on the
+first long expression: a TaskProlog, which runs at every task start, never pays for it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,21 @@ import operator
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.groups import Group, Range, item_prefixes, item_text, written_maxima
+from tfslurm.hostlist.scanning import (
+    BALANCED,
+    ITEM_REST,
+    PLAIN_RANGES,
+    SIMPLE_RUN_ITEMS,
+    SIMPLE_RUNS,
+    balanced,
+    item_end,
+    pattern,
+    plain_ranges,
+    simple_parts,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
-    import re
     from collections.abc import Iterable, Sequence
     from typing import TypeAlias
 
@@ -45,18 +56,6 @@ ULONG_MAX = (1 << 64) - 1
 #: Both readings give the same plan and the same errors (tests/test_hostlist.py forces each).
 SMALL_EXPR = 2048
 
-_COMPILED: dict[str, re.Pattern[str]] = {}
-
-
-def _pattern(source: str) -> re.Pattern[str]:
-    """``re.compile(source)``, compiled once: ``re`` is imported only for long expressions."""
-    compiled = _COMPILED.get(source)
-    if compiled is None:
-        import re
-
-        compiled = _COMPILED[source] = re.compile(source)
-    return compiled
-
 
 def show(text: str, limit: int = 60) -> str:
     """repr() of user text, clipped so that an error message stays one short line."""
@@ -67,36 +66,13 @@ def _fail(expr: str, what: str) -> HostlistError:
     return HostlistError(f"bad hostlist {show(expr)}: {what}")
 
 
-# N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
-# 45 zeros (so at most 64 digits: int() takes them): parsed in bulk. Possessive (no
-# backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB for a
-# bracket of a million numbers, this one 60 ms and nothing).
-_PLAIN_NUMBER = r"(?:0{0,45}+[1-9][0-9]{0,18}+|0{1,64}+)"
-_PLAIN_RANGES = rf"{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+(?:,{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+)*+"
-
-
-def _plain_ranges(body: str) -> bool:
-    """Whether a bracket's text is N or N-M ranges of ASCII numbers of at most 19 digits:
-    a part of what _PLAIN_RANGES matches, found with string methods (the rest is read range
-    by range, which gives the same group)."""
-    numbers = body.replace("-", ",").split(",")
-    lengths = list(map(len, numbers))
-    return (
-        body.isascii()
-        and min(lengths) > 0
-        and max(lengths) <= 19
-        and "".join(numbers).isdigit()
-        and max(map(str.count, body.split(","), itertools.repeat("-"))) <= 1
-    )
-
-
 def parse_ranges(expr: str, body: str) -> Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
     if len(expr) > SMALL_EXPR:
-        plain = _pattern(_PLAIN_RANGES).fullmatch(body) is not None
+        plain = pattern(PLAIN_RANGES).fullmatch(body) is not None
     else:  # a few ranges are read faster one by one (below) than in bulk
-        plain = len(body) > 64 and _plain_ranges(body)
+        plain = len(body) > 64 and plain_ranges(body)
     if plain:
         if "-" not in body:
             return Group(None, [], body=body)
@@ -184,76 +160,6 @@ def _number(expr: str, digits: str) -> int:
     return int(significant or "0")
 
 
-# Brackets that pair up without nesting, and the rest of an item from its first '['
-# (_balanced and _item_end, for short expressions).
-_BALANCED = r"[^\[\]]*+(?:\[[^\[\]]*+\][^\[\]]*+)*+"
-_ITEM_REST = r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++"
-
-
-def _balanced(expr: str) -> bool:
-    """Whether every '[' of the expression is closed by a ']' before the next '[', and
-    every ']' closes one (what _BALANCED matches): no ']' before the first '[', and one
-    ']' after each '[' before the next."""
-    pieces = expr.split("[")
-    return (
-        "]" not in pieces[0]
-        and expr.count("]") == len(pieces) - 1
-        and all(map(str.__contains__, itertools.islice(pieces, 1, None), itertools.repeat("]")))
-    )
-
-
-def _item_end(expr: str, bracket: int) -> int:
-    """Where the item whose first '[' is at ``bracket`` ends, in a balanced expression:
-    the end of what _ITEM_REST matches there."""
-    pos = bracket
-    while True:
-        pos = expr.index("]", pos) + 1
-        if pos == len(expr) or expr[pos] in ",\t ":  # most groups end their item
-            return pos
-        stop = len(expr)  # the text after the group ends at a separator or the next '['
-        for char in ",\t [":
-            found = expr.find(char, pos, stop)
-            if found >= 0:
-                stop = found
-        if stop == len(expr) or expr[stop] != "[":
-            return stop
-        pos = stop
-
-
-# An item with one bracket group, "prefix[body]tail" (what compress writes for hosts whose
-# prefixes differ, tens of thousands of them): runs of them, separated by separators only,
-# are found and split with C-level passes (_plan_simple). A run is matched a bounded
-# number of items at a time (fewer at first) in a bounded stretch of text (as long as the
-# text before it), so that an expression past a bound stops soon after the item that
-# crosses it, as one read item by item does: after at most twice the text.
-_SIMPLE_ITEM = r"[^\[\],\t ]*+\[[^\[\]]*+\][^\[\],\t ]*+(?!\[)"
-_SIMPLE_RUN_ITEMS = (16, 256, 4096)
-# The pattern of a run of up to _SIMPLE_RUN_ITEMS[level] items, for each level.
-_SIMPLE_RUNS = tuple(
-    rf"{_SIMPLE_ITEM}(?:[,\t ]++{_SIMPLE_ITEM}){{0,{items - 1}}}+" for items in _SIMPLE_RUN_ITEMS
-)
-
-# (prefix, "body]tail") of each item of a run.
-_SIMPLE_PARTS = r"([^\[\],\t ]*+)\[([^\[\]]*+\][^\[\],\t ]*+)"
-
-
-def _simple_parts(expr: str, start: int, end: int) -> Iterable[tuple[str, str]]:
-    """(prefix, "body]tail") of each item of the run of one-group items from start to end.
-
-    Where one ',' separates the items (what compress writes) the run's text is split at
-    its '[' and each piece, "body]tail,prefix", at its last ',' (a prefix has none):
-    C-level passes that make two strings an item, where findall makes them from a match.
-    """
-    if any(expr.find(other, start, end) >= 0 for other in (",,", " ", "\t")):
-        return _pattern(_SIMPLE_PARTS).findall(expr, start, end)
-    pieces = expr[start:end].split("[")
-    last = pieces.pop()
-    cuts = list(map(str.rpartition, itertools.islice(pieces, 1, None), itertools.repeat(",")))
-    prefixes = [pieces[0], *map(operator.itemgetter(2), cuts)]
-    rests = [*map(operator.itemgetter(0), cuts), last]
-    return zip(prefixes, rests, strict=True)
-
-
 def _bracket_error(expr: str) -> HostlistError:
     """Name the first unbalanced or nested bracket of an expression that has one."""
     depth = 0
@@ -281,7 +187,7 @@ def plain_hosts(expr: str, text: str) -> list[str]:
         if blank in text:
             text = text.replace(blank, ",")
     if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
-        text = _pattern(",,+").sub(",", text).strip(",")
+        text = pattern(",,+").sub(",", text).strip(",")
         if text.count(",") >= MAX_HOSTS:
             raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
     hosts = text.split(",")
@@ -462,8 +368,8 @@ def _plan_items(expr: str) -> list[_Plan]:
     refuse_newline(expr)
     # A short expression is read item by item with string methods, a long one with
     # patterns that also take runs of one-group items at once.
-    item_rest = None if len(expr) <= SMALL_EXPR else _pattern(_ITEM_REST)
-    if not (_balanced(expr) if item_rest is None else _pattern(_BALANCED).fullmatch(expr)):
+    item_rest = None if len(expr) <= SMALL_EXPR else pattern(ITEM_REST)
+    if not (balanced(expr) if item_rest is None else pattern(BALANCED).fullmatch(expr)):
         raise _bracket_error(expr)
     plans: list[_Plan] = []
     hosts = 0
@@ -494,7 +400,7 @@ def _plan_items(expr: str) -> list[_Plan]:
             _check_bounds(expr, hosts, chars)
             return plans
         if item_rest is None:
-            pos = _item_end(expr, bracket)
+            pos = item_end(expr, bracket)
         else:
             match = item_rest.match(expr, bracket)
             assert match is not None  # brackets are balanced
@@ -507,11 +413,11 @@ def _plan_items(expr: str) -> list[_Plan]:
                 # body, which leaves that item without its ']' and ends the run before it
                 stop = expr.find(",", start + max(start, 1 << 16))
                 stop = len(expr) if stop < 0 else stop
-                level = min(runs, len(_SIMPLE_RUN_ITEMS) - 1)
-                run = _pattern(_SIMPLE_RUNS[level]).match(expr, start, stop)
+                level = min(runs, len(SIMPLE_RUN_ITEMS) - 1)
+                run = pattern(SIMPLE_RUNS[level]).match(expr, start, stop)
                 runs += 1
                 pos = pos if run is None else run.end()  # None: this item is longer
-                found = _simple_parts(expr, start, pos)
+                found = simple_parts(expr, start, pos)
             hosts, chars = _plan_simple(expr, found, plans, hosts, chars, seen, simple)
             continue
         item = expr[start:pos]
