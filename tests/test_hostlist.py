@@ -1110,7 +1110,7 @@ _plain_part = st.one_of(
 )
 _odd_part = st.sampled_from(
     ["0" * 45 + "1", "0" * 46 + "1", "0" * 64, "0" * 65, "1" * 20, "1-2-3", "1--2", "-1", "", "x", "٣",
-     "0-65535", "1-65537", "07-65542", "5-3"]
+     "0-65535", "1-65537", "07-65542", "5-3", "1-x", "²", "1-٣", "1-" + "1" * 20, "1-" + "9" * 5000]
 ) | st.integers(_ULONG_MAX - 3, _ULONG_MAX + 2).map(str)  # fmt: skip
 
 
@@ -1135,6 +1135,7 @@ def _short_reading_exprs(draw) -> str:
             body = draw(
                 st.sampled_from(["1", "1-3", "10390,1306,1200", "07-8,1", "1, 2"])
                 | _run_body()
+                | _odd_part
                 | _long_body()
             )
             text += f"[{body}]" + draw(_run_tail)
@@ -1177,6 +1178,11 @@ def _reading(expr: str, short: bool) -> object:
 @example("n[[1]]")
 @example("n[1,,2]")
 @example("n[" + ",".join(map(str, range(70))) + "-80]")
+@example("n[" + "1," * 40 + "1-2-3]")
+@example("n[" + "1," * 40 + "٣]")
+@example("n[" + "1," * 40 + "1" * 20 + "]")
+@example("n[" + "1," * 40 + "]")
+@example("n[" + "1," * 40 + "1-x]")
 def test_short_and_long_readings_agree(expr: str) -> None:
     assert _reading(expr, short=True) == _reading(expr, short=False)
 

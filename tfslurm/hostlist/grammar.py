@@ -69,11 +69,7 @@ def _fail(expr: str, what: str) -> HostlistError:
 def parse_ranges(expr: str, body: str) -> Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
-    if len(expr) > SMALL_EXPR:
-        plain = pattern(PLAIN_RANGES).fullmatch(body) is not None
-    else:  # a few ranges are read faster one by one (below) than in bulk
-        plain = len(body) > 64 and plain_ranges(body)
-    if plain:
+    if plain_ranges(body) if len(expr) <= SMALL_EXPR else pattern(PLAIN_RANGES).fullmatch(body):
         if "-" not in body:
             return Group(None, [], body=body)
         if body.count("-") <= 64:  # a few spans among many numbers: keep the text
@@ -95,7 +91,7 @@ def parse_ranges(expr: str, body: str) -> Group:
                 parts[index] = low_text
             return Group(parts, list(zip(indexes, lows, highs, map(len, low_texts), strict=True)))
         # else: the slow path below names the reversed or oversized range
-    # Range by range, to name the bad one (and the few ranges of a short expression's bracket).
+    # Range by range, to name the bad one.
     ranges: list[Range] = []
     parts = body.split(",")
     for index, part in enumerate(parts):

@@ -45,6 +45,14 @@ def plain_ranges(body: str) -> bool:
     """Whether a bracket's text is N or N-M ranges of ASCII numbers of at most 19 digits:
     a part of what PLAIN_RANGES matches, found with string methods (the rest is read range
     by range, which gives the same group)."""
+    if "," not in body:  # one range (most brackets of a short expression): no lists
+        low, dash, high = body.partition("-")
+        return (
+            body.isascii()
+            and low.isdigit()
+            and len(low) <= 19
+            and (not dash or (high.isdigit() and len(high) <= 19))
+        )
     numbers = body.replace("-", ",").split(",")
     lengths = list(map(len, numbers))
     return (
