@@ -17,6 +17,9 @@ input:
   reported beside it, and only over ``MAX_WALL_SECONDS`` (a hang) fails. Expressions go
   up to ``MAX_HOSTS`` hosts, host lists for ``compress`` up to 300,000 hosts;
 * ``count(e) == len(expand(e))``, ``nth``/``index_of`` agree with ``expand``;
+* an expression (and what ``compress`` writes) of up to ``MAX_READ_BOTH`` characters gives
+  the same hosts or the same error read with string methods as with regular expressions
+  (``grammar.SMALL_EXPR`` set to read it either way);
 * ``expand(compress(x, sort=s)) == (slurm_sorted(x) if s else x)``, where
   ``slurm_sorted`` orders hosts as ``scontrol show hostlistsorted`` does (tfslurm's
   ``hostrange_cmp`` key, host by host);
@@ -44,12 +47,13 @@ from collections.abc import Callable
 
 from tfslurm import hostlist
 from tfslurm.errors import TfslurmError
-from tfslurm.hostlist import compression, natural
+from tfslurm.hostlist import compression, grammar, natural
 
 MAX_MESSAGE = 300
 MAX_SECONDS = 1.0
 TIME_BOUND_HOSTS = 100_000  # the size up to which one input's calls take under MAX_SECONDS
 MAX_WALL_SECONDS = 10.0  # a hang (waiting uses no CPU)
+MAX_READ_BOTH = 20_000  # characters of an expression read both ways (readings_agree)
 
 _NAME_CHARS = "abnrx-_.0123456789"
 _HOSTILE_CHARS = "[],- \t\n\r\x00\x0b+()x*é\udcff\u0663²"
@@ -68,6 +72,24 @@ def prefix_order_holds(sorted_hosts: list[str]) -> bool:
     prefixes = [host.rstrip("0123456789") for host in sorted_hosts]
     keys = [natural.natural_key(p) for p in dict.fromkeys(prefixes)]
     return keys == sorted(keys) and len(keys) == len(set(keys))
+
+
+def _read_as(expr: str, small_expr: int) -> object:
+    """expand and count of ``expr``, or the error's text, with grammar.SMALL_EXPR set."""
+    saved = grammar.SMALL_EXPR
+    grammar.SMALL_EXPR = small_expr
+    try:
+        return hostlist.expand(expr), hostlist.count(expr)
+    except TfslurmError as exc:
+        return str(exc)
+    finally:
+        grammar.SMALL_EXPR = saved
+
+
+def readings_agree(expr: str) -> bool:
+    """Whether an expression gives the same hosts or error read without regular
+    expressions as with them (true of one too long to read both ways in a fuzz run)."""
+    return len(expr) > MAX_READ_BOTH or _read_as(expr, sys.maxsize) == _read_as(expr, -1)
 
 
 # ---- generators ---------------------------------------------------------------------------
@@ -229,6 +251,7 @@ def check(kind: str, value: object, rng: random.Random) -> str:
     """Run one input; return "ok" or the error class's name. Raises on a violation."""
     if kind == "expr":
         assert isinstance(value, str)
+        _expect(readings_agree(value), "short and long readings differ")
         try:
             hosts = _call(hostlist.expand, value)
             _HOSTS[0] = len(hosts)
@@ -261,6 +284,7 @@ def check(kind: str, value: object, rng: random.Random) -> str:
             return _error(exc)
         assert isinstance(text, str)
         back = _call(hostlist.expand, text)
+        _expect(readings_agree(text), "short and long readings of compress's text differ")
         if not sort:
             _expect(back == value, "expand(compress(x)) != x")
             return "ok"

@@ -16,11 +16,13 @@ import sys
 import time
 import tracemalloc
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from importcost import added_by
 from tfslurm import errors, hostlist
 from tfslurm.hostlist import (
     HostlistError,
@@ -1093,3 +1095,108 @@ def test_a_bracket_after_many_prefixes_is_parsed_once(monkeypatch: pytest.Monkey
     assert count(expr) == 15_005
     assert expand(expr)[-3:] == ["r10390-ib", "r1306-ib", "r1200-ib"]
     assert parsed == ["10390,1306,1200", "1-2", "3"] * 2
+
+
+# ---- short expressions: read without regular expressions ----------------------------------
+
+_hostile_text = st.text(st.sampled_from("n01-9[],x \t+(\x00é²"), max_size=4)
+# Brackets long enough to be checked in bulk: plain ranges, and at most one odd part
+# (numbers at the bulk check's limits, ranges at Slurm's, reversed, or not a range).
+_plain_part = st.one_of(
+    st.integers(0, 1300).map(str),
+    st.builds(lambda n, width: f"{n:0{width}d}", st.integers(0, 99), st.integers(2, 19)),
+    st.builds(lambda low, more: f"{low}-{low + more}", st.integers(0, 10**19 - 5), st.integers(0, 3)),
+    st.builds(lambda low, more: f"{low:0{more % 4}d}-{low + more}", st.integers(0, 120), st.integers(0, 200)),
+)
+_odd_part = st.sampled_from(
+    ["0" * 45 + "1", "0" * 46 + "1", "0" * 64, "0" * 65, "1" * 20, "1-2-3", "1--2", "-1", "", "x", "٣",
+     "0-65535", "1-65537", "07-65542", "5-3", "1-x", "²", "1-٣", "1-" + "1" * 20, "1-" + "9" * 5000]
+) | st.integers(_ULONG_MAX - 3, _ULONG_MAX + 2).map(str)  # fmt: skip
+
+
+@st.composite
+def _long_body(draw) -> str:
+    parts = draw(st.lists(_plain_part, min_size=8, max_size=40))
+    if draw(st.booleans()):
+        parts.insert(draw(st.integers(0, len(parts))), draw(_odd_part))
+    return ",".join(parts)
+
+
+@st.composite
+def _short_reading_exprs(draw) -> str:
+    """Expressions of the grammar and near it: several groups, runs of one-group items,
+    numbers around 2**64, blanks and stray brackets."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(st.text(st.sampled_from("n01-9[],x \t+(") | st.characters(), max_size=40))
+    items = []
+    for _ in range(draw(st.integers(0, 6))):
+        text = draw(_run_prefix)
+        for _ in range(draw(st.integers(0, 3))):
+            body = draw(
+                st.sampled_from(["1", "1-3", "10390,1306,1200", "07-8,1", "1, 2"])
+                | _run_body()
+                | _odd_part
+                | _long_body()
+            )
+            text += f"[{body}]" + draw(_run_tail)
+        if draw(st.integers(0, 5)) == 0:
+            text += draw(_hostile_text)
+        items.append(text)
+    expr = ""
+    for item in items:
+        expr += item + draw(st.sampled_from([",", ",", ",,", " ", "\t", ", "]))
+    return expr[: -1 if draw(st.booleans()) else len(expr)]
+
+
+def _reading(expr: str, short: bool) -> object:
+    """What plan, expand and count make of ``expr`` (or the error they raise) when it is
+    read without regular expressions (``short``) or with them."""
+    saved = grammar.SMALL_EXPR
+    grammar.SMALL_EXPR = sys.maxsize if short else -1
+    try:
+        plans = [
+            (
+                tuple(texts),
+                [(g.size, g.digits, g.widest, g.ranges, g.joined(), g.numbers()) for g in item_groups],
+                size,
+            )
+            for texts, item_groups, size in grammar.plan(expr)
+        ]
+        return plans, expand(expr), count(expr)
+    except HostlistError as error:
+        return str(error)
+    finally:
+        grammar.SMALL_EXPR = saved
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_short_reading_exprs())
+@example("n[1-2]" + "9" * 20)
+@example("a[1]b[2],[3] c[4-5]d,e")
+@example("n[1-3")
+@example("n]1[")
+@example("n[[1]]")
+@example("n[1,,2]")
+@example("n[" + ",".join(map(str, range(70))) + "-80]")
+@example("n[" + "1," * 40 + "1-2-3]")
+@example("n[" + "1," * 40 + "٣]")
+@example("n[" + "1," * 40 + "1" * 20 + "]")
+@example("n[" + "1," * 40 + "]")
+@example("n[" + "1," * 40 + "1-x]")
+def test_short_and_long_readings_agree(expr: str) -> None:
+    assert _reading(expr, short=True) == _reading(expr, short=False)
+
+
+def test_reading_the_hooks_lists_imports_no_regular_expressions() -> None:
+    """What a TaskProlog reads (Slurm's node and task-count lists) costs no import of re,
+    nor of functools, collections, enum or typing."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(grammar.__file__).parents[2])!r})\n"
+        "from tfslurm import hostlist\n"
+        "for nodes in ('node[1-128]', 'n[001-004],gpu[1-2]', 'rack[1-2]-n[1-4]', 'a,b,c'):\n"
+        "    assert hostlist.count(nodes) == len(hostlist.expand(nodes))\n"
+        "assert hostlist.expand_counts('4(x128),2') == [4] * 128 + [2]\n"
+        f"assert hostlist.count({','.join(f'n{i}[1-{i}]' for i in range(1, 150))!r}) == 11175\n"
+        f"assert hostlist.count({'n[' + ','.join(map(str, range(1, 600, 2))) + ']'!r}) == 300\n"
+    )
+    assert added_by(code, ("re", "functools", "collections", "enum", "typing")) == []

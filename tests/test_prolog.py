@@ -464,7 +464,8 @@ HOOK_MODULES = frozenset(
      "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.jobspec",
      "tfslurm.plan", "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices",
      "tfslurm.gpus.policy", "tfslurm.gpus.warnings", "tfslurm.hostlist",
-     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups"}
+     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
+     "tfslurm.hostlist.scanning"}
 )  # fmt: skip
 # The value types those modules define (tfslurm.value): written-out classes, which compile
 # nothing at import, where dataclasses would compile five methods each and import inspect.
@@ -498,6 +499,7 @@ def test_hook_imports_only_its_own_modules(argv: list[str]) -> None:
     assert "tfslurm.descriptor" in others and "tfslurm.frameworks" in others
     stdlib = ("typing", "json", "subprocess", "socket", "signal", "pathlib", "shlex", "argparse", "zlib")
     stdlib += ("dataclasses", "inspect", "ast", "dis", "tokenize", "math")
+    stdlib += ("re", "enum", "functools", "collections")  # re alone imports the other three
     assert added_by(code, (*stdlib, "tensorflow", *others)) == []
 
 

@@ -36,6 +36,8 @@ The public API is what this module exports; the modules behind it, each importin
 those above it in this list:
 
 * ``groups``: a parsed bracket group, and writing the hosts of a parsed item;
+* ``scanning``: where an expression's items and brackets are (string methods for a short
+  expression, regular expressions, compiled on first use, for a long one);
 * ``grammar``: parsing and size-checking an expression (the bounds, the error wording);
 * ``expansion``: expand, count, nth, index_of, expand_counts;
 * ``natural``: Slurm's natural (strnatcmp) order, for sorted compress;

@@ -12,12 +12,15 @@ in :mod:`compression`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import MAX_HOSTS, plain_expression, plan, show
 from tfslurm.hostlist.groups import Group, item_prefixes, item_text, prefixed_text
 from tfslurm.numbers import is_int_in
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def expand(expr: str) -> list[str]:

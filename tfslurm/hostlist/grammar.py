@@ -9,18 +9,37 @@ and ``index_of`` all start from that plan, and every :class:`HostlistError` abou
 expression is worded here (:func:`_fail`, :func:`show`), so all of them name the input
 and the offending part the same way. The bounds live here because they are part of what
 the grammar accepts; the package re-exports them.
+
+Expressions of up to :data:`SMALL_EXPR` characters (every node list a TaskProlog reads,
+in practice) are read with string methods; longer ones with regular expressions, which
+find and split long runs of items in C (both in :mod:`scanning`). ``re`` is imported on the
+first long expression: a TaskProlog, which runs at every task start, never pays for it.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
-import re
-from collections.abc import Iterable, Sequence
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.groups import Group, Range, item_prefixes, item_text, written_maxima
+from tfslurm.hostlist.scanning import (
+    BALANCED,
+    ITEM_REST,
+    PLAIN_RANGES,
+    SIMPLE_RUN_ITEMS,
+    SIMPLE_RUNS,
+    balanced,
+    item_end,
+    pattern,
+    plain_ranges,
+    simple_parts,
+)
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import TypeAlias
 
 #: Hosts in one ``lo-hi`` range, and in one non-final bracket group: Slurm's own caps
 #: (``MAX_RANGE`` and ``MAX_PREFIX_CNT`` in ``hostlist.c``, both 64K).
@@ -31,8 +50,11 @@ MAX_HOSTS = 1 << 20
 #: Characters all expanded host names of one expression may take together (64 Mi).
 MAX_CHARS = 1 << 26
 
-_DIGITS = frozenset("0123456789")
 ULONG_MAX = (1 << 64) - 1
+
+#: The longest expression read without regular expressions (see the module's docstring).
+#: Both readings give the same plan and the same errors (tests/test_hostlist.py forces each).
+SMALL_EXPR = 2048
 
 
 def show(text: str, limit: int = 60) -> str:
@@ -44,18 +66,10 @@ def _fail(expr: str, what: str) -> HostlistError:
     return HostlistError(f"bad hostlist {show(expr)}: {what}")
 
 
-# N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
-# 45 zeros (so at most 64 digits: int() takes them): parsed in bulk. Possessive (no
-# backtracking): sre keeps no mark per range (the greedy form took 1.1 s and 258 MB for a
-# bracket of a million numbers, this one 60 ms and nothing).
-_PLAIN_NUMBER = r"(?:0{0,45}+[1-9][0-9]{0,18}+|0{1,64}+)"
-_PLAIN_RANGES = rf"{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+(?:,{_PLAIN_NUMBER}(?:-{_PLAIN_NUMBER})?+)*+"
-
-
 def parse_ranges(expr: str, body: str) -> Group:
     if not body:
         raise _fail(expr, "empty brackets '[]'")
-    if re.fullmatch(_PLAIN_RANGES, body):
+    if plain_ranges(body) if len(expr) <= SMALL_EXPR else pattern(PLAIN_RANGES).fullmatch(body):
         if "-" not in body:
             return Group(None, [], body=body)
         if body.count("-") <= 64:  # a few spans among many numbers: keep the text
@@ -79,14 +93,15 @@ def parse_ranges(expr: str, body: str) -> Group:
         # else: the slow path below names the reversed or oversized range
     # Range by range, to name the bad one.
     ranges: list[Range] = []
-    for part in body.split(","):
+    parts = body.split(",")
+    for index, part in enumerate(parts):
         if part.isdigit() and len(part) <= 19 and part.isascii():  # a plain number
             number = int(part)
             ranges.append((number, number, len(part)))
             continue
         low_text, dash, high_text = part.partition("-")
-        numbers = (low_text, high_text) if dash else (low_text,)
-        if not all(text and set(text) <= _DIGITS for text in numbers):
+        # ASCII digits only (isdigit alone takes other scripts' digits)
+        if not (low_text.isdigit() and part.isascii() and (not dash or high_text.isdigit())):
             raise _fail(
                 expr,
                 f"range {show(part, 40)} in {show('[' + body + ']', 40)} must be N or N-M with digits only",
@@ -101,7 +116,7 @@ def parse_ranges(expr: str, body: str) -> Group:
                 f"range {show(part, 60)} has {high - low + 1} hosts, over Slurm's {MAX_RANGE_HOSTS}",
             )
         ranges.append((low, high, len(low_text)))
-    parts = [part.partition("-")[0] for part in body.split(",")]
+        parts[index] = low_text
     spans = [(i, low, high, width) for i, (low, high, width) in enumerate(ranges) if high > low]
     return Group(parts, spans, ranges)
 
@@ -141,49 +156,6 @@ def _number(expr: str, digits: str) -> int:
     return int(significant or "0")
 
 
-# Brackets that pair up without nesting, and the rest of an item from its first '['.
-_BALANCED = r"[^\[\]]*+(?:\[[^\[\]]*+\][^\[\]]*+)*+"
-_ITEM_REST = re.compile(r"(?:\[[^\[\]]*+\][^\[\],\t ]*+)++")
-
-
-# An item with one bracket group, "prefix[body]tail" (what compress writes for hosts whose
-# prefixes differ, tens of thousands of them): runs of them, separated by separators only,
-# are found and split with C-level passes (_plan_simple). A run is matched a bounded
-# number of items at a time (fewer at first) in a bounded stretch of text (as long as the
-# text before it), so that an expression past a bound stops soon after the item that
-# crosses it, as one read item by item does: after at most twice the text.
-_SIMPLE_ITEM = r"[^\[\],\t ]*+\[[^\[\]]*+\][^\[\],\t ]*+(?!\[)"
-_SIMPLE_RUN_ITEMS = (16, 256, 4096)
-
-
-@functools.cache  # compiled on first use: ~2 ms, kept off the TaskProlog's path
-def _simple_run(level: int) -> re.Pattern[str]:
-    """The pattern of a run of up to ``_SIMPLE_RUN_ITEMS[level]`` items."""
-    items = _SIMPLE_RUN_ITEMS[level]
-    return re.compile(rf"{_SIMPLE_ITEM}(?:[,\t ]++{_SIMPLE_ITEM}){{0,{items - 1}}}+")
-
-
-# (prefix, "body]tail") of each item of a run.
-_SIMPLE_PARTS = re.compile(r"([^\[\],\t ]*+)\[([^\[\]]*+\][^\[\],\t ]*+)")
-
-
-def _simple_parts(expr: str, start: int, end: int) -> Iterable[tuple[str, str]]:
-    """(prefix, "body]tail") of each item of the run of one-group items from start to end.
-
-    Where one ',' separates the items (what compress writes) the run's text is split at
-    its '[' and each piece, "body]tail,prefix", at its last ',' (a prefix has none):
-    C-level passes that make two strings an item, where findall makes them from a match.
-    """
-    if any(expr.find(other, start, end) >= 0 for other in (",,", " ", "\t")):
-        return _SIMPLE_PARTS.findall(expr, start, end)
-    pieces = expr[start:end].split("[")
-    last = pieces.pop()
-    cuts = list(map(str.rpartition, itertools.islice(pieces, 1, None), itertools.repeat(",")))
-    prefixes = [pieces[0], *map(operator.itemgetter(2), cuts)]
-    rests = [*map(operator.itemgetter(0), cuts), last]
-    return zip(prefixes, rests, strict=True)
-
-
 def _bracket_error(expr: str) -> HostlistError:
     """Name the first unbalanced or nested bracket of an expression that has one."""
     depth = 0
@@ -211,7 +183,7 @@ def plain_hosts(expr: str, text: str) -> list[str]:
         if blank in text:
             text = text.replace(blank, ",")
     if text.count(",") >= MAX_HOSTS:  # perhaps too many: count them before building them
-        text = re.sub(",,+", ",", text).strip(",")
+        text = pattern(",,+").sub(",", text).strip(",")
         if text.count(",") >= MAX_HOSTS:
             raise _fail(expr, f"has more than {MAX_HOSTS} hosts (tfslurm's bound)")
     hosts = text.split(",")
@@ -291,7 +263,10 @@ def _tail_overflow(texts: Sequence[str], groups: list[Group]) -> str | None:
         first -= 1
     tail_groups = groups[first:]
     maxima = [sorted(written_maxima(group).items()) for group in tail_groups]
-    if functools.reduce(operator.mul, map(len, maxima), 1) > 4096:  # math.prod, without loading math
+    combinations = 1
+    for lengths in maxima:
+        combinations *= len(lengths)
+    if combinations > 4096:
         return _over_64_bits(item_text(texts, groups)[1:].split(","))
     lead = texts[first][len(texts[first].rstrip("0123456789")) :]
     for choice in itertools.product(*maxima):
@@ -315,7 +290,8 @@ def _tail_overflow(texts: Sequence[str], groups: list[Group]) -> str | None:
 def _parse_item(expr: str, item: str, seen: dict[str, Group] | None = None) -> tuple[list[str], list[Group]]:
     """Split ``a[..]b[..]c`` into texts ``[a, b, c]`` and the groups' range lists; ``seen``
     holds the groups already parsed (Slurm writes the same bracket after many prefixes)."""
-    pieces = re.split(r"\[([^\[\]]*)\]", item)  # text, body, text, ..., text
+    # text, body, text, ..., text: the item's brackets pair up without nesting
+    pieces = item.replace("]", "[").split("[")
     if seen is None:
         return pieces[::2], [parse_ranges(expr, body) for body in pieces[1::2]]
     groups = []
@@ -353,7 +329,8 @@ def _item_plan(
 
 # An item's texts (a list, or a tuple for a one-group item of a run: a tuple of strings is
 # no work for the garbage collector), its groups and host count; or bracket-free hosts.
-_Plan = tuple[Sequence[str], list[Group], int]
+if TYPE_CHECKING:
+    _Plan: TypeAlias = tuple[Sequence[str], list[Group], int]
 # What _plan_simple knows of one "[body]tail" after a first item with it: the item's
 # groups list (shared by the items), host count, tail, characters less the prefix's, and
 # the fewest trailing digits of a prefix that make the 64-bit check worth doing.
@@ -385,7 +362,10 @@ def _plan_items(expr: str) -> list[_Plan]:
     if not isinstance(expr, str):
         raise HostlistError(f"bad hostlist {clip(repr(expr))}: expected a string, got {type(expr).__name__}")
     refuse_newline(expr)
-    if not re.fullmatch(_BALANCED, expr):
+    # A short expression is read item by item with string methods, a long one with
+    # patterns that also take runs of one-group items at once.
+    item_rest = None if len(expr) <= SMALL_EXPR else pattern(ITEM_REST)
+    if not (balanced(expr) if item_rest is None else pattern(BALANCED).fullmatch(expr)):
         raise _bracket_error(expr)
     plans: list[_Plan] = []
     hosts = 0
@@ -415,20 +395,27 @@ def _plan_items(expr: str) -> list[_Plan]:
         if bracket < 0:
             _check_bounds(expr, hosts, chars)
             return plans
-        match = _ITEM_REST.match(expr, bracket)
-        assert match is not None  # brackets are balanced
-        if expr.find("[", bracket + 1, match.end()) < 0:  # one group: a run of such items
-            # to the first ',' past the stretch: a separator after an item, or one in a
-            # body, which leaves that item without its ']' and ends the run before it
-            stop = expr.find(",", start + max(start, 1 << 16))
-            stop = len(expr) if stop < 0 else stop
-            run = _simple_run(min(runs, len(_SIMPLE_RUN_ITEMS) - 1)).match(expr, start, stop)
-            runs += 1
-            pos = match.end() if run is None else run.end()  # None: this item is longer
-            found = _simple_parts(expr, start, pos)
+        if item_rest is None:
+            pos = item_end(expr, bracket)
+        else:
+            match = item_rest.match(expr, bracket)
+            assert match is not None  # brackets are balanced
+            pos = match.end()
+        if expr.find("[", bracket + 1, pos) < 0:  # one group: a run of such items
+            if item_rest is None:  # in a short expression, this item alone
+                found: Iterable[tuple[str, str]] = ((expr[start:bracket], expr[bracket + 1 : pos]),)
+            else:
+                # to the first ',' past the stretch: a separator after an item, or one in a
+                # body, which leaves that item without its ']' and ends the run before it
+                stop = expr.find(",", start + max(start, 1 << 16))
+                stop = len(expr) if stop < 0 else stop
+                level = min(runs, len(SIMPLE_RUN_ITEMS) - 1)
+                run = pattern(SIMPLE_RUNS[level]).match(expr, start, stop)
+                runs += 1
+                pos = pos if run is None else run.end()  # None: this item is longer
+                found = simple_parts(expr, start, pos)
             hosts, chars = _plan_simple(expr, found, plans, hosts, chars, seen, simple)
             continue
-        pos = match.end()
         item = expr[start:pos]
         texts, groups, item_hosts, item_chars = _item_plan(expr, item, seen)
         hosts += item_hosts

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 # A range list is kept as tuples (low, high, width): the hosts low..high, each number
 # zero-padded to width digits (the length of the low bound's text, as Slurm does).
