@@ -20,17 +20,13 @@ if TYPE_CHECKING:
     import re
     from collections.abc import Iterable
 
-_COMPILED: dict[str, re.Pattern[str]] = {}
-
 
 def pattern(source: str) -> re.Pattern[str]:
-    """``re.compile(source)``, compiled once: ``re`` is imported only for long expressions."""
-    compiled = _COMPILED.get(source)
-    if compiled is None:
-        import re
+    """``re.compile(source)``: ``re`` is imported only for long expressions, and keeps
+    what it compiled."""
+    import re
 
-        compiled = _COMPILED[source] = re.compile(source)
-    return compiled
+    return re.compile(source)
 
 
 # N or N-M, numbers of at most 19 significant digits (always below 2**64) after at most
