@@ -3,6 +3,12 @@ settings (the runs on a real cluster: tests/test_nodeloss_cluster.py)."""
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from conftest import tfslurm_cli
@@ -13,6 +19,7 @@ from tfslurm.runtime.nodeloss import (
     Placement,
     Recovery,
     RecoverySettings,
+    Supervisor,
     after_failure,
     first_placement,
     shrink_line,
@@ -136,3 +143,36 @@ def test_cli_spares_without_no_kill_fails_in_one_line():
     assert len(lines) == 1 and lines[0].startswith(
         "tfslurm supervise: error: TFSLURM_SPARE_NODES=1 needs a job that keeps its allocation"
     ), done.stderr
+
+
+# An srun that takes two SIGINTs as one interrupt, as a busy srun does when the second comes
+# before it handled the first: it ends only at a third. Left alone it gives up after 20 s.
+DEAF_SRUN = """
+import signal, sys, time
+count = 0
+def interrupted(signum, frame):
+    global count
+    count += 1
+    if count >= 3:
+        sys.exit(130)
+signal.signal(signal.SIGINT, interrupted)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+def test_stuck_step_is_interrupted_again_until_srun_exits(tmp_path: Path) -> None:
+    fake = tmp_path / "srun.py"
+    fake.write_text(DEAF_SRUN)
+    out = io.StringIO()
+    supervisor = Supervisor(
+        [sys.executable, str(fake)], Recovery(heartbeat=1.0), lambda: ((), ()), os.environ, out=out
+    )
+    started = time.monotonic()
+    assert supervisor.launch(None) == 130
+    assert time.monotonic() - started < 10
+    assert out.getvalue() == (
+        "tfslurm: no step line for 1 s (TFSLURM_HEARTBEAT_TIMEOUT): ending the stuck step\n"
+    )

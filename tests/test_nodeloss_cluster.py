@@ -64,9 +64,16 @@ def lose(cluster: Any) -> Any:
 
 
 def lost() -> str:
-    """srun's status when Slurm kills a step for a failed node: 137 (its tasks' SIGKILL) on
-    22.05, 1 on 24.11 and 26.05."""
-    return "137" if slurm_version() == "22.05" else "1"
+    """srun's status when Slurm kills a step for a failed node, as a pattern: 137 (its
+    tasks' SIGKILL) on 22.05; on 24.11 and 26.05 1, or 9 where srun hears of a surviving
+    task's SIGKILL before it ends the step (seen on 26.05 on a busy machine)."""
+    return "137" if slurm_version() == "22.05" else "(?:1|9)"
+
+
+def lost_line(line: str) -> str:
+    """The pattern of a supervisor ``line`` whose ``{exit}`` is :func:`lost`'s status."""
+    before, after = line.split("{exit}")
+    return re.escape(before) + lost() + re.escape(after)
 
 
 def submit(
@@ -121,9 +128,11 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
     found = wait_for(log, RELAUNCH, timeout=90)
     assert step_nodes(cluster, job) == [("node1", "node3", "node4")]
     text = ended(cluster, job, log)
-    assert (
-        f"tfslurm: node node2 lost (step exit {lost()}): relaunching on node1,node3,node4 (spare node4 in; "
-        in text
+    assert re.search(
+        lost_line(
+            "tfslurm: node node2 lost (step exit {exit}): relaunching on node1,node3,node4 (spare node4 in; "
+        ),
+        text,
     )
     resumed = re.findall(r"\[worker:\d\] restart 0: resumed from \S+ at step (\d+)", text)
     failed = int(re.findall(r"\[worker:0\] step (\d+)/", text[: text.index("Node failure on node2")])[-1])
@@ -216,13 +225,17 @@ def test_two_nodes_lost_in_a_row(cluster, lose, tmp_path):
     lose("node3")
     wait_for(log, r"relaunch 2 \(node node3 lost\)")
     text = ended(cluster, job, log)
-    assert (
-        f"tfslurm: node node2 lost (step exit {lost()}): relaunching on node1,node3 (spare node3 in; 1 spare(s) left)"
-        in text
+    assert re.search(
+        lost_line(
+            "tfslurm: node node2 lost (step exit {exit}): relaunching on node1,node3 (spare node3 in; 1 spare(s) left)"
+        ),
+        text,
     )
-    assert (
-        f"tfslurm: node node3 lost (step exit {lost()}): relaunching on node1,node4 (spare node4 in; 0 spare(s) left)"
-        in text
+    assert re.search(
+        lost_line(
+            "tfslurm: node node3 lost (step exit {exit}): relaunching on node1,node4 (spare node4 in; 0 spare(s) left)"
+        ),
+        text,
     )
     assert "finished 80 steps on 2 tasks" in text
 
@@ -235,10 +248,13 @@ def test_restart_cap_reached_fails_the_job(cluster, lose, tmp_path):
     wait_for(log, r"^0: step 5/")
     lose("node2")
     text = ended(cluster, job, log, state="FAILED")
-    assert (
-        f"tfslurm: node node2 lost (step exit {lost()}): restart cap reached "
-        "(0 relaunches in this allocation, TFSLURM_STEP_RESTARTS): giving up"
-    ) in text
+    assert re.search(
+        lost_line(
+            "tfslurm: node node2 lost (step exit {exit}): restart cap reached "
+            "(0 relaunches in this allocation, TFSLURM_STEP_RESTARTS): giving up"
+        ),
+        text,
+    )
     assert "finished" not in text
 
 
@@ -267,7 +283,9 @@ def test_shrink_goes_on_with_fewer_workers(cluster, lose, tmp_path):
     wait_for(log, r"^0: step 5/")
     lose("node3")
     text = ended(cluster, job, log)
-    assert f"tfslurm: node node3 lost (step exit {lost()}): relaunching on node1,node2\n" in text
+    assert re.search(
+        lost_line("tfslurm: node node3 lost (step exit {exit}): relaunching on node1,node2\n"), text
+    )
     assert "tfslurm: shrinking: workers 3 -> 2 on nodes 3 -> 2, global batch shrinks with them" in text
     assert "finished 60 steps on 2 tasks" in text
 

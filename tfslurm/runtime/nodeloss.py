@@ -291,6 +291,10 @@ def shrink_line(before: Placement, after: Placement, batch_per_worker: int | Non
     return f"shrinking: workers {old} -> {new} on nodes {len(before.nodes)} -> {len(after.nodes)}, {batch}"
 
 
+#: Seconds between pairs of SIGINTs to the srun of a stuck step, until it exits.
+END_AGAIN_S = 2.0
+
+
 class Supervisor:
     """Runs the srun command line, relaunching it as :func:`after_failure` decides.
 
@@ -421,7 +425,7 @@ class Supervisor:
         assert proc.stdout is not None
         pump = threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)
         pump.start()
-        stuck = False
+        ending = 0.0  # when the last pair of SIGINTs went to a stuck step's srun; 0: none
         while True:
             try:
                 raw = proc.wait(timeout=0.5)
@@ -429,12 +433,18 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
             beat = self.recovery.heartbeat
-            if beat and not stuck and not self._stopping and time.monotonic() - self._last_line > beat:
-                stuck = True
+            now = time.monotonic()
+            if beat and not ending and not self._stopping and now - self._last_line > beat:
                 self.say(f"no step line for {beat:g} s ({HEARTBEAT_VARIABLE}): ending the stuck step")
-                proc.send_signal(signal.SIGINT)  # twice within a second: srun kills the step
-                time.sleep(0.2)
-                proc.send_signal(signal.SIGINT)
+            elif not ending or now - ending < END_AGAIN_S:
+                continue
+            # Two SIGINTs within a second make srun kill the step. A busy srun can take the
+            # second before handling the first, and the two then count as one: try again
+            # until it exits.
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            ending = time.monotonic()
         pump.join(timeout=5)
         return 128 - raw if raw < 0 else raw
 
