@@ -26,7 +26,7 @@ Only the standard library is used: this runs in the TaskProlog of every task.
 
 from __future__ import annotations
 
-from tfslurm.cluster import EVALUATOR, NODE, Cluster, count_per_node
+from tfslurm.cluster import EVALUATOR, NODE, Cluster
 from tfslurm.errors import PlanError, bare
 from tfslurm.errors import clip as _clip
 from tfslurm.jobspec import JOB_ORDERS, order_jobs, parse_jobs
@@ -379,7 +379,7 @@ def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_
         jobs = step.settings.tf_dist
     resolved = order_jobs(parse_jobs(jobs, layout.num_tasks), options.job_order)
     template = _host_template(options.host_template, step.settings.host_template)
-    counts = count_per_node(layout.rank_node, len(layout.nodes))
+    counts = layout.task_counts
     rule = port_rule(step, max(counts), port_base=options.port_base, layout=layout)
     gpus = options.gpu_plan
     if gpus is None and options.assign and step.procid is not None:
