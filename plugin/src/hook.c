@@ -1,12 +1,14 @@
 /*
  * hook.c - run the tfslurm hook and apply its TaskProlog-protocol output; see hook.h.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include "hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,11 +207,46 @@ int tfd_hook_run_arg(const char *path, const char *arg, char *const env[], unsig
 	return tfd_hook_run_in(path, arg, -1, env, timeout_s, out, out_len, status, err, errlen);
 }
 
+/*
+ * Start the hook with its output to out_fd, its input from in_fd (-1: /dev/null), in a
+ * process group of its own (so that a timeout kills what it started, too). posix_spawn,
+ * not fork: the caller is a task process, a copy of slurmstepd, whose page tables a fork
+ * would copy only for the child to drop them at exec. Returns 0 or an errno value.
+ */
+static int spawn_hook(const char *path, const char *arg, int in_fd, int out_fd,
+		      char *const env[], pid_t *pid)
+{
+	posix_spawn_file_actions_t actions;
+	posix_spawnattr_t attr;
+	char *argv[3] = { (char *) path, (char *) arg, NULL }; /* arg NULL: no argument */
+	int rc;
+
+	if ((rc = posix_spawn_file_actions_init(&actions)) != 0)
+		return rc;
+	if ((rc = posix_spawnattr_init(&attr)) != 0) {
+		posix_spawn_file_actions_destroy(&actions);
+		return rc;
+	}
+	rc = in_fd >= 0 ? posix_spawn_file_actions_adddup2(&actions, in_fd, 0)
+			: posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+	if (rc == 0)
+		rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	if (rc == 0)
+		rc = posix_spawnattr_setpgroup(&attr, 0);
+	if (rc == 0)
+		rc = posix_spawn(pid, path, &actions, &attr, argv, env);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&actions);
+	return rc;
+}
+
 int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const env[],
 		    unsigned timeout_s, char **out, size_t *out_len, int *status, char *err,
 		    size_t errlen)
 {
-	int fds[2];
+	int fds[2], rc;
 	pid_t pid;
 	char *buf;
 	size_t cap = 8192, n = 0;
@@ -218,39 +255,28 @@ int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const en
 
 	*out = NULL;
 	*out_len = 0;
-	if (pipe(fds) != 0) {
+	if (pipe2(fds, O_CLOEXEC) != 0) {
 		tfd_set_err(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
-	pid = fork();
-	if (pid < 0) {
-		tfd_set_err(err, errlen, "fork: %s", strerror(errno));
+	rc = spawn_hook(path, arg, in_fd, fds[1], env, &pid);
+	if (rc != 0) {
 		close(fds[0]);
 		close(fds[1]);
+		if (rc == ENOENT || rc == EACCES || rc == ENOEXEC || rc == ENOTDIR || rc == ELOOP) {
+			/* what a forked child's failed exec gave: the line, and status 127 */
+			fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(rc));
+			*status = 127 << 8;
+			*out = calloc(1, 1);
+			if (!*out) {
+				tfd_set_err(err, errlen, "out of memory");
+				return -1;
+			}
+			return 0;
+		}
+		tfd_set_err(err, errlen, "cannot start the hook %.300s: %s", path, strerror(rc));
 		return -1;
 	}
-	if (pid == 0) {
-		char *argv[3];
-		int devnull = in_fd >= 0 ? -1 : open("/dev/null", O_RDONLY);
-
-		setpgid(0, 0); /* so a timeout kills what the hook started, too */
-		if (in_fd >= 0)
-			dup2(in_fd, 0);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			close(devnull);
-		}
-		dup2(fds[1], 1);
-		close(fds[0]);
-		close(fds[1]);
-		argv[0] = (char *) path;
-		argv[1] = (char *) arg; /* NULL: no argument */
-		argv[2] = NULL;
-		execve(path, argv, env);
-		fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid); /* the child does it too: whichever runs first */
 	close(fds[1]);
 	buf = malloc(cap + 1);
 	while (buf) {
@@ -292,8 +318,7 @@ int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const en
 	if (!buf || too_long || timed_out) {
 		kill_hook(pid, status);
 	} else {
-		int rc = wait_exit(pid, deadline, status, err, errlen);
-
+		rc = wait_exit(pid, deadline, status, err, errlen);
 		if (rc < 0) {
 			free(buf);
 			kill(-pid, SIGKILL);
