@@ -37,8 +37,13 @@ on the largest cluster (``tests/stepenv.py``), must give every local task the on
 descriptor, whose plan puts every rank on its node.
 
 Prints the rows with ratios against the smallest cluster's figures and checks: one node's
-added time <= 40 ms on the largest cluster, per node there <= 1.3x the smallest's. Not part
-of the test suite (minutes, root).
+added time <= 40 ms on the largest cluster, per node there <= 1.3x the smallest's. Two more
+figures tell a node's own cost apart from this machine's: the CPU time ``--tf-dist`` adds per
+node (the machine's busy time, /proc/stat), and, where valgrind is installed, the
+instructions of the hook's ``--node`` run for one node of the smallest and the largest
+cluster's step, checked to the same 1.3x. On 2 CPUs the first grows with the cluster though
+the second does not: 128 nodes' processes take turns on the same caches. Not part of the
+test suite (minutes, root).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,6 +81,7 @@ RESV_PORTS = "20000-20999"  # MpiParams: room for a step of up to 512 tasks a no
 # processes; here every node shares one /proc, so each node's walk grows with the cluster
 # (and with the hooks running on the other nodes), which a real node's does not.
 PROCTRACK = "ProctrackType=proctrack/pgid"
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # /proc/stat's unit
 QUIET_BUSY = 0.10  # the CPUs count as quiet below this busy fraction over a second
 TF_CONFIG_CAP = 131060  # longest TF_CONFIG the hook exports (docs/admin-guide.md)
 SETUPS = ("A", "B")
@@ -92,18 +99,19 @@ def wait_idle(cluster: LocalCluster, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """All CPUs' busy and total time so far, in clock ticks (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        ticks = [int(value) for value in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def busy_fraction(seconds: float = 1.0) -> float:
-    """Fraction of all CPUs' time spent busy over the next ``seconds`` (/proc/stat)."""
-
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as f:
-            ticks = [int(value) for value in f.readline().split()[1:]]
-        idle = ticks[3] + ticks[4]  # idle, iowait
-        return sum(ticks) - idle, sum(ticks)
-
-    busy0, total0 = sample()
+    """Fraction of all CPUs' time spent busy over the next ``seconds``."""
+    busy0, total0 = cpu_ticks()
     time.sleep(seconds)
-    busy1, total1 = sample()
+    busy1, total1 = cpu_ticks()
     return (busy1 - busy0) / max(total1 - total0, 1)
 
 
@@ -236,11 +244,46 @@ def planned_step(hook: Path, nodes: int, tasks: int) -> Check:
     )
 
 
+def hook_instructions(hook: Path, nodes: int) -> int | None:
+    """Instructions of the hook's ``--node`` run (wrapper and Python, valgrind's count) for
+    the first node of a block step of ``TASKS_PER_NODE`` tasks on each of ``nodes`` nodes:
+    a node's work, whatever else shares the CPUs. None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    layout = block_layout(names, [TASKS_PER_NODE] * nodes)
+    env = task_env(layout, 0, TFSLURM_TF_DIST=SPEC, PATH=os.defpath)
+    subprocess.run(
+        [hook, "--node"], env=env, capture_output=True, timeout=60
+    )  # bytecode cached, as in a step
+    argv = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--callgrind-out-file=/dev/null"]
+    done = subprocess.run([*argv, str(hook), "--node"], env=env, capture_output=True, text=True, timeout=300)
+    counts = [int(line.rsplit(":", 1)[1]) for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode != 0 or "export TF_CONFIG=" not in done.stdout or not counts:
+        raise SystemExit(f"hook under valgrind on {nodes} nodes: rc {done.returncode}: {done.stderr[-500:]}")
+    return sum(counts)
+
+
+def instructions_check(hook: Path, small: int, large: int) -> tuple[str, Check | None]:
+    """The line on the hook's instructions per node on the largest cluster and the smallest;
+    the check of their ratio (None without valgrind)."""
+    few, many = hook_instructions(hook, small), hook_instructions(hook, large)
+    if few is None or many is None:
+        return "the hook's instructions per node: not counted (valgrind is not installed)", None
+    ratio = many / few
+    line = (f"the hook's --node run for one node of a step on {small} nodes: {few / 1e6:.1f} M instructions; "
+            f"on {large} nodes: {many / 1e6:.1f} M ({ratio:.2f}x; valgrind)")  # fmt: skip
+    check = (f"hook instructions per node at {large} nodes <= {PER_NODE_GROWTH}x at {small}: {ratio:.2f}x",
+             ratio <= PER_NODE_GROWTH)  # fmt: skip
+    return line, check
+
+
 def measure_size(
     plugin: Path, wrapper: Path, nodes: int, runs: int, warmup: int, big_tasks: int
-) -> tuple[dict[tuple[str, int], float], Check | None]:
-    """Median ms of every (setting, nodes in the step) on clusters of ``nodes`` nodes; with
-    ``big_tasks``, the big step's line and whether its check passed (set-up A's cluster)."""
+) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], float], Check | None]:
+    """Median ms of every (setting, nodes in the step) on clusters of ``nodes`` nodes, the
+    mean CPU ms the whole machine was busy during each; with ``big_tasks``, the big step's
+    line and whether its check passed (set-up A's cluster)."""
     base: dict[str, Any] = {
         "num_nodes": nodes,
         "gpus": 0,
@@ -250,6 +293,7 @@ def measure_size(
     }
     options = {"A": setup_a(plugin, wrapper), "B": setup_b(plugin, wrapper)}
     medians: dict[tuple[str, int], float] = {}
+    cpu: dict[tuple[str, int], float] = {}
     big: Check | None = None
     for setup in SETUPS:  # one cluster at a time: three of 128 nodes at once do not start here
         with LocalCluster(**base, **options[setup]) as cluster:
@@ -262,6 +306,7 @@ def measure_size(
                 for name in (f"{setup} plain", setup)
             ]
             times: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
+            busy: dict[tuple[str, int], list[int]] = {case: [] for case in cases}
             waited = wait_quiet()
             print(
                 f"... {setup} on {nodes} nodes: CPUs quiet after {waited:.0f} s", file=sys.stderr, flush=True
@@ -273,16 +318,19 @@ def measure_size(
                     if not name.endswith("plain"):
                         argv.insert(0, f"--tf-dist={SPEC}")
                     wait_idle(cluster)
+                    busy0 = cpu_ticks()[0]
                     elapsed = timed(cluster, *argv, timeout=600)
                     if turn >= warmup:
                         times[(name, shape)].append(elapsed)
+                        busy[(name, shape)].append(cpu_ticks()[0] - busy0)
             medians.update({case: statistics.median(values) * 1000 for case, values in times.items()})
+            cpu.update({case: statistics.mean(ticks) * 1000 / TICKS_PER_S for case, ticks in busy.items()})
             if big_tasks and setup == "A":
                 try:
                     big = (big_plan(cluster, big_tasks), True)
                 except (SystemExit, ClusterError) as exc:  # the timed figures are kept
                     big = (f"big step of {big_tasks} tasks in A failed: {exc}", False)
-    return medians, big
+    return medians, cpu, big
 
 
 def added(med: dict[tuple[str, int], float], setup: str, shape: int) -> float:
@@ -318,6 +366,18 @@ def report(results: dict[int, dict[tuple[str, int], float]]) -> list[Check]:
     return checks
 
 
+def report_cpu(cpu: dict[int, dict[tuple[str, int], float]]) -> None:
+    """Print the CPU time --tf-dist adds per node: the whole machine's busy time (all nodes
+    share its CPUs), mean of the timed runs."""
+    sizes = sorted(cpu)
+    print("CPU time added per node (the machine's busy time in the N-node step with --tf-dist minus "
+          "without, / N; mean of the timed runs):")  # fmt: skip
+    for setup in ("A", "B"):
+        per = {size: added(cpu[size], setup, size) / size for size in sizes}
+        print(f"  {setup}: " + ", ".join(f"{size} nodes {per[size]:.1f} ms ({per[size] / per[sizes[0]]:.2f}x)"
+                                       for size in sizes))  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="8,32,128", help="cluster sizes, comma-separated (1-200)")
@@ -337,6 +397,7 @@ def main() -> int:
     sizes = sorted({int(n) for n in args.nodes.split(",")})
     started, load_before = time.monotonic(), os.getloadavg()
     results: dict[int, dict[tuple[str, int], float]] = {}
+    cpu: dict[int, dict[tuple[str, int], float]] = {}
     bigs: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="tfslurm-bench-scale-") as tmp:
         work = Path(tmp)
@@ -345,16 +406,23 @@ def main() -> int:
         for size in sizes:
             print(f"... {size} nodes (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             big = args.big_tasks if size == sizes[-1] else 0
-            results[size], outcome = measure_size(plugin, wrapper, size, args.runs, args.warmup, big)
+            results[size], cpu[size], outcome = measure_size(
+                plugin, wrapper, size, args.runs, args.warmup, big
+            )
             bigs += [outcome] if outcome else []
         if args.plan_tasks:
             bigs.append(planned_step(wrapper, sizes[-1], args.plan_tasks))
+        counted = instructions_check(wrapper, sizes[0], sizes[-1]) if len(sizes) > 1 else ("", None)
     print(f"srun -N<n> --ntasks-per-node={TASKS_PER_NODE} true, plain and --tf-dist={SPEC}: median of "
           f"{args.runs} interleaved runs each; {os.cpu_count()} CPUs, load average {load_before[0]:.1f} -> "
           f"{os.getloadavg()[0]:.1f}, {time.monotonic() - started:.0f} s; TF_CONFIG checked in every task")  # fmt: skip
     checks = report(results)
+    report_cpu(cpu)
     for line, _ in bigs:
         print(line)
+    if counted[0]:
+        print(counted[0])
+    checks += [counted[1]] if counted[1] else []
     checks += [(line.split(":")[0] + " checked", ok) for line, ok in bigs]
     return 0 if print_checks(checks) else 3
 
