@@ -100,8 +100,12 @@ class Cluster(Value):
         self.rpc_layer: Final = rpc_layer
         self.nodelist: Final = nodelist
         self.tasks_per_node: Final = tasks_per_node
+        if counts is None:  # a plan passes its layout's; a TF_CONFIG or a descriptor has none
+            from tfslurm.layout import count_per_node
+
+            counts = count_per_node(rank_node, len(nodes))
         #: Tasks on each node, in node order.
-        self.counts: Final = count_per_node(rank_node, len(nodes)) if counts is None else counts
+        self.counts: Final = counts
         if ports is not None and ports.capacity() < max(self.counts):
             raise PlanError(
                 f"port rule {ports.encode()!r} gives fewer than {max(self.counts)} ports, "
@@ -356,14 +360,6 @@ class Cluster(Value):
 
 def _seen_in_training(name: str, count: int) -> bool:
     return name != EVALUATOR and count > 0
-
-
-def count_per_node(rank_node: Sequence[int], num_nodes: int) -> tuple[int, ...]:
-    """How many ranks each node index has."""
-    tally = [0] * num_nodes
-    for node in rank_node:  # 100k ranks in a few ms
-        tally[node] += 1
-    return tuple(tally)
 
 
 def json_plain(text: str) -> bool:

@@ -59,14 +59,8 @@ __all__ = [
 
 #: Every Distribution.
 DISTRIBUTIONS: Final[tuple[Distribution, ...]] = (
-    "block",
-    "cyclic",
-    "plane",
-    "arbitrary",
-    "default",
-    "het",
-    "given",
-)
+    "block", "cyclic", "plane", "arbitrary", "default", "het", "given"
+)  # fmt: skip
 
 
 class Layout(Value):
@@ -154,10 +148,7 @@ class Layout(Value):
     @cached
     def task_counts(self) -> tuple[int, ...]:
         """How many tasks each node runs (indices as in ``nodes``)."""
-        counts = [0] * len(self.nodes)
-        for node in self.rank_node:
-            counts[node] += 1
-        return tuple(counts)
+        return count_per_node(self.rank_node, len(self.nodes))
 
     def index_of(self, node_name: str) -> int:
         """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
@@ -598,3 +589,11 @@ def _fix(step: Step, layout: Layout, het: bool) -> str:
             "(Slurm >= 26.05 follows the network topology); launch with -m block"
         )
     return "the environment does not match Slurm's documented layout; launch with -m block"
+
+
+def count_per_node(rank_node: Sequence[int], num_nodes: int) -> tuple[int, ...]:
+    """How many ranks each node index has."""
+    tally = [0] * num_nodes
+    for node in rank_node:  # 100k ranks in a few ms
+        tally[node] += 1
+    return tuple(tally)
