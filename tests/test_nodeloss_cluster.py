@@ -255,7 +255,9 @@ def test_restart_cap_reached_fails_the_job(cluster, lose, tmp_path):
         ),
         text,
     )
-    assert "finished" not in text
+    # the stepper's own last line; "tfslurm run: ...: program finished, exit 137" may be
+    # there too, when a killed task's launcher reports before it is killed itself
+    assert "finished 60 steps" not in text
 
 
 def test_lost_spare_then_node_lost_requeues(cluster, lose, tmp_path):
