@@ -62,7 +62,7 @@ from typing import Any
 
 from tfslurm.cluster import Cluster
 from tfslurm.errors import ClusterError
-from tfslurm.layout import block_layout
+from tfslurm.layout import Layout, block_layout
 from tfslurm.localcluster import LocalCluster, missing_requirements
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/measure.py and friends
@@ -207,11 +207,17 @@ def big_plan(cluster: LocalCluster, tasks: int) -> str:
     )
 
 
+def block_step(nodes: int, tasks: int) -> Layout:
+    """The layout Slurm gives ``srun -N<nodes> -n<tasks>`` (block) on node1, node2, ..."""
+    names = [f"node{i}" for i in range(1, nodes + 1)]
+    return block_layout(names, [tasks // nodes + (i < tasks % nodes) for i in range(nodes)])
+
+
 def planned_step(hook: Path, nodes: int, tasks: int) -> Check:
     """The hook's ``--node`` run for the first, middle and last node of a block step of
     ``tasks`` tasks on ``nodes`` nodes (not launched): the descriptor, checked."""
-    names = [f"node{i}" for i in range(1, nodes + 1)]
-    layout = block_layout(names, [tasks // nodes + (i < tasks % nodes) for i in range(nodes)])
+    layout = block_step(nodes, tasks)
+    names = layout.nodes
     times, descriptors = [], set()
     for node in sorted({0, nodes // 2, nodes - 1}):
         ranks = layout.ranks_on(node)
@@ -250,12 +256,9 @@ def hook_instructions(hook: Path, nodes: int) -> int | None:
     a node's work, whatever else shares the CPUs. None without valgrind."""
     if shutil.which("valgrind") is None:
         return None
-    names = [f"node{i}" for i in range(1, nodes + 1)]
-    layout = block_layout(names, [TASKS_PER_NODE] * nodes)
-    env = task_env(layout, 0, TFSLURM_TF_DIST=SPEC, PATH=os.defpath)
-    subprocess.run(
-        [hook, "--node"], env=env, capture_output=True, timeout=60
-    )  # bytecode cached, as in a step
+    env = task_env(block_step(nodes, nodes * TASKS_PER_NODE), 0, TFSLURM_TF_DIST=SPEC, PATH=os.defpath)
+    # once unmeasured, so the count is of a run with its bytecode cached, as in a step
+    subprocess.run([hook, "--node"], env=env, capture_output=True, timeout=60)
     argv = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--callgrind-out-file=/dev/null"]
     done = subprocess.run([*argv, str(hook), "--node"], env=env, capture_output=True, text=True, timeout=300)
     counts = [int(line.rsplit(":", 1)[1]) for line in done.stderr.splitlines() if "Collected :" in line]

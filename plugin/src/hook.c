@@ -264,7 +264,7 @@ int tfd_hook_run_in(const char *path, const char *arg, int in_fd, char *const en
 		close(fds[0]);
 		close(fds[1]);
 		if (rc == ENOENT || rc == EACCES || rc == ENOEXEC || rc == ENOTDIR || rc == ELOOP) {
-			/* what a forked child's failed exec gave: the line, and status 127 */
+			/* a hook that cannot be exec'd fails like one that exits 127, with its line */
 			fprintf(stderr, "tfslurm: cannot run the hook %s: %s\n", path, strerror(rc));
 			*status = 127 << 8;
 			*out = calloc(1, 1);
