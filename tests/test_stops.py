@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.errors import TfslurmError
-from tfslurm.runtime import stops
+from tfslurm.runtime import exits, stops
 from tfslurm.runtime.checkpoints import remove_leftovers
 
 
@@ -104,7 +104,7 @@ def test_stop_signals_always_include_the_preemption_signal():
 def test_restart_cap_is_one_line_and_exit_86():
     proc = tfslurm_run("--max-restarts", "2", "--", "true", SLURM_RESTART_COUNT="3")
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == stops.EXIT_RESTART_CAP == 86
+    assert proc.returncode == exits.EXIT_RESTART_CAP == 86
     assert err.strip().splitlines() == [
         (
             "tfslurm run: error: the job was restarted 3 times, more than --max-restarts 2: not "
@@ -134,7 +134,7 @@ def test_a_stop_signal_asks_the_program_and_the_run_exits_85(tmp_path, signum):
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == "stopped"
-    assert proc.returncode == stops.EXIT_STOPPED, err
+    assert proc.returncode == exits.EXIT_STOPPED, err
     name = signal.Signals(signum).name
     assert f"tfslurm run: worker:0: {name} (" in err
     assert f"stopped early by {name}: exit 85 (not 0: training is unfinished" in err

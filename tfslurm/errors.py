@@ -139,7 +139,7 @@ class ParameterServerFailure(RuntimeError):
 
 class RestartCapReached(RuntimeError):
     """The job was restarted more often than its cap allows: the run must not start. Not a
-    TfslurmError: its exit status is ``runtime.stops.EXIT_RESTART_CAP``, not a usage error's 2."""
+    TfslurmError: its exit status is ``runtime.exits.EXIT_RESTART_CAP``, not a usage error's 2."""
 
 
 def clip(text: str, limit: int = 60) -> str:

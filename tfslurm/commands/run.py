@@ -14,7 +14,7 @@ import os
 import sys
 
 from tfslurm.errors import RestartCapReached
-from tfslurm.runtime import stops
+from tfslurm.runtime import exits
 from tfslurm.runtime.launch import RunOptions, run_task
 from tfslurm.settings import Settings
 
@@ -107,4 +107,4 @@ def run(args: argparse.Namespace) -> int:
         return run_task(options, settings, os.environ)
     except RestartCapReached as refused:
         print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
-        return stops.EXIT_RESTART_CAP
+        return exits.EXIT_RESTART_CAP

@@ -8,8 +8,8 @@ when ``run`` (or ``tfslurm run``) needs them.
 from __future__ import annotations
 
 from tfslurm.errors import ParameterServerFailure, PreemptionError, RoleError
-from tfslurm.runtime.api import EXIT_PS_FAILED, RunContext, run
-from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT
+from tfslurm.runtime.api import RunContext, run
+from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT, EXIT_PS_FAILED
 from tfslurm.runtime.preemption import requested
 from tfslurm.runtime.roles import Role, resolve_role
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from tfslurm.errors import ParameterServerFailure
+from tfslurm.runtime import exits, stops
 from tfslurm.runtime import preemption as _preemption
-from tfslurm.runtime import stops
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
@@ -38,9 +38,6 @@ from tfslurm.settings import Settings
 from tfslurm.step import requeue_job_name
 
 T = TypeVar("T")
-
-# Exit status when a parameter server failed: the run must restart from its checkpoint.
-EXIT_PS_FAILED = 75
 
 
 def is_ps_failure(error: BaseException) -> bool:
@@ -197,7 +194,7 @@ def run(
     when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout``
     defaults to TFSLURM_PEER_TIMEOUT or 300 s; ``preemption_signal`` to
     TFSLURM_PREEMPT_SIGNAL or USR1 (TFSLURM_STOP_SIGNALS, default TERM, also count). If
-    a stop signal came, the process exits 85 (``stops.EXIT_STOPPED``) after ``main``
+    a stop signal came, the process exits 85 (``exits.EXIT_STOPPED``) after ``main``
     returns instead of returning: the training was cut short. When a parameter
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
     job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
@@ -209,7 +206,7 @@ def run(
         refused = stops.restart_cap_message(restarts, settings.max_restarts())
         if refused:
             print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
-            raise SystemExit(stops.EXIT_RESTART_CAP)
+            raise SystemExit(exits.EXIT_RESTART_CAP)
     role = resolve_role(jobs=settings.tf_dist or jobs, settings=settings)
     signum = _preemption.signal_number(preemption_signal, settings)
     stop = settings.stop_signals(signum)
@@ -232,11 +229,11 @@ def run(
     if flag.requested:  # stopped by a signal: training is not finished, never exit 0
         print(
             f"tfslurm run: {role.job}:{role.index}: the program stopped after a stop "
-            f"signal: exit {stops.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
+            f"signal: exit {exits.EXIT_STOPPED} so that the job is requeued, not COMPLETED",
             file=sys.stderr,
             flush=True,
         )
-        result = stops.EXIT_STOPPED  # type: ignore[assignment]
+        result = exits.EXIT_STOPPED  # type: ignore[assignment]
         # The first task to exit 85 ends the step (srun --kill-on-bad-exit: SIGTERM to every
         # task, SIGKILL after KillWait): the checkpoint is written, let the rest exit too.
         # That SIGTERM also reaches this process as the preemption signal (tfslurm run
@@ -246,7 +243,7 @@ def run(
             signal.signal(late, signal.SIG_IGN)
         if not (role.strategy == "ps" and role.job == "chief"):
             sys.stdout.flush()
-            raise SystemExit(stops.EXIT_STOPPED)
+            raise SystemExit(exits.EXIT_STOPPED)
     if role.strategy == "ps" and role.job == "chief":
         exit_now(result)
     return result
@@ -292,7 +289,7 @@ def ps_failure_exit(
         if requeue:
             requeue_job("parameter server failure", job)
         sys.stdout.flush()
-        os._exit(EXIT_PS_FAILED)
+        os._exit(exits.EXIT_PS_FAILED)
 
 
 def requeue_job(reason: str, job: str | None = None) -> bool:

@@ -29,6 +29,7 @@ import time
 from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
+from tfslurm.runtime.exits import EXIT_STOPPED, FINAL_STATUSES
 from tfslurm.settings import (
     HEARTBEAT_VARIABLE,
     ON_NODE_LOSS_VARIABLE,
@@ -46,11 +47,6 @@ if TYPE_CHECKING:
     from typing import IO, Final, TextIO
 
 
-# Statuses that end the loop whatever failed: the program stopped early to be requeued (85),
-# the restart cap refused the run (86), a parameter server failed and the job was requeued
-# (75). Anything else but 0 is a failed step.
-EXIT_STOPPED = 85
-FINAL_STATUSES = (0, 85, 86, 75)
 # Relaunches allowed in one allocation when spares, shrink or the heartbeat are on and
 # TFSLURM_STEP_RESTARTS is not set (without them the default stays 0: no relaunch).
 DEFAULT_NODE_RESTARTS = 3

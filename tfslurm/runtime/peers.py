@@ -19,13 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from tfslurm.errors import one_line
+from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT
 from tfslurm.runtime.roles import Address
 from tfslurm.settings import DEFAULT_PEER_TIMEOUT as DEFAULT_PEER_TIMEOUT
 from tfslurm.settings import Settings, parse_peer_timeout
 
 PROBE_INTERVAL = 0.25
-# Exit status of a task that gave up waiting for a peer.
-EXIT_PEER_TIMEOUT = 3
 
 
 def peer_timeout_from_env(value: float | None = None, settings: Settings | None = None) -> float:

@@ -18,13 +18,9 @@ import signal
 from collections.abc import Mapping
 
 from tfslurm import settings
+from tfslurm.runtime.exits import EXIT_RESTART_CAP
 from tfslurm.settings import Settings
 from tfslurm.step import restart_count_from_environ
-
-# The program checkpointed and stopped before its training was done: requeue the job.
-EXIT_STOPPED = 85
-# The job was restarted more often than --max-restarts allows: do not start (or requeue).
-EXIT_RESTART_CAP = 86
 
 DEFAULT_STOP_SIGNALS = settings.DEFAULT_STOP_SIGNALS  # plus the preemption signal itself
 

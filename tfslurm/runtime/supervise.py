@@ -27,9 +27,10 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from tfslurm.runtime import stops
+from tfslurm.runtime import exits, stops
 from tfslurm.runtime.container import ContainerStart
-from tfslurm.runtime.peers import EXIT_PEER_TIMEOUT, PeerWatch, missing_peer_message
+from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT
+from tfslurm.runtime.peers import PeerWatch, missing_peer_message
 from tfslurm.runtime.roles import Address, Role
 
 TERM_GRACE = 5.0
@@ -212,19 +213,19 @@ class Supervisor:
         if self.stopped_by is None:
             return rc
         name = signal.Signals(self.stopped_by).name
-        if rc in (0, stops.EXIT_STOPPED):
+        if rc in (0, exits.EXIT_STOPPED):
             why = f"stopped early by {name}"
         elif self.container is not None and rc in RUNTIME_STATUSES:
             why = f"the container runtime ended with its own status {rc} after {name}"
         else:
             return rc
         print(
-            f"tfslurm run: {self.role.job}:{self.role.index}: {why}: exit {stops.EXIT_STOPPED} "
+            f"tfslurm run: {self.role.job}:{self.role.index}: {why}: exit {exits.EXIT_STOPPED} "
             "(not 0: training is unfinished; the template requeues the job)",
             file=sys.stderr,
             flush=True,
         )
-        return stops.EXIT_STOPPED
+        return exits.EXIT_STOPPED
 
 
 def supervise(

@@ -16,11 +16,11 @@ from typing import Any
 
 from tfslurm.errors import StopError
 from tfslurm.numbers import is_int_in
-from tfslurm.runtime import preemption, stops
+from tfslurm.runtime import exits, preemption
 
 
 def termination_config(
-    grace_period: float = 0, exit_code: int = stops.EXIT_STOPPED, signal: str | int | None = None
+    grace_period: float = 0, exit_code: int = exits.EXIT_STOPPED, signal: str | int | None = None
 ) -> Any:
     """A ``tf.distribute.experimental.TerminationConfig`` for Slurm.
 
