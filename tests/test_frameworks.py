@@ -28,7 +28,6 @@ from tfslurm.frameworks import (
     jax_env,
     keras_env,
     parse_runtimes,
-    plan_with_iface,
     runtime_env,
     torch_env,
 )
@@ -37,6 +36,7 @@ from tfslurm.layout import layout_for
 from tfslurm.plan import Cluster, Plan, plan_for
 from tfslurm.ports import PortRule
 from tfslurm.prolog import task_changes
+from tfslurm.settings import Settings
 from tfslurm.step import Step
 
 ALL = ("tf", "keras", "jax", "torch")
@@ -118,7 +118,7 @@ def test_any_layout_gives_every_runtime_the_layouts_ranks(layout, ports, data) -
     reserved = PortRule("reserved", ports=tuple(range(30000, 30000 + most + data.draw(st.integers(0, 1)))))
     rule = data.draw(st.sampled_from([ports, reserved]))
     n = layout.num_tasks
-    plan = Plan(Cluster(layout.nodes, layout.rank_node, layout.rank_local, (("worker", n),), rule))
+    plan = Plan(Cluster(layout, (("worker", n),), rule))
     ranks_seen = set()
     for rank in range(n):
         own = plan.for_task(rank, None)
@@ -200,13 +200,13 @@ def local_task_env(**extra: str) -> dict[str, str]:
 def test_node_template_given_is_resolved_on_the_interface() -> None:
     plan = plan_for(Step.from_environ(local_task_env()))
     assert plan.cluster.host_template == "{node}" and plan.rank == 0
-    by_setting = plan_with_iface(plan, {"TFSLURM_HOST_TEMPLATE": "{node}"}, "lo")
-    by_option = plan_with_iface(plan, {}, "lo", host_template="{node}")
+    by_setting = plan.on_iface("lo", Settings.from_environ({"TFSLURM_HOST_TEMPLATE": "{node}"}))
+    by_option = plan.on_iface("lo", Settings.from_environ({}), host_template="{node}")
     for on_lo in (by_setting, by_option):
         assert on_lo.cluster.hosts == ("127.0.0.1",) and on_lo.cluster.iface == "lo"
     # none given: the per-interface name {node}-IFACE is the one resolved
     with pytest.raises(IfaceError, match=r"'localhost-lo' does not resolve .*or set the host template$"):
-        plan_with_iface(plan, {}, "lo")
+        plan.on_iface("lo", Settings.from_environ({}))
 
 
 def test_taskprolog_resolves_a_node_template_on_the_interface() -> None:

@@ -14,7 +14,7 @@ import observed
 from conftest import tfslurm_cli
 from stepenv import task_env
 from tfslurm import hostlist
-from tfslurm.errors import LayoutError, SlurmEnvError, TfslurmError
+from tfslurm.errors import LayoutError, PlanError, SlurmEnvError, TfslurmError
 from tfslurm.hostfile import parse_hostfile
 from tfslurm.layout import (
     Layout,
@@ -31,7 +31,7 @@ PATHS = observed.paths_by_id()
 
 def node_of(layout: Layout, rank: int) -> str:
     """The node name of ``rank`` (a LayoutError for a rank outside the layout)."""
-    return layout.nodes[layout.rank_node[layout._check_rank(rank)]]
+    return layout.nodes[layout.rank_node[layout.check_rank(rank)]]
 
 
 # Recorded shapes the environment cannot describe: tfslurm must refuse them (tested below).
@@ -453,7 +453,7 @@ def test_layout_helpers_and_bounds() -> None:
     assert layout.rank_to_node == ["a", "a", "b", "b", "a"]
     assert layout.ranks_on(0) == (0, 1, 4) and layout.tasks_on(1) == 2
     assert layout.local_id(4) == 2 and node_of(layout, 2) == "b" and layout.num_tasks == 5
-    with pytest.raises(LayoutError, match="rank 5 is outside"):
+    with pytest.raises(PlanError, match=r"rank 5 is not in 0\.\.4"):
         node_of(layout, 5)
     with pytest.raises(LayoutError, match="node index 2 is outside"):
         layout.ranks_on(2)

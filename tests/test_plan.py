@@ -30,7 +30,7 @@ from tfslurm.plan import (
     Plan,
     PlanOptions,
     plan_for,
-    plan_from_environ,
+    resolve_plan,
 )
 from tfslurm.ports import PortRule
 from tfslurm.step import Step
@@ -349,10 +349,10 @@ def test_descriptor_round_trip_and_from_environ(monkeypatch: pytest.MonkeyPatch)
     assert rebuilt.tf_config() == plan.tf_config()
     env[DESCRIPTOR_VARIABLE] = text
     env["SLURM_STEP_TASKS_PER_NODE"] = "garbage"  # the descriptor is used, not Slurm's vars
-    assert plan_from_environ(env).tf_config() == plan.tf_config()
+    assert resolve_plan(Step.from_environ(env)).tf_config() == plan.tf_config()
     env["SLURMD_NODENAME"] = "n10"
     with pytest.raises(PlanError, match="from another step"):
-        plan_from_environ(env, options=PlanOptions(assign=False))
+        resolve_plan(Step.from_environ(env), options=PlanOptions(assign=False))
 
 
 @pytest.mark.parametrize(
@@ -475,7 +475,7 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
         ports=tuple(range(30000, 30000 + max(layout.tasks_on(i) for i in range(len(layout.nodes))))),
     )
     rule = data.draw(st.sampled_from([ports, reserved]))
-    plan = Plan(Cluster(layout.nodes, layout.rank_node, layout.rank_local, jobs, rule), rank=0)
+    plan = Plan(Cluster(layout, jobs, rule), rank=0)
     text = plan.cluster.descriptor()
     rebuilt = Plan.from_descriptor(text, rank=0)
     assert rebuilt.cluster.nodes == plan.cluster.nodes
@@ -498,22 +498,15 @@ def test_descriptor_rebuilds_any_plan_exactly(layout: Layout, ports: PortRule, d
 
 
 def test_tf_config_escapes_what_json_must_escape() -> None:
-    cluster = Cluster(('n"1', "nø"), (0, 1), (0, 0), (("worker", 2),), PortRule("explicit", base=5000))
+    layout = Layout(('n"1', "nø"), (0, 1), (0, 0), "given")
+    cluster = Cluster(layout, (("worker", 2),), PortRule("explicit", base=5000))
     plan = Plan(cluster, rank=0)
     assert json.loads(plan.tf_config())["cluster"] == {"worker": ['n"1:5000', "nø:5000"]}
 
 
 def test_explicit_local_ids_round_trip() -> None:
     layout = Layout(("a", "b"), (0, 1, 0), (1, 0, 0), "given", source="odd")
-    plan = Plan(
-        Cluster(
-            layout.nodes,
-            layout.rank_node,
-            layout.rank_local,
-            (("worker", 3),),
-            PortRule("explicit", base=5000),
-        )
-    )
+    plan = Plan(Cluster(layout, (("worker", 3),), PortRule("explicit", base=5000)))
     text = plan.cluster.descriptor()
     assert ";local=" in text
     assert (
@@ -535,9 +528,8 @@ def test_long_explicit_maps_are_compressed() -> None:
         local.append(seen[node])
         seen[node] += 1
     nodes = tuple(f"n{i}" for i in range(50))
-    plan = Plan(
-        Cluster(nodes, tuple(order), tuple(local), (("worker", 2000),), PortRule("explicit", base=5000))
-    )
+    layout = Layout(nodes, tuple(order), tuple(local), "given")
+    plan = Plan(Cluster(layout, (("worker", 2000),), PortRule("explicit", base=5000)))
     text = plan.cluster.descriptor()
     assert ";map=z:" in text
     assert Plan.from_descriptor(text).cluster.rank_node == tuple(order)

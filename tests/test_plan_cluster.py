@@ -1,7 +1,7 @@
 """Cluster plans on a real Slurm cluster: every task plans, binds its port, and calls a peer.
 
 Each task runs :data:`TASK`: it builds its plan from its own environment
-(``plan_from_environ``), listens on its own advertised port, connects to the *next* rank's
+(``resolve_plan``), listens on its own advertised port, connects to the *next* rank's
 advertised ``host:port`` and checks that the task answering there says it is that rank.
 So a test passes only if every task's address really leads to that task — the host is the
 node the task runs on, the port is free and nobody else's. The host side then checks that
@@ -38,7 +38,8 @@ def report(out):  # one file per task: srun splits long stdout lines of concurre
         json.dump(out, handle)
     os.rename(path + ".tmp", path)
 from tfslurm.errors import TfslurmError
-from tfslurm.plan import PlanOptions, plan_from_environ
+from tfslurm.plan import PlanOptions, resolve_plan
+from tfslurm.step import Step
 env = os.environ
 out = {"procid": int(env["SLURM_PROCID"]), "slurmd": env.get("SLURMD_NODENAME"),
        "hostname": socket.gethostname(), "job": env.get("SLURM_JOB_ID"), "step": env.get("SLURM_STEP_ID"),
@@ -46,7 +47,7 @@ out = {"procid": int(env["SLURM_PROCID"]), "slurmd": env.get("SLURMD_NODENAME"),
 if args.get("drop_resv"):  # plan as on a cluster without MpiParams=ports: derived ports
     env = {k: v for k, v in os.environ.items() if k != "SLURM_STEP_RESV_PORTS"}
 try:
-    plan = plan_from_environ(env, jobs=args.get("jobs"), options=PlanOptions(**args.get("options", {})))
+    plan = resolve_plan(Step.from_environ(env), args.get("jobs"), PlanOptions(**args.get("options", {})))
 except TfslurmError as exc:
     out["error"] = str(exc)
     report(out)

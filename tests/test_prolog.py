@@ -26,9 +26,9 @@ from importcost import added_by
 from tfslurm import prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
-from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan
+from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan, plan_for
 from tfslurm.settings import TF_DIST_VARIABLE
-from tfslurm.step import GPU_VARIABLES
+from tfslurm.step import GPU_VARIABLES, Step
 from tfslurm.value import Value
 
 PACKAGE_PARENT = str(Path(prolog.__file__).resolve().parent.parent)
@@ -316,14 +316,27 @@ def test_oversized_tf_config_is_replaced_by_the_descriptor() -> None:
         assert new_env["CUDA_VISIBLE_DEVICES"]  # devices are still set the normal way
 
 
-def test_a_fitting_tf_config_unsets_a_stale_descriptor() -> None:
-    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "TFSLURM_DESCRIPTOR": "stale"})
+def test_the_hook_and_tfslurm_env_agree_on_a_descriptor() -> None:
+    """A task with TFSLURM_DESCRIPTOR gets the plan it describes from the hook, as from
+    ``tfslurm env``: here one written for another jobs spec than the task's TF_DIST."""
+    described = plan_for(Step.from_environ(fixture_env(**{TF_DIST_VARIABLE: "chief:1,worker:*"})))
+    env = fixture_env(**{TF_DIST_VARIABLE: "worker:*", "TFSLURM_DESCRIPTOR": described.cluster.descriptor()})
     lines = prolog.prolog_lines(env)
-    assert "unset TFSLURM_DESCRIPTOR" in lines
-    new_env, _ = apply_taskprolog_output(env, "\n".join(lines) + "\n")
-    assert (
-        "TFSLURM_DESCRIPTOR" not in new_env and json.loads(new_env["TF_CONFIG"])["task"]["type"] == "worker"
-    )
+    assert "unset TFSLURM_DESCRIPTOR" in lines  # a TF_CONFIG that fits replaces it
+    exported = dict(line[len("export ") :].split("=", 1) for line in lines if line.startswith("export "))
+    assert json.loads(exported["TF_CONFIG"])["task"] == {"type": "chief", "index": 0}
+    root = str(Path(__file__).parent.parent)
+    done = subprocess.run([sys.executable, "-m", "tfslurm", "env", "--format", "json"],
+                          env={**env, "PYTHONPATH": root}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == exported
+    # a descriptor that is not one fails both alike, in one line naming it
+    env["TFSLURM_DESCRIPTOR"] = "stale"
+    rc, text = run_main(env)
+    assert rc == 2 and "plan descriptor 'stale' does not start with" in text
+    done = subprocess.run([sys.executable, "-m", "tfslurm", "env"],
+                          env={**env, "PYTHONPATH": root}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "plan descriptor 'stale' does not start with" in done.stderr
 
 
 # --- the shell wrapper -----------------------------------------------------------------

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tfslurm.container import gpu_overrides, read_environ, replaced, warning
-from tfslurm.prolog import CONTAINER_ARG, container_lines, main, task_changes
+from tfslurm.container_env import gpu_overrides, replaced, warning
+from tfslurm.prolog import CONTAINER_ARG, container_lines, main, read_environ, task_changes
 
 PYXIS = Path(__file__).parent / "data" / "containers" / "pyxis"
 _BLOCK = re.compile(r"^## (hook env|hook stdin|task) (\d+)$")

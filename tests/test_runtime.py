@@ -148,11 +148,12 @@ def test_resolve_from_a_step_plan():
 
 
 def test_resolve_from_the_descriptor_matches_the_plan():
-    from tfslurm.plan import plan_from_environ
+    from tfslurm.plan import resolve_plan
+    from tfslurm.step import Step
 
     env = {**STEP_ENV, "TFSLURM_TF_DIST": "chief:1,ps:1,worker:*"}
     planned = resolve_role(env)
-    descriptor = plan_from_environ(env).cluster.descriptor()
+    descriptor = resolve_plan(Step.from_environ(env)).cluster.descriptor()
     env = {**STEP_ENV, "TFSLURM_DESCRIPTOR": descriptor, "TFSLURM_TF_DIST": "worker:*"}
     role = resolve_role(env, jobs="worker:*")  # the descriptor wins over any jobs spec
     assert role.source == "TFSLURM_DESCRIPTOR"

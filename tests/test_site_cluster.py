@@ -42,8 +42,9 @@ keys = ("TF_CONFIG", "TFSLURM_TF_DIST", "TFSLURM_DESCRIPTOR", "TFSLURM_HOST_TEMP
 out = {k: os.environ.get(k) for k in keys}
 if "--plan" in sys.argv:
     sys.path.insert(0, sys.argv[sys.argv.index("--plan") + 1])
-    from tfslurm.plan import plan_from_environ
-    out["rebuilt_tf_config"] = plan_from_environ().tf_config()
+    from tfslurm.plan import resolve_plan
+    from tfslurm.step import Step
+    out["rebuilt_tf_config"] = resolve_plan(Step.from_environ()).tf_config()
 if "--connect" in sys.argv and out["TF_CONFIG"]:
     config = json.loads(out["TF_CONFIG"])
     mine = config["cluster"][config["task"]["type"]][config["task"]["index"]]

@@ -1,8 +1,8 @@
 """What the framework adapters (``tfslurm.jax``, ``tfslurm.torch``, ``tfslurm.keras``) share.
 
 Each adapter starts from this task's plan on the chosen network interface
-(:func:`task_plan`) and, with an interface, exports the socket variables NCCL and Gloo
-read (``tfslurm.frameworks.socket_env``). JAX's CPU collectives use Gloo but read neither
+(:func:`task_plan`, the plan every entry resolves) and, with an interface, exports the
+socket variables NCCL and Gloo read (``tfslurm.frameworks.socket_env``). JAX's CPU collectives use Gloo but read neither
 variable, so the adapters that start JAX give Gloo the interface in code (:func:`gloo_on`).
 Kept in one module so the three adapters start from the same plan the same way.
 
@@ -11,32 +11,28 @@ No framework is imported here at import time.
 
 from __future__ import annotations
 
-from tfslurm.frameworks import plan_with_iface
+import functools
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from tfslurm.plan import Plan
+from tfslurm.plan import Plan, PlanOptions, resolve_plan
+from tfslurm.settings import Settings
+from tfslurm.step import Step
 
 __all__ = ["gloo_on", "task_plan"]
 
 
 def task_plan(plan: Plan | None = None, iface: str | None = None) -> Plan:
-    """The plan a framework adapter starts from: ``plan`` (default: this task's, from one
-    read of the environment) on the interface ``iface`` (default ``TFSLURM_IFACE``).
+    """The plan a framework adapter starts from: ``plan`` (default: this task's,
+    :func:`tfslurm.plan.resolve_plan` from one read of the environment) on the interface
+    ``iface`` (default ``TFSLURM_IFACE``).
 
     A plan already on an interface is kept as it is.
     """
-    from tfslurm.settings import Settings
-
     if plan is None:
-        from tfslurm.plan import plan_from_step
-        from tfslurm.step import Step
-
-        step = Step.from_environ()  # the one read of the environment
-        plan, settings = plan_from_step(step), step.settings
-    else:
-        settings = Settings.from_environ()
-    return plan_with_iface(plan, settings, iface) if plan.cluster.iface is None else plan
+        return resolve_plan(Step.from_environ(), options=PlanOptions(iface=iface))
+    if plan.cluster.iface is not None:
+        return plan
+    settings = Settings.from_environ()
+    return plan.on_iface(iface if iface is not None else settings.iface or "", settings)
 
 
 def gloo_on(iface: str) -> None:
@@ -46,8 +42,6 @@ def gloo_on(iface: str) -> None:
     Gloo takes the address of the node's host name; the factory is given the interface
     before JAX's CPU backend starts. A JAX without that factory is left as it is.
     """
-    import functools
-
     from jax._src import xla_bridge
 
     jaxlib = getattr(xla_bridge, "_jax", None)

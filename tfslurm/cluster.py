@@ -5,7 +5,9 @@ particular task (that is :class:`tfslurm.plan.Plan`, a task's view of a cluster)
 per-node hook builds it once per node and every task's view shares it, with everything
 derived from it (hosts, addresses, the cluster's JSON, the descriptor) computed once.
 
-A cluster is made from a step's layout and port rule (:func:`tfslurm.plan.plan_for`), from a
+A cluster is a step's layout (:class:`tfslurm.layout.Layout`, the one home of the rank ->
+node columns) with jobs, ports and hosts. It is made from a step's layout and port rule
+(:func:`tfslurm.plan.plan_for`), from a
 plan descriptor (:meth:`Cluster.from_descriptor`), or from the ``host:port`` lists of a
 ``TF_CONFIG`` (:meth:`Cluster.from_addresses`), where every rank has its own port.
 
@@ -26,15 +28,14 @@ from __future__ import annotations
 
 from tfslurm.errors import PlanError
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import is_int_in
+from tfslurm.layout import Layout
+from tfslurm.ports import PortRule
 from tfslurm.value import Value, cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Final
-
-    from tfslurm.ports import PortRule
 
 __all__ = ["EVALUATOR", "NODE", "Cluster"]
 
@@ -47,14 +48,17 @@ NODE = "{node}"
 class Cluster(Value):
     """Which rank runs which job where, for every task of a step alike.
 
-    ``nodes`` are node (or host) names, ``rank_node[r]`` the index of rank ``r``'s node,
-    ``rank_local[r]`` its local id there, ``jobs`` ``((name, count), ...)`` in rank order.
-    A rank's port is ``ports.port(local id)``, or ``rank_port[r]`` where every rank was given
-    its own (a TF_CONFIG). ``nodelist`` and ``tasks_per_node`` are Slurm's own compact forms of
+    ``layout`` is the step's rank -> node map (:class:`tfslurm.layout.Layout`: ``nodes``,
+    ``rank_node``, ``rank_local`` and the per-node counts are its, read through here),
+    ``jobs`` ``((name, count), ...)`` in rank order. A rank's port is
+    ``ports.port(local id)``, or ``rank_port[r]`` where every rank was given its own (a
+    TF_CONFIG). ``nodelist`` and ``tasks_per_node`` are Slurm's own compact forms of
     ``nodes`` and ``counts`` when known (the descriptor uses them instead of compressing).
     Derived values are computed on first use and kept (``__dict__``).
     """
 
+    # Identified by the layout's columns, not by how the layout was made (a descriptor's
+    # cluster equals the step's it describes).
     __match_args__ = (
         "nodes",
         "rank_node",
@@ -67,13 +71,11 @@ class Cluster(Value):
         "iface",
         "rpc_layer",
     )
-    __slots__ = (*__match_args__, "nodelist", "tasks_per_node", "counts", "__dict__")
+    __slots__ = ("layout", *__match_args__[3:], "nodelist", "tasks_per_node", "__dict__")
 
     def __init__(
         self,
-        nodes: tuple[str, ...],
-        rank_node: tuple[int, ...],
-        rank_local: tuple[int, ...],
+        layout: Layout,
         jobs: tuple[tuple[str, int], ...],
         ports: PortRule | None,
         *,
@@ -84,13 +86,10 @@ class Cluster(Value):
         rpc_layer: str | None = None,
         nodelist: str | None = None,
         tasks_per_node: str | None = None,
-        counts: tuple[int, ...] | None = None,
     ) -> None:
         if (ports is None) == (rank_port is None):
             raise PlanError("a cluster takes a port rule or a port for every rank, not both")
-        self.nodes: Final = nodes
-        self.rank_node: Final = rank_node
-        self.rank_local: Final = rank_local
+        self.layout: Final = layout
         self.jobs: Final = jobs
         self.ports: Final = ports
         self.rank_port: Final = rank_port
@@ -100,16 +99,10 @@ class Cluster(Value):
         self.rpc_layer: Final = rpc_layer
         self.nodelist: Final = nodelist
         self.tasks_per_node: Final = tasks_per_node
-        if counts is None:  # a plan passes its layout's; a TF_CONFIG or a descriptor has none
-            from tfslurm.layout import count_per_node
-
-            counts = count_per_node(rank_node, len(nodes))
-        #: Tasks on each node, in node order.
-        self.counts: Final = counts
-        if ports is not None and ports.capacity() < max(self.counts):
+        if ports is not None and ports.capacity() < max(layout.task_counts):
+            most = max(layout.task_counts)
             raise PlanError(
-                f"port rule {ports.encode()!r} gives fewer than {max(self.counts)} ports, "
-                f"but a node runs {max(self.counts)} tasks"
+                f"port rule {ports.encode()!r} gives fewer than {most} ports, but a node runs {most} tasks"
             )
 
     @classmethod
@@ -131,10 +124,9 @@ class Cluster(Value):
                 on_node[node] += 1
                 rank_node.append(node)
                 rank_port.append(port)
+        layout = Layout(tuple(nodes), tuple(rank_node), tuple(rank_local), "given", source="TF_CONFIG")
         return cls(
-            tuple(nodes),
-            tuple(rank_node),
-            tuple(rank_local),
+            layout,
             tuple((name, len(tasks)) for name, tasks in jobs),
             None,
             rank_port=tuple(rank_port),
@@ -144,42 +136,21 @@ class Cluster(Value):
     @classmethod
     def from_descriptor(cls, text: str) -> Cluster:
         """The cluster a :meth:`descriptor` text describes."""
-        from tfslurm.descriptor import Descriptor  # only a too-large TF_CONFIG needs it
-        from tfslurm.ports import PortRule
+        # lazy: the descriptor is read only where a TF_CONFIG was too large to export
+        from tfslurm.descriptor import Descriptor
 
         fields = Descriptor.decode(text)
         try:
             ports = PortRule.decode(fields.ports)
         except ValueError as exc:
             raise PlanError(f"plan descriptor: bad port rule {fields.ports!r}: {exc}") from None
-        return cls(
-            fields.nodes,
-            fields.rank_node,
-            fields.rank_local,
-            fields.jobs,
-            ports,
-            host_template=fields.host_template,
-        )
+        layout = Layout(fields.nodes, fields.rank_node, fields.rank_local, "given", source="descriptor")
+        return cls(layout, fields.jobs, ports, host_template=fields.host_template)
 
     def on_hosts(self, hosts: tuple[str, ...], iface: str) -> Cluster:
         """This cluster with each node reached at ``hosts`` (its address on ``iface``)."""
-        return self._copy(hosts, iface, self.nodelist, self.tasks_per_node)
-
-    def described_by(self, nodelist: str, tasks_per_node: str) -> Cluster:
-        """This cluster, knowing that Slurm's ``nodelist`` and ``tasks_per_node`` describe it."""
-        return self._copy(self.host_names, self.iface, nodelist, tasks_per_node)
-
-    def _copy(
-        self,
-        hosts: tuple[str, ...] | None,
-        iface: str | None,
-        nodelist: str | None,
-        tasks_per_node: str | None,
-    ) -> Cluster:
         return Cluster(
-            self.nodes,
-            self.rank_node,
-            self.rank_local,
+            self.layout,
             self.jobs,
             self.ports,
             rank_port=self.rank_port,
@@ -187,22 +158,35 @@ class Cluster(Value):
             host_names=hosts,
             iface=iface,
             rpc_layer=self.rpc_layer,
-            nodelist=nodelist,
-            tasks_per_node=tasks_per_node,
-            counts=self.counts,
+            nodelist=self.nodelist,
+            tasks_per_node=self.tasks_per_node,
         )
 
-    # -- ranks ---------------------------------------------------------------------------
+    # -- ranks (the layout's columns) ------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.layout.nodes
+
+    @property
+    def rank_node(self) -> tuple[int, ...]:
+        return self.layout.rank_node
+
+    @property
+    def rank_local(self) -> tuple[int, ...]:
+        return self.layout.rank_local
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Tasks on each node, in node order."""
+        return self.layout.task_counts
+
     @property
     def num_tasks(self) -> int:
-        return len(self.rank_node)
+        return len(self.layout.rank_node)
 
     def check_rank(self, rank: object) -> int:
         """``rank`` if it is a rank of this cluster; else a PlanError naming it."""
-        if not is_int_in(rank, 0, len(self.rank_node) - 1):
-            raise PlanError(f"rank {rank!r} is not in 0..{len(self.rank_node) - 1}")
-        assert isinstance(rank, int)
-        return rank
+        return self.layout.check_rank(rank)
 
     def job_of(self, rank: int) -> tuple[str, int]:
         """``(job, index)`` of a rank."""
@@ -343,7 +327,8 @@ class Cluster(Value):
 
     @cached
     def _descriptor(self) -> str:
-        from tfslurm.descriptor import Descriptor  # only a too-large TF_CONFIG needs it
+        # lazy: only a TF_CONFIG too large to export needs the descriptor
+        from tfslurm.descriptor import Descriptor
 
         if self.ports is None:
             raise PlanError("a cluster with a port for every rank (a TF_CONFIG's) has no descriptor")

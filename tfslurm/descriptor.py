@@ -33,6 +33,7 @@ from tfslurm.layout import MAX_TASKS, block_layout, cyclic_layout
 from tfslurm.numbers import ascii_int
 from tfslurm.value import Value
 
+# typing.TYPE_CHECKING without importing typing: the hook imports this module
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final

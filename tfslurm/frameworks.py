@@ -17,8 +17,9 @@ arbitrary, heterogeneous, uneven) and the same GPUs.
 * **Keras backend**: Keras 3 runs multi-process (``keras.distribution.initialize``, the
   reader of ``KERAS_DISTRIBUTION_*``) on its JAX backend only, so ``keras`` adds
   ``KERAS_BACKEND=jax`` to a task whose environment names no backend.
-* **Network interface** (``tfslurm.iface``): every host becomes the node's address on the
-  interface, and ``NCCL_SOCKET_IFNAME`` / ``GLOO_SOCKET_IFNAME`` name it.
+* **Network interface** (``tfslurm.iface``): the plan advertises every node by its address
+  on the interface (``PlanOptions.iface``, ``Plan.on_iface``), and ``NCCL_SOCKET_IFNAME`` /
+  ``GLOO_SOCKET_IFNAME`` name it here.
 
 Frameworks are named as ``--for tf,jax`` (CLI) or ``TFSLURM_FOR`` (TaskProlog; default
 ``tf``). Only the standard library is used, and this module is imported only when a
@@ -27,12 +28,12 @@ framework other than TF, or an interface, is asked for.
 
 from __future__ import annotations
 
-from tfslurm.cluster import NODE
 from tfslurm.errors import RuntimeListError
 from tfslurm.plan import TF_CONFIG_MAX_BYTES  # the longest value one variable can carry
-from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE, Settings
+from tfslurm.settings import FOR_VARIABLE, IFACE_VARIABLE
 from tfslurm.value import Value
 
+# typing.TYPE_CHECKING without importing typing: the hook imports this module for --for
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,14 +48,12 @@ __all__ = [
     "RUNTIMES",
     "Coordinator",
     "RuntimeListError",
-    "apply_iface",
     "coordinator",
     "jax_env",
     "keras_backend_env",
     "keras_env",
     "local_device_ids",
     "parse_runtimes",
-    "plan_with_iface",
     "runtime_env",
     "socket_env",
     "torch_env",
@@ -93,18 +92,6 @@ def parse_runtimes(text: str | None) -> tuple[str, ...]:
             f"unknown runtime {unknown[0]!r} (--for/{FOR_VARIABLE}); choose from {', '.join(RUNTIMES)}"
         )
     return tuple(dict.fromkeys(names))
-
-
-def apply_iface(plan: Plan, iface: str, own_node: str | None = None, template: str | None = None) -> Plan:
-    """``plan`` with every node advertised by its address on ``iface`` (see tfslurm.iface).
-
-    ``template`` is the per-interface host name to resolve (default ``{node}-IFACE``);
-    ``own_node`` (this task's node) is checked to have the interface and that address.
-    """
-    from tfslurm.iface import IfaceHosts  # socket, fcntl: only when an interface is named
-
-    hosts = IfaceHosts(iface, template, own_node)
-    return plan.on_hosts(hosts.addresses(plan.cluster.nodes), iface)
 
 
 def coordinator(plan: Plan) -> Coordinator:
@@ -229,34 +216,6 @@ def runtime_env(
         out.update(torch_env(plan))
     out.update(socket_env(plan))
     return out
-
-
-def plan_with_iface(
-    plan: Plan,
-    env: Mapping[str, str] | Settings,
-    iface: str | None = None,
-    *,
-    host_template: str | None = None,
-) -> Plan:
-    """``plan`` with the interface ``iface`` (default: ``TFSLURM_IFACE`` of ``env``, the
-    task's :class:`~tfslurm.settings.Settings` or a mapping of variables) applied.
-
-    A host template that was given is the per-interface name to resolve, ``{node}``
-    included (a site whose node names resolve to the interface says so with it):
-    ``host_template`` (``--host-template``; the plan was made with it), else the plan's own
-    when ``TFSLURM_HOST_TEMPLATE`` of ``env`` is set or the plan's is not ``{node}``. With
-    none given, ``{node}-IFACE`` is resolved. The task's own node (from the plan) is
-    checked. No interface: the plan as it is.
-    """
-    settings = env if isinstance(env, Settings) else Settings.from_environ(env)
-    name = iface if iface is not None else settings.iface or ""
-    if not name:
-        return plan
-    template = host_template
-    if template is None and (settings.host_template is not None or plan.cluster.host_template != NODE):
-        template = plan.cluster.host_template
-    own = None if plan.rank is None else plan.cluster.nodes[plan.cluster.rank_node[plan.rank]]
-    return apply_iface(plan, name, own, template)
 
 
 def _rank(plan: Plan, rank: int | None) -> int:

@@ -23,6 +23,7 @@ import socket
 from tfslurm.errors import IfaceError
 from tfslurm.settings import IFACE_VARIABLE
 
+# typing.TYPE_CHECKING without importing typing: the hook imports this module
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable

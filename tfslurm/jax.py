@@ -15,11 +15,11 @@ which is set as well.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from tfslurm.adapters import gloo_on, task_plan
 from tfslurm.frameworks import coordinator, local_device_ids, socket_env
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -31,7 +31,7 @@ __all__ = ["initialize"]
 def initialize(plan: Plan | None = None, *, iface: str | None = None, **options: Any) -> Plan:
     """Start JAX's distributed runtime for this task and return the plan it used.
 
-    ``plan`` defaults to this task's (``plan_from_environ``); ``iface`` (default
+    ``plan`` defaults to this task's (``tfslurm.plan.resolve_plan``); ``iface`` (default
     ``TFSLURM_IFACE``) advertises the coordinator by its address on that interface.
     ``options`` go to ``jax.distributed.initialize`` (e.g. ``initialization_timeout``).
     """

@@ -11,11 +11,11 @@ no backend (multi-process Keras runs on JAX only). ``tfslurm env --for keras`` (
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from tfslurm.adapters import gloo_on, task_plan
 from tfslurm.frameworks import keras_backend_env, keras_env, socket_env
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfslurm.plan import Plan
 

@@ -28,9 +28,9 @@ import operator
 from itertools import compress, repeat
 
 from tfslurm import hostlist
-from tfslurm.errors import HostlistError, LayoutError, SlurmEnvError, bare
+from tfslurm.errors import HostlistError, LayoutError, PlanError, SlurmEnvError, bare
 from tfslurm.errors import clip as _clip
-from tfslurm.numbers import ascii_int
+from tfslurm.numbers import ascii_int, is_int_in
 from tfslurm.step import MAX_TASKS, Step
 from tfslurm.value import Value, cached, one_of
 
@@ -130,7 +130,7 @@ class Layout(Value):
         return [nodes[i] for i in self.rank_node]
 
     def local_id(self, rank: int) -> int:
-        return self.rank_local[self._check_rank(rank)]
+        return self.rank_local[self.check_rank(rank)]
 
     def ranks_on(self, node_index: int) -> tuple[int, ...]:
         """The ranks on node ``node_index``, in local-id order (like ``SLURM_GTIDS``)."""
@@ -148,7 +148,10 @@ class Layout(Value):
     @cached
     def task_counts(self) -> tuple[int, ...]:
         """How many tasks each node runs (indices as in ``nodes``)."""
-        return count_per_node(self.rank_node, len(self.nodes))
+        tally = [0] * len(self.nodes)
+        for node in self.rank_node:  # 100k ranks in a few ms
+            tally[node] += 1
+        return tuple(tally)
 
     def index_of(self, node_name: str) -> int:
         """Index of ``node_name`` in ``nodes``. Use this (or ``rank_node[SLURM_PROCID]``),
@@ -169,9 +172,12 @@ class Layout(Value):
             by_node[node].append(rank)
         return tuple(tuple(ranks) for ranks in by_node)
 
-    def _check_rank(self, rank: int) -> int:
-        if not 0 <= rank < len(self.rank_node):
-            raise LayoutError(f"rank {rank} is outside this step's {len(self.rank_node)} tasks")
+    def check_rank(self, rank: object) -> int:
+        """``rank`` if it is a rank of this layout; else a PlanError naming it (the one
+        check of a rank, which a cluster and a plan make through their layout)."""
+        if not is_int_in(rank, 0, len(self.rank_node) - 1):
+            raise PlanError(f"rank {rank!r} is not in 0..{len(self.rank_node) - 1}")
+        assert isinstance(rank, int)
         return rank
 
     def _check_node(self, node_index: int) -> int:
@@ -380,7 +386,7 @@ def _arbitrary_for(step: Step, nodes: list[str], counts: list[int]) -> Layout:
     total = sum(counts)
     if step.hostfile:
         try:
-            from tfslurm.hostfile import read_hostfile  # arbitrary steps only
+            from tfslurm.hostfile import read_hostfile  # lazy: only -m arbitrary steps read one
 
             hosts = read_hostfile(step.hostfile, total)
             sources.append((f"SLURM_HOSTFILE {step.hostfile}", hosts))
@@ -589,11 +595,3 @@ def _fix(step: Step, layout: Layout, het: bool) -> str:
             "(Slurm >= 26.05 follows the network topology); launch with -m block"
         )
     return "the environment does not match Slurm's documented layout; launch with -m block"
-
-
-def count_per_node(rank_node: Sequence[int], num_nodes: int) -> tuple[int, ...]:
-    """How many ranks each node index has."""
-    tally = [0] * num_nodes
-    for node in rank_node:  # 100k ranks in a few ms
-        tally[node] += 1
-    return tuple(tally)

@@ -29,18 +29,21 @@ from __future__ import annotations
 from tfslurm.cluster import EVALUATOR, NODE, Cluster
 from tfslurm.errors import PlanError, bare
 from tfslurm.errors import clip as _clip
+from tfslurm.gpus import assign_gpus, check_gpu_count, gpu_warnings, split_devices
 from tfslurm.jobspec import JOB_ORDERS, order_jobs, parse_jobs
+from tfslurm.layout import Layout, layout_for
+from tfslurm.ports import check_port_base, port_rule
 from tfslurm.settings import DESCRIPTOR_VARIABLE, HOST_TEMPLATE_VARIABLE
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
-if TYPE_CHECKING:  # the modules below are imported when a plan is made, not at import
+if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Final, Literal
 
     from tfslurm.gpus import GpuAssignment
     from tfslurm.jobspec import JobOrder, JobsSpec
-    from tfslurm.layout import Layout
+    from tfslurm.settings import Settings
     from tfslurm.step import Step
 
     #: The nodes whose device list GpuPlan.node_devices is: ``"none"`` (no node's: only this
@@ -60,12 +63,12 @@ __all__ = [
     "TaskPlan",
     "gpu_plan_for",
     "plan_for",
-    "plan_from_environ",
-    "plan_from_step",
+    "resolve_plan",
 ]
 
 #: Longest TF_CONFIG value that can pass through exec and Slurm's environment code:
-#: ``TF_CONFIG=`` + value + NUL must fit in 131,072 bytes (slurm-facts §4.4).
+#: ``TF_CONFIG=`` + value + NUL must fit in 131,072 bytes, the longest single string Linux
+#: execve takes (MAX_ARG_STRLEN, 32 pages of 4 KiB) and the bound Slurm's env code keeps.
 TF_CONFIG_MAX_BYTES = 131_060
 
 
@@ -173,9 +176,28 @@ class Plan:
         cluster, so the per-node hook (``tfslurm prolog --node``) builds it once per node."""
         return Plan(self.cluster, rank, gpus)
 
-    def on_hosts(self, hosts: tuple[str, ...], iface: str) -> Plan:
-        """This plan with each node reached at ``hosts`` (its address on ``iface``)."""
-        return Plan(self.cluster.on_hosts(hosts, iface), self.rank, self.gpus)
+    def on_iface(self, iface: str, settings: Settings, host_template: str | None = None) -> Plan:
+        """This plan with every node advertised by its address on ``iface`` (``tfslurm.iface``);
+        the plan as it is when ``iface`` is empty.
+
+        A host template that was given is the per-interface name to resolve, ``{node}``
+        included (a site whose node names resolve to the interface says so with it):
+        ``host_template`` (the plan was made with it), else the plan's own when
+        ``TFSLURM_HOST_TEMPLATE`` (``settings``) is set or the plan's is not ``{node}``. With
+        none given, ``{node}-IFACE`` is resolved. The task's own node is checked.
+        """
+        if not iface:
+            return self
+        cluster = self.cluster
+        template = host_template
+        if template is None and (settings.host_template is not None or cluster.host_template != NODE):
+            template = cluster.host_template
+        own = None if self.rank is None else cluster.nodes[cluster.rank_node[self.rank]]
+        # lazy: socket and fcntl, only for a plan on a named interface (never the plain hook)
+        from tfslurm.iface import IfaceHosts
+
+        hosts = IfaceHosts(iface, template, own)
+        return Plan(cluster.on_hosts(hosts.addresses(cluster.nodes), iface), self.rank, self.gpus)
 
     def require_rank(self, what: str) -> int:
         """This task's rank; PlanError naming ``what`` when the plan was not made by a task."""
@@ -196,8 +218,6 @@ class Plan:
         node = cluster.rank_node[rank]
         if not gpus.knows(node):
             return None
-        from tfslurm.gpus import split_devices
-
         return split_devices(
             gpus.node_devices, cluster.counts[node], cluster.rank_local[rank], gpus.gpus_per_task
         )
@@ -293,6 +313,9 @@ class PlanOptions(Value):
     * ``job_order``: the order in which jobs take ranks (default: as written).
     * ``assign``: ``False`` skips this task's GPU assignment (plans made away from the task).
     * ``gpu_plan``: this task's GPUs as made by :func:`gpu_plan_for` with other settings.
+    * ``iface``: advertise every node by its address on this network interface
+      (``tfslurm.iface``; default: none for :func:`plan_for`, ``TFSLURM_IFACE`` for
+      :func:`resolve_plan`). Like ``assign``, it does not override a descriptor.
     """
 
     __match_args__ = (
@@ -305,6 +328,7 @@ class PlanOptions(Value):
         "job_order",
         "assign",
         "gpu_plan",
+        "iface",
     )
     __slots__ = __match_args__
 
@@ -320,6 +344,7 @@ class PlanOptions(Value):
         job_order: JobOrder = "written",
         assign: bool = True,
         gpu_plan: GpuPlan | None = None,
+        iface: str | None = None,
     ) -> None:
         self.port_base: Final = port_base
         self.gpus_per_task: Final = gpus_per_task
@@ -330,25 +355,22 @@ class PlanOptions(Value):
         self.job_order: Final = job_order
         self.assign: Final = assign
         self.gpu_plan: Final = gpu_plan
+        self.iface: Final = iface
         self._check()
 
     @property
     def overrides(self) -> bool:
-        """Whether anything but ``assign`` differs from the defaults."""
+        """Whether anything but ``assign`` and ``iface`` differs from the defaults."""
         return any(
             getattr(self, name) != getattr(_DEFAULT_OPTIONS, name)
             for name in self.__match_args__
-            if name != "assign"
+            if name not in ("assign", "iface")
         )
 
     def _check(self) -> None:
         if self.port_base is not None:
-            from tfslurm.ports import check_port_base
-
             check_port_base(self.port_base, "port_base")
         if self.gpus_per_task is not None or self.gpus_per_node is not None:
-            from tfslurm.gpus import check_gpu_count
-
             for name in ("gpus_per_task", "gpus_per_node"):
                 if getattr(self, name) is not None:
                     check_gpu_count(name, getattr(self, name))
@@ -362,15 +384,12 @@ _DEFAULT_OPTIONS = PlanOptions()
 
 
 def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_OPTIONS) -> Plan:
-    """The plan of ``step`` as seen by this task.
+    """The plan of ``step`` as seen by this task, from Slurm's variables.
 
     ``jobs`` defaults to ``TFSLURM_TF_DIST`` (set by the SPANK plugin's ``--tf-dist``), else
     every task is a worker. ``options`` (:class:`PlanOptions`) changes ports, hosts, GPUs,
-    the layout or the job order from tfslurm's own choices.
+    the layout, the job order or the interface from tfslurm's own choices.
     """
-    from tfslurm.layout import layout_for
-    from tfslurm.ports import port_rule
-
     layout = options.layout
     from_step = layout is None  # then layout.nodes / counts are exactly Slurm's strings
     if layout is None:
@@ -379,50 +398,49 @@ def plan_for(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_
         jobs = step.settings.tf_dist
     resolved = order_jobs(parse_jobs(jobs, layout.num_tasks), options.job_order)
     template = _host_template(options.host_template, step.settings.host_template)
-    counts = layout.task_counts
-    rule = port_rule(step, max(counts), port_base=options.port_base, layout=layout)
+    rule = port_rule(step, max(layout.task_counts), port_base=options.port_base, layout=layout)
     gpus = options.gpu_plan
     if gpus is None and options.assign and step.procid is not None:
         gpus = gpu_plan_for(
             step, layout, gpus_per_task=options.gpus_per_task, gpus_per_node=options.gpus_per_node
         )
     cluster = Cluster(
-        tuple(layout.nodes),
-        tuple(layout.rank_node),
-        tuple(layout.rank_local),
+        layout,
         tuple(resolved.items()),
         rule,
         host_template=template,
         rpc_layer=options.rpc_layer,
         nodelist=step.nodelist if from_step else None,
         tasks_per_node=step.tasks_per_node if from_step else None,
-        counts=counts,
     )
-    return Plan(cluster, step.procid, gpus)
+    plan = Plan(cluster, step.procid, gpus)
+    return plan.on_iface(options.iface, step.settings, options.host_template) if options.iface else plan
 
 
-def plan_from_environ(
-    env: Mapping[str, str] | None = None,
-    jobs: JobsSpec = None,
-    options: PlanOptions = _DEFAULT_OPTIONS,
-) -> Plan:
-    """This task's plan, from ``os.environ`` (or ``env``).
+def resolve_plan(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_OPTIONS) -> Plan:
+    """The plan this task runs with: what the hook, ``tfslurm env``, the framework adapters
+    and :func:`tfslurm.runtime.roles.resolve_role` all start from.
 
     When ``TFSLURM_DESCRIPTOR`` is set and nothing overrides it (no ``jobs``, ``options``
-    the defaults but for ``assign``), the plan is rebuilt from it, so it is exactly the plan
-    the task was started with; else from Slurm's variables (:func:`plan_for`).
-    ``options.assign`` adds this task's GPUs.
+    the defaults but for ``assign`` and ``iface``), the plan is rebuilt from it, so it is
+    exactly the plan the task was started with; else from Slurm's variables
+    (:func:`plan_for`). ``options.assign`` adds this task's GPUs. The plan is then put on
+    the interface ``options.iface``, else ``TFSLURM_IFACE``, if any.
     """
-    from tfslurm.step import Step
+    settings = step.settings
+    text = settings.descriptor
+    if text and jobs is None and not options.overrides:
+        plan = _described_plan(step, text, options.assign)
+    else:
+        plan = plan_for(step, jobs, options)
+    iface = options.iface if options.iface is not None else settings.iface
+    if not iface or plan.cluster.iface is not None:
+        return plan
+    return plan.on_iface(iface, settings, options.host_template)
 
-    return plan_from_step(Step.from_environ(env), jobs, options)
 
-
-def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DEFAULT_OPTIONS) -> Plan:
-    """:func:`plan_from_environ` for a step an entry point has read already."""
-    text = step.settings.descriptor
-    if not (text and jobs is None and not options.overrides):
-        return plan_for(step, jobs, options)
+def _described_plan(step: Step, text: str, assign: bool) -> Plan:
+    """This task's plan rebuilt from the descriptor ``text``, checked against the task."""
     step.require_step_id()
     procid = step.require_procid()
     cluster = Cluster.from_descriptor(text)
@@ -433,12 +451,9 @@ def plan_from_step(step: Step, jobs: JobsSpec = None, options: PlanOptions = _DE
             f"{DESCRIPTOR_VARIABLE} puts rank {procid} on {bare(node)}, "
             f"but it runs on {bare(step.node_name)}: the descriptor is from another step"
         )
-    if not options.assign:
+    if not assign:
         return Plan(cluster, procid)
-    from tfslurm.layout import Layout
-
-    layout = Layout(cluster.nodes, cluster.rank_node, cluster.rank_local, "given", source="descriptor")
-    return Plan(cluster, procid, gpu_plan_for(step, layout))
+    return Plan(cluster, procid, gpu_plan_for(step, cluster.layout))
 
 
 def _host_template(template: str | None, from_settings: str | None) -> str:
@@ -475,8 +490,6 @@ def gpu_plan_for(
     the node device list holds for every node (TF's ``gpus_per_node``); ``assignment`` is a
     ready ``assign_gpus`` result for this step; ``assumed_devices`` goes to ``assign_gpus``.
     """
-    from tfslurm.gpus import assign_gpus, gpu_warnings
-
     rank = step.require_procid()
     if not 0 <= rank < layout.num_tasks:
         raise PlanError(f"SLURM_PROCID={rank} is not a rank of the layout (0..{layout.num_tasks - 1})")

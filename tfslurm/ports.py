@@ -45,6 +45,7 @@ ports) where that matters.
 
 from __future__ import annotations
 
+from tfslurm import hostlist
 from tfslurm.errors import PortError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int, is_int_in
@@ -347,8 +348,6 @@ def _spans_het_components(step: Step, layout: Layout | None) -> bool:
         return len(layout.component_sizes) > 1
     if len(step.het) < 2 or not step.nodelist:
         return False
-    from tfslurm import hostlist  # only het steps pay for the import
-
     try:
         in_step = set(hostlist.expand(step.nodelist))
         used = 0

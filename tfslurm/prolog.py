@@ -1,7 +1,7 @@
 """The TaskProlog hook: the ``export`` lines that give a task its TF cluster.
 
 Slurm runs a TaskProlog in every task, after the SPANK plugin's ``task_init`` and before the
-user's program, and reads its stdout line by line (slurm-facts §4.2): ``export NAME=value``
+user's program, and reads its stdout line by line: ``export NAME=value``
 sets a variable (the value is the rest of the line, taken literally), ``unset NAME`` removes
 one and ``print text`` shows ``text`` on the task's stdout. So CUDA_VISIBLE_DEVICES and
 TF_CONFIG are in place before Python or CUDA start.
@@ -24,8 +24,11 @@ from __future__ import annotations
 import os
 import sys
 
+from tfslurm import __version__
 from tfslurm.errors import PrologError, TfslurmError, clip, one_line
-from tfslurm.settings import TF_DIST_VARIABLE, Settings
+from tfslurm.plan import Plan, gpu_plan_for, resolve_plan
+from tfslurm.settings import DESCRIPTOR_VARIABLE, TF_DIST_VARIABLE, Settings
+from tfslurm.step import Step
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wrapper
@@ -33,11 +36,7 @@ if TYPE_CHECKING:  # annotations only; pathlib, json and shlex only write the wr
     from pathlib import Path
     from typing import TextIO
 
-    from tfslurm.layout import Layout
-    from tfslurm.plan import Plan
-    from tfslurm.step import Step
-
-    PlanSource = Callable[[Step, str], Plan]
+    PlanSource = Callable[[Step], Plan]
 
 __all__ = [
     "CONTAINER_ARG",
@@ -48,6 +47,7 @@ __all__ = [
     "main",
     "node_output",
     "prolog_lines",
+    "read_environ",
     "task_changes",
     "wrapper_script",
     "write_wrapper",
@@ -75,37 +75,37 @@ def _valid_name(name: str) -> bool:
 
 def task_changes(env: Mapping[str, str], plan_source: PlanSource | None = None) -> dict[str, str | None]:
     """The variables to set (str) or unset (None) in this task, in output order."""
-    return _task_output(env, plan_source)[0]
+    return _task_output(_task_step(env, Settings.from_environ(env)), env, plan_source)[0]
+
+
+def _task_step(env: Mapping[str, str], settings: Settings) -> Step | None:
+    """The entries' one read of the step from ``env``: None when the task did not ask for a
+    TF cluster (no marker), so a job that does not use tfslurm is never parsed."""
+    return Step.from_environ(env, settings=settings) if settings.asked_for_cluster else None
 
 
 def _task_output(
-    env: Mapping[str, str], plan_source: PlanSource | None = None, settings: Settings | None = None
+    step: Step | None, env: Mapping[str, str], plan_source: PlanSource | None = None
 ) -> tuple[dict[str, str | None], tuple[str, ...]]:
     """:func:`task_changes` and this task's GPU warnings (``tfslurm.gpus.gpu_warnings``).
 
     Empty when the marker is absent or this is not a task of a step (the batch script of an
     ``sbatch`` that exported ``TFSLURM_TF_DIST`` itself runs the hook too, and needs nothing).
-    The plan always comes from Slurm's variables, never from an inherited TF_CONFIG or
-    descriptor: those are replaced or unset, so a stale one cannot survive. ``plan_source``
-    makes the plan instead of :func:`plan_for` (the per-node mode shares one per node).
-    ``settings`` are ``env``'s, when the caller read them already.
+    The plan is the one every entry resolves (:func:`tfslurm.plan.resolve_plan`): from
+    ``TFSLURM_DESCRIPTOR`` when the task has one, as ``tfslurm env`` does, else from Slurm's
+    variables, never from an inherited TF_CONFIG, which is replaced or unset, so a stale one
+    cannot survive. ``plan_source`` makes the plan instead of :func:`resolve_plan` (the
+    per-node mode shares one per node). ``step`` is ``env``'s (None: no marker).
     """
-    settings = Settings.from_environ(env) if settings is None else settings
-    if not settings.asked_for_cluster:
+    if step is None or step.context != "step":
         return {}, ()
-    spec = settings.tf_dist or ""
-    from tfslurm.step import Step
+    settings = step.settings
+    plan = resolve_plan(step) if plan_source is None else plan_source(step)
+    if (settings.frameworks or "").strip() or plan.cluster.iface is not None:
+        # lazy: the hook imports the framework spellings only for runtimes other than TF
+        from tfslurm.frameworks import parse_runtimes, runtime_env
 
-    step = Step.from_environ(env, settings=settings)
-    if step.context != "step":
-        return {}, ()
-    from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_for
-
-    plan = plan_for(step, spec) if plan_source is None else plan_source(step, spec)
-    if (settings.frameworks or "").strip() or settings.iface:
-        from tfslurm.frameworks import parse_runtimes, plan_with_iface, runtime_env
-
-        variables = runtime_env(plan_with_iface(plan, settings), parse_runtimes(settings.frameworks), env)
+        variables = runtime_env(plan, parse_runtimes(settings.frameworks), env)
     else:
         variables = plan.task_env()
     changes: dict[str, str | None] = {}
@@ -155,13 +155,12 @@ def prolog_lines(env: Mapping[str, str] | None = None, plan_source: PlanSource |
     GPU warnings come first as ``print`` lines: Slurm writes them to the task's output (a
     TaskProlog has no way to the task's stderr).
     """
-    return _lines(os.environ if env is None else env, plan_source)
+    env = os.environ if env is None else env
+    return _lines(_task_step(env, Settings.from_environ(env)), env, plan_source)
 
 
-def _lines(
-    env: Mapping[str, str], plan_source: PlanSource | None = None, settings: Settings | None = None
-) -> list[str]:
-    changes, warnings = _task_output(env, plan_source, settings)
+def _lines(step: Step | None, env: Mapping[str, str], plan_source: PlanSource | None = None) -> list[str]:
+    changes, warnings = _task_output(step, env, plan_source)
     return [f"print {line}" for line in warnings] + format_lines(changes)
 
 
@@ -199,7 +198,7 @@ def main(
         return 0
     settings = Settings.from_environ(env)  # read once: the marker, then the plan's settings
     try:
-        lines = _lines(env, plan_source, settings)
+        lines = _lines(_task_step(env, settings), env, plan_source)
     except TfslurmError as exc:
         return _fail(out, settings, f"error: {exc}", 2)
     except Exception as exc:  # a bug must still reach the user as one readable line
@@ -213,19 +212,29 @@ def container_lines(env: Mapping[str, str], outside: Mapping[str, str]) -> list[
 
     ``env`` is the task's environment inside the container (the image's variables copied
     over it), ``outside`` the step's on the host before the container; the ``warn`` line
-    (for the task's stderr) names what the container replaced (``tfslurm.container``).
+    (for the task's stderr) names what the container replaced (``tfslurm.container_env``).
     """
-    from tfslurm.container import warning
+    # lazy: only a containerised task compares the container's variables with the step's
+    from tfslurm.container_env import warning
 
-    changes, warnings = _task_output(env)
+    changes, warnings = _task_output(_task_step(env, Settings.from_environ(env)), env)
     lines = [f"print {line}" for line in warnings] + format_lines(changes)
     note = warning(outside, env, changes) if changes else None
     return lines + ([f"warn {note}"] if note else [])
 
 
-def _container_main(env: Mapping[str, str], out: TextIO, stdin: bytes) -> int:
-    from tfslurm.container import read_environ
+def read_environ(data: bytes) -> dict[str, str]:
+    """``NAME=value`` strings, each ended by a NUL byte (as the plugin's helper writes the
+    step's environment on the hook's standard input)."""
+    env: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
 
+
+def _container_main(env: Mapping[str, str], out: TextIO, stdin: bytes) -> int:
     settings = Settings.from_environ(env)
     try:
         lines = container_lines(env, read_environ(stdin))
@@ -248,8 +257,6 @@ def node_output(env: Mapping[str, str]) -> str:
     and exactly the lines :func:`main` prints for it, then ``end``.
     """
     from io import StringIO
-
-    from tfslurm.step import Step
 
     gtids = Step.from_environ(env).gtids  # SlurmEnvError for malformed Slurm variables
     if not gtids or len(gtids) > NODE_TASKS_MAX:
@@ -277,28 +284,20 @@ class _NodePlans:
     That is sound because they differ from the first only in SLURM_PROCID/SLURM_LOCALID,
     and the first task's verification already checked the whole node: its SLURM_GTIDS
     equal the layout's ranks on this node, in local-id order, so rank ``SLURM_GTIDS[i]`` has
-    local id ``i`` on this node, which is what each other task's own check would find.
+    local id ``i`` on this node, which is what each other task's own check would find. A
+    plan from a descriptor checked only the first task's rank, so each task makes its own.
     """
 
     def __init__(self) -> None:
-        self.first: tuple[Plan, Layout, str] | None = None  # plan, layout, jobs spec
+        self.first: Plan | None = None
 
-    def __call__(self, step: Step, spec: str) -> Plan:
-        from tfslurm.layout import layout_for
-        from tfslurm.plan import Plan, PlanOptions, gpu_plan_for, plan_for
-
-        if self.first is None or self.first[2] != spec:
-            layout = layout_for(step)
-            given = plan_for(step, spec, PlanOptions(layout=layout))
-            # The layout is the step's own, so Slurm's compact strings describe it (the
-            # descriptor uses them), as in a plan that computed its layout itself.
-            cluster = given.cluster.described_by(step.require_nodelist(), step.require_tasks_per_node())
-            plan = Plan(cluster, given.rank, given.gpus)
-            self.first = (plan, layout, spec)
-            return plan
-        plan, layout, _ = self.first
+    def __call__(self, step: Step) -> Plan:
+        first = self.first
+        if first is None or first.cluster.layout.source == "descriptor":
+            self.first = resolve_plan(step)
+            return self.first
         assert step.procid is not None
-        return plan.for_task(step.procid, gpu_plan_for(step, layout))
+        return first.for_task(step.procid, gpu_plan_for(step, first.cluster.layout))
 
 
 def _fail(out: TextIO, settings: Settings, message: str, code: int) -> int:
@@ -355,8 +354,6 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
         f"import sys; sys.path.insert(0, {json.dumps(parent)}); "
         "from tfslurm.prolog import main; sys.exit(main(argv=sys.argv[1:]))"
     )
-    from tfslurm import __version__
-
     template = (Path(__file__).parent / "data" / _WRAPPER_TEMPLATE).read_text()
     return (
         template.replace("@VERSION@", __version__)

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from tfslurm import tfcompat
 from tfslurm.errors import GpuError, PlanError
+from tfslurm.layout import layout_for
 from tfslurm.numbers import is_int_in
 from tfslurm.plan import Plan, PlanOptions, plan_for
+from tfslurm.step import Step
 from tfslurm.tfcompat import TF_PORT_BASE
 
 if TYPE_CHECKING:
@@ -109,15 +111,11 @@ class SlurmResolverMixin:
         host_template: str | None = None,
         job_order: str | None = None,
     ) -> None:
-        from tfslurm.step import Step
-
         step = Step.from_environ(env)  # the one read of the environment
         rank = step.require_procid()
         if tasks_per_node is not None:
             layout = tfcompat.tasks_per_node_layout(step, tasks_per_node)
         else:
-            from tfslurm.layout import layout_for
-
             layout = layout_for(step)
         order = tfcompat.resolver_job_order(job_order, explicit_jobs=jobs is not None)
         spec: JobsSpec = step.settings.tf_dist if jobs is None else jobs

@@ -25,19 +25,21 @@ Only the standard library is used.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from tfslurm import hostlist
 from tfslurm.errors import GpuError, LayoutError, PlanError
+from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
 from tfslurm.jobspec import JOB_ORDERS, order_jobs
+from tfslurm.layout import Layout, block_layout
 from tfslurm.numbers import is_int_in
+from tfslurm.plan import GpuPlan, gpu_plan_for
 from tfslurm.value import one_of
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from typing import Final
 
     from tfslurm.jobspec import JobOrder
-    from tfslurm.layout import Layout
-    from tfslurm.plan import GpuPlan
     from tfslurm.step import Step
 
 __all__ = [
@@ -87,9 +89,6 @@ def fallback_port_base(step: Step, port_base: int | None) -> int | None:
 def tasks_per_node_layout(step: Step, tasks_per_node: int | Mapping[str, int]) -> Layout:
     """Block layout from TF's ``tasks_per_node`` argument (an int for every node, or
     ``{node: n}``), checked against the step's nodes, task count and this task's node."""
-    from tfslurm import hostlist
-    from tfslurm.layout import Layout, block_layout
-
     if isinstance(tasks_per_node, Mapping):
         counts_by_node = dict(tasks_per_node)
         if step.nodelist is not None:
@@ -139,9 +138,6 @@ def tf_gpu_plan(
     * Slurm bound devices per task (``--gpus-per-task``): kept as Slurm bound them (TF
       divides again and crashes).
     """
-    from tfslurm.gpus import WARNING_PREFIX, assigned_earlier, node_device_list
-    from tfslurm.plan import gpu_plan_for
-
     if assigned_earlier(step.gpus):  # a TaskProlog or an earlier resolver chose them
         return gpu_plan_for(step, layout)
     max_tasks = max(layout.task_counts)

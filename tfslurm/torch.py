@@ -8,11 +8,11 @@ arbitrary and heterogeneous steps get the ranks Slurm really gave.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from tfslurm.adapters import task_plan
 from tfslurm.frameworks import socket_env, torch_env
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

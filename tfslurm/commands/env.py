@@ -16,6 +16,10 @@ import os
 import shlex
 
 from tfslurm.commands.plan import add_gpu_options, add_plan_options, plan_options, print_gpu_warnings
+from tfslurm.frameworks import parse_runtimes, runtime_env
+from tfslurm.plan import resolve_plan
+from tfslurm.settings import Settings
+from tfslurm.step import Step
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,17 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.frameworks import parse_runtimes, plan_with_iface, runtime_env
-    from tfslurm.plan import plan_from_step
-    from tfslurm.step import Settings, Step
-
     settings = Settings.from_environ()  # read once: the runtimes, then the plan's settings
     chosen = ",".join(args.runtimes) if args.runtimes else settings.frameworks
     runtimes = parse_runtimes(chosen)  # before the plan: a typo is named first
-    plan = plan_from_step(Step.from_environ(settings=settings), args.jobs, plan_options(args))
+    plan = resolve_plan(Step.from_environ(settings=settings), args.jobs, plan_options(args))
     print_gpu_warnings(plan)
-    on_iface = plan_with_iface(plan, settings, args.iface, host_template=args.host_template)
-    variables = runtime_env(on_iface, runtimes, os.environ)  # the task's own KERAS_BACKEND counts
+    variables = runtime_env(plan, runtimes, os.environ)  # the task's own KERAS_BACKEND counts
     if args.format == "json":
         print(json.dumps(variables, separators=(",", ":")))
     else:

@@ -6,6 +6,9 @@ import argparse
 import json
 import sys
 
+from tfslurm.layout import layout_for
+from tfslurm.step import Step
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -17,9 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.layout import layout_for
-    from tfslurm.step import Step
-
     step = Step.from_environ()
     layout = layout_for(step)
     if args.json:

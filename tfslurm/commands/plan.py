@@ -12,10 +12,10 @@ task's own view (its own GPUs filled in).
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+import sys
 
-if TYPE_CHECKING:
-    from tfslurm.plan import PlanOptions
+from tfslurm.plan import Plan, PlanOptions, resolve_plan
+from tfslurm.step import Step
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -43,20 +43,19 @@ def add_gpu_options(parser: argparse.ArgumentParser) -> None:
 
 def plan_options(args: argparse.Namespace, gpus: bool = True) -> PlanOptions:
     """The plan options given on the command line (``gpus=False``: no GPU assignment)."""
-    from tfslurm.plan import PlanOptions
-
     return PlanOptions(
         port_base=args.port_base,
         host_template=args.host_template,
         gpus_per_task=getattr(args, "gpus_per_task", None) if gpus else None,
         assign=gpus,
+        # --iface where a command has it (None: TFSLURM_IFACE); the table and TF_CONFIG
+        # commands show the plan on node names, whatever TFSLURM_IFACE says
+        iface=getattr(args, "iface", ""),
     )
 
 
-def print_gpu_warnings(plan: Any) -> None:
+def print_gpu_warnings(plan: Plan) -> None:
     """This task's GPU warnings (``tfslurm.gpus.gpu_warnings``), one line each on stderr."""
-    import sys
-
     for line in plan.gpus.warnings if plan.gpus is not None else ():
         print(line, file=sys.stderr, flush=True)
 
@@ -71,9 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.plan import plan_from_environ
-
-    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args))
+    plan = resolve_plan(Step.from_environ(), args.jobs, plan_options(args))
     print_gpu_warnings(plan)  # every task: each warning is said by the task it concerns
     if plan.rank not in (None, 0) and not args.all_tasks:
         return 0  # checked here too; rank 0 prints the step's one table

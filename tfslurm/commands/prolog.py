@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tfslurm import prolog
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group()
@@ -35,8 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm import prolog
-
     if args.print_wrapper:
         sys.stdout.write(prolog.wrapper_script(args.python))
         return 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 
 from tfslurm.commands.plan import add_plan_options, plan_options
+from tfslurm.plan import resolve_plan
+from tfslurm.step import Step
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,8 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.plan import plan_from_environ
-
-    plan = plan_from_environ(jobs=args.jobs, options=plan_options(args, gpus=False))
+    plan = resolve_plan(Step.from_environ(), args.jobs, plan_options(args, gpus=False))
     print(plan.tf_config())
     return 0

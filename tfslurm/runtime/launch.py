@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from tfslurm.errors import RestartCapReached, TfslurmError, one_line
-from tfslurm.plan import TF_CONFIG_MAX_BYTES, plan_from_environ
+from tfslurm.plan import TF_CONFIG_MAX_BYTES, PlanOptions, resolve_plan
 from tfslurm.runtime import preemption, stops
 from tfslurm.runtime.api import ps_failure_exit
 from tfslurm.runtime.container import ContainerStart, container_prefix, container_start, runtime_of
@@ -46,7 +46,7 @@ from tfslurm.runtime.roles import Role, resolve_role
 from tfslurm.runtime.servers import serve
 from tfslurm.runtime.supervise import die_with_parent, supervise
 from tfslurm.settings import REQUEUE_VARIABLE, WATCHED_VARIABLE, Settings
-from tfslurm.step import is_rank_zero
+from tfslurm.step import Step, is_rank_zero
 from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -424,11 +424,12 @@ def ignore_signals(signals: tuple[int, ...]) -> None:
 
 def plan_table(role: Role, jobs: str | None, environ: Mapping[str, str]) -> str:
     """The step's plan table; from the cluster itself when TF_CONFIG came from elsewhere."""
-    if role.plan_table:
-        return role.plan_table
+    table = role.plan_table  # made on demand: once
+    if table:
+        return table
     try:
         env = {k: v for k, v in environ.items() if k != "TF_CONFIG"}
-        return plan_from_environ(env, jobs).table()
+        return resolve_plan(Step.from_environ(env), jobs, PlanOptions(iface="")).table()
     except ValueError:  # TF_CONFIG without a Slurm step: show what TF_CONFIG says
         rows = [f"{'job':<10} {'index':>5}  address"]
         for job, addrs in role.cluster.cluster_spec().items():

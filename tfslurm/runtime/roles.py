@@ -17,18 +17,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tfslurm.cluster import Cluster
 from tfslurm.errors import RoleError, bare, shown
 from tfslurm.numbers import ascii_int, is_int_in
+from tfslurm.plan import Plan, resolve_plan
+from tfslurm.settings import DESCRIPTOR_VARIABLE, Settings
+from tfslurm.step import Step
 from tfslurm.value import Value
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from typing import Final
-
-    from tfslurm.plan import Plan
-    from tfslurm.settings import Settings
 
 
 TRAINING_JOBS = ("chief", "worker", "ps")
@@ -64,7 +64,7 @@ class Role:
     """This task's job and index in its TF cluster (:class:`tfslurm.cluster.Cluster`), and
     where that came from; a view of the cluster, as a plan is for the hook."""
 
-    __slots__ = ("cluster", "env", "gpu_warnings", "index", "job", "plan_table", "source")
+    __slots__ = ("cluster", "env", "gpu_warnings", "index", "job", "plan", "source")
 
     def __init__(
         self,
@@ -73,7 +73,7 @@ class Role:
         index: int,
         source: str,
         *,
-        plan_table: str | None = None,
+        plan: Plan | None = None,
         env: Mapping[str, str] | None = None,
         gpu_warnings: tuple[str, ...] = (),
     ) -> None:
@@ -81,11 +81,18 @@ class Role:
         self.job: Final = job
         self.index: Final = index
         self.source: Final = source
-        self.plan_table: Final = plan_table
+        #: The plan the role was read from (None for a TF_CONFIG's), for :attr:`plan_table`.
+        self.plan: Final = plan
         #: Variables to set before TF starts (this task's GPUs, when tfslurm made the plan).
         self.env: Final[Mapping[str, str]] = {} if env is None else env
         #: One-line warnings about this task's GPUs (tfslurm.gpus.gpu_warnings), for stderr.
         self.gpu_warnings: Final = gpu_warnings
+
+    @property
+    def plan_table(self) -> str | None:
+        """The plan's table (``Plan.table``), made when asked: O(tasks), which only the task
+        that shows it pays. None when the role did not come from a plan."""
+        return None if self.plan is None else self.plan.table()
 
     @property
     def rank(self) -> int:
@@ -227,7 +234,7 @@ def _role_from_plan(plan: Plan, rank: int, source: str) -> Role:
         task.job,
         task.index,
         source,
-        plan_table=plan.table(),
+        plan=plan,
         env=dict(plan.gpus.env) if plan.gpus is not None else {},
         gpu_warnings=plan.gpus.warnings if plan.gpus is not None else (),
     )
@@ -243,26 +250,14 @@ def resolve_role(
     text = env.get("TF_CONFIG", "")
     if text.strip():
         return role_from_tf_config(text)
-    from tfslurm.plan import DESCRIPTOR_VARIABLE, plan_from_step
-    from tfslurm.step import Step
-
     step = Step.from_environ(env, settings=settings)
     procid = step.require_procid()
     step.require_nodelist()
     step.require_tasks_per_node()
     if (step.settings.descriptor or "").strip():
-        return _role_from_plan(_on_iface(plan_from_step(step), step.settings), procid, DESCRIPTOR_VARIABLE)
+        return _role_from_plan(resolve_plan(step), procid, DESCRIPTOR_VARIABLE)
     spec = jobs or step.settings.tf_dist
     source = f"plan of the step, jobs {bare(spec)}" if spec else "plan of the step, all workers"
     # GPU assignment stays on (no assign=False): Role.env narrows this task's GPU variables
     # before TF starts. A list narrowed earlier (TaskProlog) is kept as it is.
-    return _role_from_plan(_on_iface(plan_from_step(step, spec), step.settings), procid, source)
-
-
-def _on_iface(plan: Plan, settings: Settings) -> Plan:
-    """``plan`` on the interface ``TFSLURM_IFACE`` names, if any (tfslurm.frameworks)."""
-    if not settings.iface:
-        return plan
-    from tfslurm.frameworks import plan_with_iface
-
-    return plan_with_iface(plan, settings)
+    return _role_from_plan(resolve_plan(step, spec), procid, source)

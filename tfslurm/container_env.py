@@ -15,31 +15,21 @@ Standard library only: the hook imports this module for containerised tasks.
 
 from __future__ import annotations
 
-import os
-
 from tfslurm.errors import clip, one_line
+from tfslurm.gpus.policy import PER_TASK_BINDINGS, gpu_binding
 from tfslurm.step import VISIBLE_DEVICE_VARIABLES, GpuVariables
 
+# typing.TYPE_CHECKING without importing typing: the hook imports this module
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["GPU_VARIABLES", "gpu_overrides", "read_environ", "replaced", "warning"]
+__all__ = ["GPU_VARIABLES", "gpu_overrides", "replaced", "warning"]
 
 #: Variables that choose a task's GPUs: Slurm sets them, the plan reads them.
 GPU_VARIABLES = VISIBLE_DEVICE_VARIABLES
 #: Longest warning line, in characters.
 MAX_LINE = 600
-
-
-def read_environ(data: bytes) -> dict[str, str]:
-    """``NAME=value`` strings, each ended by a NUL byte (as the plugin's helper writes them)."""
-    env: dict[str, str] = {}
-    for entry in data.split(b"\0"):
-        name, sep, value = entry.partition(b"=")
-        if sep and name:
-            env[os.fsdecode(name)] = os.fsdecode(value)
-    return env
 
 
 def replaced(
@@ -69,8 +59,6 @@ def gpu_overrides(outside: Mapping[str, str], inside: Mapping[str, str]) -> list
     node's list for each task after the step's environment was made, so a value that only
     picks from the node's list is Slurm's own.
     """
-    from tfslurm.gpus.policy import PER_TASK_BINDINGS, gpu_binding
-
     slurm = dict(GpuVariables.from_environ(outside).visible)
     task = GpuVariables.from_environ(inside)
     per_task = gpu_binding(task.tres_bind) in PER_TASK_BINDINGS
