@@ -162,7 +162,9 @@ def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
 
 
 def test_a_failing_program_keeps_its_status_after_a_stop(tmp_path):
-    proc = started(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(0.5)\nraise SystemExit(3)\n")
+    proc = started(
+        tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(0.5)\nraise SystemExit(3)\n"
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err

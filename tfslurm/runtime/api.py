@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from tfslurm.controller import ControllerError, controller
@@ -66,10 +66,11 @@ def is_ps_failure(error: BaseException) -> bool:
     return False
 
 
-def prepare(role: Role) -> None:
-    """Put this task's TF_CONFIG, role and GPU variables in ``os.environ`` (the strategy
-    and TF read them there); keep gRPC off proxies (``runtime.environ``)."""
-    install_environ(task_environ(role, os.environ))
+def prepare(role: Role, environ: Mapping[str, str]) -> None:
+    """Make ``environ`` with this task's TF_CONFIG, role and GPU variables the process's
+    environment (the strategy and TF read them there); keep gRPC off proxies
+    (``runtime.environ``)."""
+    install_environ(task_environ(role, environ))
 
 
 class RunContext:
@@ -222,7 +223,7 @@ def run(
     # every process of the step reaches it here.
     handled = config.watched and not config.in_container
     flag = life.install_preemption(also=() if handled else config.stop_signals)
-    prepare(role)
+    prepare(role, os.environ)
     if role.is_server:
         life.serve(role)
     if not config.watched:  # tfslurm run's parent already watches

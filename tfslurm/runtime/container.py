@@ -27,14 +27,11 @@ import pwd
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from tfslurm.errors import ContainerError, clip
 from tfslurm.settings import CONTAINER_VARIABLE, WATCHED_IN_CONTAINER, WATCHED_VARIABLE
 from tfslurm.value import Value
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Final
 
 CHARLIECLOUD = ("ch-run",)
 PODMAN = ("podman", "podman-hpc")
