@@ -73,7 +73,7 @@ REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Which backend answers tfslurm's questions to Slurm's controller (``tfslurm.controller``).
 CONTROLLER_VARIABLE = "TFSLURM_CONTROLLER"
 CONTROLLER_BACKENDS = ("auto", "commands", "pyslurm")
-#: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
+#: Set by ``tfslurm run`` in the program's process: its parent watches peers,
 #: signals and the restart cap. ``container`` where the program runs in a container that
 #: ``tfslurm run`` started (``tfslurm.runtime.container``).
 WATCHED_VARIABLE = "TFSLURM_WATCHED"

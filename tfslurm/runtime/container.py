@@ -102,7 +102,7 @@ def container_start(
 ) -> ContainerStart:
     """``prefix`` completed for its runtime, then ``program``; the environment to start it
     with: ``env`` less TFSLURM_CONTAINER (a ``tfslurm run`` inside must not wrap again), and
-    TFSLURM_WATCHED=container: ``tfslurm run`` supervises it from outside, and
+    TFSLURM_WATCHED=container: ``tfslurm run``'s parent watches it from outside, and
     ``tfslurm.run`` in the program handles the stop signals Slurm sends every process of
     the step itself, as ``tfslurm run``'s own child does.
 

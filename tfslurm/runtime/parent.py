@@ -82,7 +82,7 @@ class Process:
 
 def _kill_group(pgid: int) -> None:
     """SIGKILL what is left of the child's process group (its own helpers, a command it
-    started): nothing the supervisor started outlives it."""
+    started): nothing the parent started outlives it."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

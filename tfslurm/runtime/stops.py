@@ -3,7 +3,7 @@ run exits with, and when a restarted job must give up.
 
 Every way Slurm stops a job reaches the tasks as a signal: the time-limit warning
 (``--signal``, USR1 by default), preemption and ``scontrol requeue`` (SIGTERM, then SIGKILL
-after GraceTime or KillWait), ``scancel --signal``. ``tfslurm run``'s supervising process
+after GraceTime or KillWait), ``scancel --signal``. ``tfslurm run``'s parent process
 catches every stop signal and tells the program through the preemption signal (a Python
 handler TF does not replace: MultiWorkerMirroredStrategy installs its own C-level SIGTERM
 handler, so SIGTERM itself never reaches Python there). A program stopped that way must not
