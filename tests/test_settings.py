@@ -9,9 +9,7 @@ import signal
 import pytest
 
 from tfslurm.errors import GpuError, PortError, PreemptionError, RoleError, StopError, TfslurmError
-from tfslurm.runtime import stops
-from tfslurm.runtime.peers import peer_timeout_from_env
-from tfslurm.runtime.preemption import signal_number
+from tfslurm.runtime.life import RunConfig
 from tfslurm.settings import Settings
 from tfslurm.step import (
     FIELD_VARIABLES,
@@ -108,17 +106,15 @@ def test_a_bad_setting_is_a_one_line_error_naming_it(variable, value, error, mes
     assert text.startswith(message) and "\n" not in text  # the messages tfslurm always gave
 
 
-def test_the_runtime_helpers_take_the_snapshot() -> None:
+def test_the_runtime_takes_the_snapshot() -> None:
     settings = Settings.from_environ(EVERY)
-    assert stops.max_restarts(None, given=settings) == 3
-    assert stops.max_restarts("5", given=settings) == 5  # the option wins
-    assert stops.max_restarts(None, {"TFSLURM_MAX_RESTARTS": "7"}) == 7  # or a plain mapping
-    assert stops.stop_grace(None, given=settings) == 1.5
-    assert stops.stop_grace(None, {}) is None
-    assert peer_timeout_from_env(None, settings) == 2.5
-    assert peer_timeout_from_env(4, settings) == 4.0
-    assert signal_number(None, settings) == signal.SIGUSR2
-    assert signal_number("TERM", settings) == signal.SIGTERM
+    given = RunConfig.for_command(settings, {})
+    assert (given.max_restarts, given.stop_grace, given.peer_timeout) == (3, 1.5, 2.5)
+    assert given.preempt == signal.SIGUSR2
+    options = RunConfig.for_command(settings, {}, max_restarts="5", peer_timeout=4, preempt_signal="TERM")
+    assert (options.max_restarts, options.peer_timeout, options.preempt) == (5, 4.0, signal.SIGTERM)
+    assert RunConfig.for_command(Settings.from_environ({"TFSLURM_MAX_RESTARTS": "7"}), {}).max_restarts == 7
+    assert RunConfig.for_command(Settings.from_environ({}), {}).stop_grace is None
 
 
 def test_step_carries_the_settings_and_gpu_variables() -> None:

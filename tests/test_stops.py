@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.errors import TfslurmError
-from tfslurm.runtime import exits, stops
+from tfslurm.runtime import exits
 from tfslurm.runtime.checkpoints import remove_leftovers
+from tfslurm.runtime.life import RunConfig
+from tfslurm.settings import Settings, signal_number, stop_signals
 
 
 def one_line_error(proc: subprocess.Popen) -> str:
@@ -86,7 +88,7 @@ def test_tf_config_nested_100000_deep_in_process():
 @given(st.text(max_size=12))
 def test_signal_names_either_parse_or_are_stop_errors(text):
     try:
-        number = stops.signal_number(text)
+        number = signal_number(text)
     except TfslurmError as exc:
         assert "\n" not in str(exc)
     else:
@@ -95,9 +97,9 @@ def test_signal_names_either_parse_or_are_stop_errors(text):
 
 def test_stop_signals_always_include_the_preemption_signal():
     usr1, term, usr2 = signal.SIGUSR1, signal.SIGTERM, signal.SIGUSR2
-    assert stops.stop_signals(None, usr1) == (usr1, term)
-    assert stops.stop_signals("USR2, SIGTERM", usr1) == (usr1, usr2, term)
-    assert stops.stop_signals("", usr2) == (usr2,)  # only the preemption signal itself
+    assert stop_signals(None, usr1) == (usr1, term)
+    assert stop_signals("USR2, SIGTERM", usr1) == (usr1, usr2, term)
+    assert stop_signals("", usr2) == (usr2,)  # only the preemption signal itself
 
 
 # ------------------------------------------------------------------ restart cap
@@ -144,12 +146,12 @@ def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
     """The program's own SIGTERM handler (TF's, under MWMS) is bypassed: it gets the
     preemption signal, and no SIGKILL comes before Slurm's."""
     program = (
-        "import signal, time\n"
+        "import signal, threading\n"
         "got = []\n"
         "signal.signal(signal.SIGTERM, lambda *a: got.append('TERM'))\n"
         "signal.signal(signal.SIGUSR1, lambda *a: got.append('USR1'))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(6.5)\n"
+        "threading.Event().wait(6.5)\n"  # past TERM_GRACE (5 s): nothing SIGKILLs it
         "print(got, flush=True)\n"
     )
     proc = started(tmp_path, program)
@@ -160,7 +162,9 @@ def test_sigterm_is_not_forwarded_and_nothing_kills_early(tmp_path):
 
 
 def test_a_failing_program_keeps_its_status_after_a_stop(tmp_path):
-    proc = started(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(1)\nraise SystemExit(3)\n")
+    proc = started(
+        tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(0.5)\nraise SystemExit(3)\n"
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
@@ -179,7 +183,7 @@ def _alive(pid: int) -> bool:
     "program",
     [
         ["sh", "-c", "echo $$; exec sleep 333"],  # a command: tfslurm run -> child -> sleep
-        [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(333)"],
+        [sys.executable, "-c", "import os, signal; print(os.getpid(), flush=True); signal.pause()"],
     ],
 )
 def test_sigkill_of_tfslurm_run_leaves_no_process_behind(program):
@@ -245,7 +249,10 @@ def test_termination_config_attribute_does_not_import_tf():
 
 
 def test_restart_count_is_read_through_step_and_alone():
-    assert stops.restart_count({"SLURM_RESTART_COUNT": "4", "SLURM_GTIDS": "junk"}) == 4
-    assert stops.restart_count({}) == 0
+    def restarts(env: dict[str, str]) -> int:
+        return RunConfig.for_command(Settings(), env).restarts
+
+    assert restarts({"SLURM_RESTART_COUNT": "4", "SLURM_GTIDS": "junk"}) == 4
+    assert restarts({}) == 0
     with pytest.raises(TfslurmError, match="SLURM_RESTART_COUNT='x'"):
-        stops.restart_count({"SLURM_RESTART_COUNT": "x"})
+        restarts({"SLURM_RESTART_COUNT": "x"})

@@ -73,7 +73,7 @@ REQUEUE_VARIABLE = "TFSLURM_REQUEUE_ON_PS_FAILURE"
 #: Which backend answers tfslurm's questions to Slurm's controller (``tfslurm.controller``).
 CONTROLLER_VARIABLE = "TFSLURM_CONTROLLER"
 CONTROLLER_BACKENDS = ("auto", "commands", "pyslurm")
-#: Set by ``tfslurm run`` in the program's process: its supervising parent watches peers,
+#: Set by ``tfslurm run`` in the program's process: its parent watches peers,
 #: signals and the restart cap. ``container`` where the program runs in a container that
 #: ``tfslurm run`` started (``tfslurm.runtime.container``).
 WATCHED_VARIABLE = "TFSLURM_WATCHED"
@@ -237,10 +237,7 @@ class Settings(Value):
     def preempt_signal(self) -> int:
         """``TFSLURM_PREEMPT_SIGNAL``'s number (default USR1); a PreemptionError if it is
         not a signal that can be caught."""
-        try:
-            return signal_number(self.preempt_signal_text or DEFAULT_PREEMPT_SIGNAL)
-        except StopError as exc:
-            raise PreemptionError(str(exc)) from None
+        return signal_number(self.preempt_signal_text or DEFAULT_PREEMPT_SIGNAL)
 
     def stop_signals(self, preempt: int) -> tuple[int, ...]:
         """``TFSLURM_STOP_SIGNALS`` (default TERM) with the preemption signal ``preempt``."""
@@ -292,9 +289,17 @@ def parse_stop_grace(value: float | str) -> float:
     return seconds
 
 
-def signal_number(name: str | int, what: str = "preemption signal") -> int:
-    """``USR1``, ``SIGUSR1``, ``10`` -> 10; a one-line StopError otherwise."""
+PREEMPTION_SIGNAL = "preemption signal"
+STOP_SIGNAL = "stop signal"
+
+
+def signal_number(name: str | int, what: str = PREEMPTION_SIGNAL) -> int:
+    """The one parser of a signal: ``USR1``, ``SIGUSR1``, ``10`` -> 10. Anything else is a
+    one-line error naming ``what`` it was given as: a PreemptionError for the preemption
+    signal, a StopError for a stop signal."""
     import signal  # only the runtime asks
+
+    error = PreemptionError if what == PREEMPTION_SIGNAL else StopError
 
     if isinstance(name, int):  # str() of an int past 4,300 digits would raise: none is a signal
         text, number = (str(name), name) if 0 <= name < 1 << 16 else ("out of range", None)
@@ -306,17 +311,17 @@ def signal_number(name: str | int, what: str = "preemption signal") -> int:
         try:
             signal.Signals(-1 if number is None else number)
         except ValueError:
-            raise StopError(f"{what} {shown} is not a signal number") from None
+            raise error(f"{what} {shown} is not a signal number") from None
     else:
         upper = text.upper()
         upper = upper if upper.startswith("SIG") else "SIG" + upper
         try:
             number = int(signal.Signals[upper])
         except KeyError:
-            raise StopError(f"{what} {shown} is not a signal name (try USR1, USR2, TERM)") from None
+            raise error(f"{what} {shown} is not a signal name (try USR1, USR2, TERM)") from None
     assert number is not None
     if number in (signal.SIGKILL, signal.SIGSTOP):
-        raise StopError(f"{what} {shown} cannot be caught")
+        raise error(f"{what} {shown} cannot be caught")
     return number
 
 
@@ -326,7 +331,7 @@ def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
     import signal
 
     names = DEFAULT_STOP_SIGNALS if text is None else [t for t in text.split(",") if t.strip()]
-    numbers = [signal_number(n, "stop signal") for n in names]
+    numbers = [signal_number(n, STOP_SIGNAL) for n in names]
     if signal.SIGINT in numbers:
         raise StopError(
             "stop signal INT: SIGINT stays Ctrl-C (forwarded, then the program "

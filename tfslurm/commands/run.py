@@ -3,19 +3,19 @@
 Under srun, every task runs ``tfslurm run -- python train.py``. By role: chief/workers
 (MWMS) and the evaluator run the program; under ParameterServerStrategy ps and worker
 tasks run a standard TF server instead. This module is the command line only: the options,
-and the exit status and one line of a run the restart cap refuses; launching, signals and
-supervision are ``tfslurm.runtime.launch``'s.
+resolved once into a ``RunConfig``, and the exit status and one line of a run the restart
+cap refuses; the task's life is ``tfslurm.runtime.life``'s, launching, signals and the
+program's parent ``tfslurm.runtime.launch``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from tfslurm.errors import RestartCapReached
-from tfslurm.runtime import exits
-from tfslurm.runtime.launch import RunOptions, run_task
+from tfslurm.runtime.launch import run_task
+from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
 from tfslurm.settings import Settings
 
 
@@ -90,21 +90,20 @@ def run(args: argparse.Namespace) -> int:
     program = list(args.program)
     if program and program[0] == "--":
         program = program[1:]
-    options = RunOptions(
-        program,
-        jobs=args.jobs,
-        peer_timeout=args.peer_timeout,
-        preempt_signal=args.preempt_signal,
-        stop_signals=args.stop_signals,
-        stop_grace=args.stop_grace,
-        max_restarts=args.max_restarts,
-        cap_check=args.cap_check,
-        requeue_on_ps_failure=args.requeue_on_ps_failure,
-        show_plan=args.show_plan,
-    )
     settings = Settings.from_environ()  # tfslurm's settings, read once for this process
     try:
-        return run_task(options, settings, os.environ)
-    except RestartCapReached as refused:
-        print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
-        return exits.EXIT_RESTART_CAP
+        config = RunConfig.for_command(
+            settings,
+            os.environ,
+            jobs=args.jobs,
+            peer_timeout=args.peer_timeout,
+            preempt_signal=args.preempt_signal,
+            stop_signals_text=args.stop_signals,
+            stop_grace=args.stop_grace,
+            max_restarts=args.max_restarts,
+            requeue_on_ps_failure=args.requeue_on_ps_failure,
+        )
+        life = TaskLife(config, settings, os.environ)
+        return run_task(life, program, cap_check=args.cap_check, show_plan=args.show_plan)
+    except RestartCapReached as reached:
+        return cap_refusal(reached)

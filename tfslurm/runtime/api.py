@@ -21,21 +21,22 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from tfslurm.errors import ParameterServerFailure
-from tfslurm.runtime import exits, stops
+from tfslurm.controller import ControllerError, controller
+from tfslurm.errors import ParameterServerFailure, RestartCapReached
+from tfslurm.runtime import exits
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.environ import install_environ, task_environ
-from tfslurm.runtime.peers import ChiefWatch, peer_timeout_from_env
-from tfslurm.runtime.roles import Address, Role, resolve_role
-from tfslurm.runtime.servers import serve
-from tfslurm.runtime.supervise import start_watcher
+from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
+from tfslurm.runtime.peers import ChiefWatch
+from tfslurm.runtime.roles import Address, Role
+from tfslurm.runtime.stops import ignore_signals
 from tfslurm.runtime.tfimport import tensorflow
+from tfslurm.runtime.watcher import start_watcher
 from tfslurm.settings import Settings
-from tfslurm.step import requeue_job_name
 
 T = TypeVar("T")
 
@@ -65,10 +66,11 @@ def is_ps_failure(error: BaseException) -> bool:
     return False
 
 
-def prepare(role: Role) -> None:
-    """Put this task's TF_CONFIG, role and GPU variables in ``os.environ`` (the strategy
-    and TF read them there); keep gRPC off proxies (``runtime.environ``)."""
-    install_environ(task_environ(role, os.environ))
+def prepare(role: Role, environ: Mapping[str, str]) -> None:
+    """Make ``environ`` with this task's TF_CONFIG, role and GPU variables the process's
+    environment (the strategy and TF read them there); keep gRPC off proxies
+    (``runtime.environ``)."""
+    install_environ(task_environ(role, environ))
 
 
 class RunContext:
@@ -190,41 +192,47 @@ def run(
 ) -> T:
     """Run ``main(ctx)`` as this task's role; ps/worker servers under PSS never return.
 
-    ``jobs`` is the program's default jobs spec (``"chief:1,ps:1,worker:*"``), used only
-    when none of TF_CONFIG, TFSLURM_DESCRIPTOR and TFSLURM_TF_DIST is set; ``peer_timeout``
-    defaults to TFSLURM_PEER_TIMEOUT or 300 s; ``preemption_signal`` to
+    ``jobs`` is the program's default jobs spec (``"chief:1,ps:1,worker:*"``): the role
+    comes from TF_CONFIG, else TFSLURM_DESCRIPTOR, else the step's plan with
+    TFSLURM_TF_DIST, else ``jobs``, else every task a worker (``runtime.life.jobs_spec``).
+    ``peer_timeout`` defaults to TFSLURM_PEER_TIMEOUT or 300 s; ``preemption_signal`` to
     TFSLURM_PREEMPT_SIGNAL or USR1 (TFSLURM_STOP_SIGNALS, default TERM, also count). If
     a stop signal came, the process exits 85 (``exits.EXIT_STOPPED``) after ``main``
     returns instead of returning: the training was cut short. When a parameter
     server fails the chief prints one line and exits 75, after ``scontrol requeue`` of its
-    job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1).
+    job if ``requeue_on_ps_failure`` (default: TFSLURM_REQUEUE_ON_PS_FAILURE=1). Over the
+    restart cap (TFSLURM_MAX_RESTARTS) it prints one line and exits 86, as ``tfslurm run``.
     """
     settings = Settings.from_environ()  # tfslurm's settings, read once for this process
-    timeout = peer_timeout_from_env(peer_timeout, settings)
-    restarts = stops.restart_count()
-    if not settings.watched:  # tfslurm run checked the cap already
-        refused = stops.restart_cap_message(restarts, settings.max_restarts())
-        if refused:
-            print(f"tfslurm run: error: {refused}", file=sys.stderr, flush=True)
-            raise SystemExit(exits.EXIT_RESTART_CAP)
-    role = resolve_role(jobs=settings.tf_dist or jobs, settings=settings)
-    signum = _preemption.signal_number(preemption_signal, settings)
-    stop = settings.stop_signals(signum)
+    config = RunConfig.for_program(
+        settings,
+        os.environ,
+        jobs=jobs,
+        peer_timeout=peer_timeout,
+        preemption_signal=preemption_signal,
+        requeue_on_ps_failure=requeue_on_ps_failure,
+    )
+    life = TaskLife(config, settings, os.environ)
+    try:
+        life.check_cap()  # under tfslurm run its parent checked the cap already
+    except RestartCapReached as reached:
+        raise SystemExit(cap_refusal(reached)) from None
+    role = life.resolve_role()
     # Under tfslurm run the child already handles them (and its parent translates SIGTERM);
     # in a container it started, this process is not that child: Slurm's own SIGTERM to
     # every process of the step reaches it here.
-    handled = settings.watched and not settings.watched_in_container
-    flag = _preemption.install(signum, also=() if handled else stop)
-    prepare(role)
+    handled = config.watched and not config.in_container
+    flag = life.install_preemption(also=() if handled else config.stop_signals)
+    prepare(role, os.environ)
     if role.is_server:
-        serve(role, peer_timeout=timeout, ignore_signals=tuple(n for n in stop if n != signal.SIGTERM))
-    if not settings.watched:  # tfslurm run's parent already watches
-        start_watcher(role, timeout)
+        life.serve(role)
+    if not config.watched:  # tfslurm run's parent already watches
+        start_watcher(role, config.peer_timeout)
     strategy = make_strategy(role)
-    ctx = RunContext(role, strategy, flag, restarts, timeout)
+    ctx = RunContext(role, strategy, flag, config.restarts, config.peer_timeout)
     if role.job == "evaluator":  # watch from the start: the chief may finish early
-        ctx._chief_watch = watch_chief(role, timeout)
-    with ps_failure_exit(role, requeue_on_ps_failure, settings=settings):
+        ctx._chief_watch = watch_chief(role, config.peer_timeout)
+    with ps_failure_exit(role, config, settings):
         result = main(ctx)
     if flag.requested:  # stopped by a signal: training is not finished, never exit 0
         print(
@@ -239,8 +247,7 @@ def run(
         # That SIGTERM also reaches this process as the preemption signal (tfslurm run
         # translates it), and Python's shutdown puts the default action (death) back for a
         # signal with a Python handler: ignore them all (SIG_IGN survives the shutdown).
-        for late in dict.fromkeys((signal.SIGTERM, signum, *stop)):
-            signal.signal(late, signal.SIG_IGN)
+        ignore_signals(tuple(dict.fromkeys((signal.SIGTERM, config.preempt, *config.stop_signals))))
         if not (role.strategy == "ps" and role.job == "chief"):
             sys.stdout.flush()
             raise SystemExit(exits.EXIT_STOPPED)
@@ -264,15 +271,10 @@ def exit_now(result: Any) -> None:
 
 
 @contextlib.contextmanager
-def ps_failure_exit(
-    role: Role, requeue: bool | None = None, *, settings: Settings | None = None
-) -> Iterator[None]:
-    """A parameter-server failure inside becomes one line on stderr, an optional
-    ``scontrol requeue`` of this job, and exit status 75. ``requeue`` defaults to
-    TFSLURM_REQUEUE_ON_PS_FAILURE of ``settings`` (default: read from ``os.environ``)."""
-    if requeue is None:
-        requeue = (Settings.from_environ() if settings is None else settings).requeue_on_ps_failure
-    job = requeue_job_name() if requeue else ""  # read now: never fails, whatever else is set
+def ps_failure_exit(role: Role, config: RunConfig, settings: Settings) -> Iterator[None]:
+    """A parameter-server failure inside becomes one line on stderr, when the config says
+    so an ``scontrol requeue`` of its job (read at the entry point: never fails, whatever
+    else is set) through the controller ``settings`` name, and exit status 75."""
     try:
         yield
     except Exception as exc:
@@ -286,25 +288,21 @@ def ps_failure_exit(
             file=sys.stderr,
             flush=True,
         )
-        if requeue:
-            requeue_job("parameter server failure", job)
+        if config.requeue:
+            requeue_job("parameter server failure", config.requeue_job, settings)
         sys.stdout.flush()
         os._exit(exits.EXIT_PS_FAILED)
 
 
-def requeue_job(reason: str, job: str | None = None) -> bool:
-    """Requeue this job through the controller (needs ``#SBATCH --requeue`` or
-    JobRequeue=1): ``job``, else this task's (``tfslurm.step.requeue_job_name``)."""
-    from tfslurm.controller import ControllerError, controller
-
-    if job is None:
-        job = requeue_job_name()
+def requeue_job(reason: str, job: str, settings: Settings) -> bool:
+    """Requeue ``job`` through the controller of ``settings`` (needs ``#SBATCH --requeue``
+    or JobRequeue=1); ``""``: not in a Slurm job, nothing to requeue."""
     if not job:
         print("tfslurm run: not in a Slurm job, nothing to requeue", file=sys.stderr)
         return False
     print(f"tfslurm run: requeueing job {job} ({reason})", file=sys.stderr, flush=True)
     try:
-        controller().requeue(job)
+        controller(settings).requeue(job)
     except ControllerError as exc:
         print(f"tfslurm run: error: {exc}", file=sys.stderr)
         return False

@@ -27,14 +27,11 @@ import pwd
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from tfslurm.errors import ContainerError, clip
 from tfslurm.settings import CONTAINER_VARIABLE, WATCHED_IN_CONTAINER, WATCHED_VARIABLE
 from tfslurm.value import Value
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Final
 
 CHARLIECLOUD = ("ch-run",)
 PODMAN = ("podman", "podman-hpc")
@@ -105,7 +102,7 @@ def container_start(
 ) -> ContainerStart:
     """``prefix`` completed for its runtime, then ``program``; the environment to start it
     with: ``env`` less TFSLURM_CONTAINER (a ``tfslurm run`` inside must not wrap again), and
-    TFSLURM_WATCHED=container: ``tfslurm run`` supervises it from outside, and
+    TFSLURM_WATCHED=container: ``tfslurm run``'s parent watches it from outside, and
     ``tfslurm.run`` in the program handles the stop signals Slurm sends every process of
     the step itself, as ``tfslurm run``'s own child does.
 

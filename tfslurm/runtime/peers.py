@@ -11,7 +11,6 @@ Only the standard library; no TensorFlow.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import threading
@@ -19,21 +18,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from tfslurm.errors import one_line
-from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT
-from tfslurm.runtime.roles import Address
-from tfslurm.settings import DEFAULT_PEER_TIMEOUT as DEFAULT_PEER_TIMEOUT
-from tfslurm.settings import Settings, parse_peer_timeout
+from tfslurm.runtime.roles import Address, Role
 
 PROBE_INTERVAL = 0.25
-
-
-def peer_timeout_from_env(value: float | None = None, settings: Settings | None = None) -> float:
-    """``value`` if given, else ``TFSLURM_PEER_TIMEOUT`` of ``settings`` (default: read from
-    ``os.environ``), else 300 s. A timeout that is not a positive number is a RoleError (0
-    would give up at once, NaN never)."""
-    if value is not None:
-        return parse_peer_timeout(str(value))
-    return (Settings.from_environ() if settings is None else settings).peer_timeout()
 
 
 def _probe(host: str, port: int, timeout: float) -> bool | None:
@@ -125,15 +112,35 @@ def missing_peer_message(role_text: str, missing: list[Address], waited: float) 
     )
 
 
-def exit_on_missing_peers(role_text: str) -> Callable[[list[Address], float], None]:
-    """An ``on_timeout`` that prints one line and ends the process at once (TF is blocked
-    inside C++, so raising in the main thread is impossible)."""
+def watch_spec(role: Role) -> tuple[list[Address], int | None]:
+    """(peers this task waits for, own port that starts the clock or None). A TF server
+    (ps, PSS worker) waits for its chief; the evaluator waits for nobody (its chief may have
+    finished already: ``ChiefWatch``); a PSS chief for every ps and worker; an MWMS task,
+    once its own server is up, for every other chief and worker."""
+    if role.is_server:
+        return [role.chief], None
+    if role.job == "evaluator":
+        return [], None
+    if role.strategy == "ps":
+        return role.addresses(("ps", "worker")), None
+    me = role.address()
+    return [a for a in role.addresses(("chief", "worker")) if a != me], me.port
 
-    def handler(missing: list[Address], waited: float) -> None:
-        print(missing_peer_message(role_text, missing, waited), file=sys.stderr, flush=True)
-        os._exit(EXIT_PEER_TIMEOUT)
 
-    return handler
+def wait_for_peers(role: Role, timeout: float, on_missing: Callable[[], None]) -> PeerWatch | None:
+    """The one way a task waits for its peers (:func:`watch_spec`): when one is not up
+    within ``timeout`` seconds, print the one-line error, then call ``on_missing`` (end the
+    program or this process: TF, blocked inside C++ while it waits, cannot be interrupted
+    otherwise). The started watch, or None when this task waits for nobody."""
+    peers, own = watch_spec(role)
+    if not peers:
+        return None
+
+    def on_timeout(missing: list[Address], waited: float) -> None:
+        print(missing_peer_message(role.describe(), missing, waited), file=sys.stderr, flush=True)
+        on_missing()
+
+    return PeerWatch(peers, timeout, on_timeout, own).start()
 
 
 class ChiefWatch:

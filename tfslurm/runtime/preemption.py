@@ -14,28 +14,14 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
-
-from tfslurm.errors import PreemptionError, StopError
-from tfslurm.runtime import stops
-from tfslurm.settings import DEFAULT_PREEMPT_SIGNAL, Settings
-
-DEFAULT_SIGNAL = DEFAULT_PREEMPT_SIGNAL
-
-
-def signal_number(name: str | int | None, settings: Settings | None = None) -> int:
-    """``USR1``, ``SIGUSR1``, ``10`` -> 10; None: TFSLURM_PREEMPT_SIGNAL of ``settings``
-    (default: read from ``os.environ``), else USR1."""
-    if name is None:
-        return (Settings.from_environ() if settings is None else settings).preempt_signal()
-    try:
-        return stops.signal_number(name)
-    except StopError as exc:
-        raise PreemptionError(str(exc)) from None
 
 
 class Preemption:
-    """The preemption flag of this process. ``install()`` sets the signal handler.
+    """The preemption flag of this process. ``install()`` makes its :meth:`on_signal` the
+    handler; the process's signal table then holds it, which is how :func:`installed` and
+    :func:`requested` find it without any state of this module.
 
     A plain attribute, no lock: the handler can run again while it is already running
     (the signal arrives twice, from srun and from tfslurm run's parent), and a handler
@@ -57,43 +43,50 @@ class Preemption:
         if self.received_at is None:
             self.received_at = time.time()
 
+    def on_signal(self, signum: int, frame: Any) -> None:
+        self.request()
+
     def install(self, also: tuple[int, ...] = ()) -> Preemption:
         """Handle the preemption signal, and ``also`` these (e.g. SIGTERM: a handler TF may
         replace, which is why ``tfslurm run``'s parent translates it)."""
-
-        def handler(signum: int, frame: Any) -> None:
-            self.request()
-
         for signum in dict.fromkeys((self.signum, *also)):
-            signal.signal(signum, handler)
+            signal.signal(signum, self.on_signal)
         return self
 
 
-_current: Preemption | None = None
+def _flags(signals: Iterable[int]) -> Iterator[Preemption]:
+    """The flags whose handlers this process has for ``signals``."""
+    for signum in signals:
+        try:
+            owner = getattr(signal.getsignal(signum), "__self__", None)
+        except ValueError:  # a signal number Python cannot ask about
+            continue
+        if isinstance(owner, Preemption):
+            yield owner
 
 
-def install(
-    name: str | int | None = None, also: tuple[int, ...] = (), settings: Settings | None = None
-) -> Preemption:
-    """Install (once per process) the handler for the preemption signal (``name``, else
-    that of ``settings``; see :func:`signal_number`) and ``also`` these stop signals, and
-    return the flag.
+def installed(signum: int | None = None) -> Preemption | None:
+    """The flag this process handles the preemption signal ``signum`` with (any preemption
+    signal when None); None when there is none."""
+    candidates = signal.valid_signals() if signum is None else (signum,)
+    return next((f for f in _flags(candidates) if signum in (None, f.signum)), None)
 
-    A signal's handler is process state, so there is one flag per process.
-    """
-    global _current
-    signum = signal_number(name, settings)
-    if _current is None or _current.signum != signum or also:
-        previous = _current
-        _current = Preemption(signum).install(also)
-        if previous is not None and previous.requested:
-            _current.request()
-    return _current
+
+def install(signum: int, also: tuple[int, ...] = ()) -> Preemption:
+    """Handle the preemption signal ``signum`` and ``also`` these stop signals in this
+    process, and return the flag. A signal's handler is process state: the flag already
+    installed for ``signum`` is returned as it is when nothing is added, and a new one
+    keeps a request the old one had."""
+    previous = installed(signum)
+    if previous is not None and not also:
+        return previous
+    return Preemption(signum, previous.received_at if previous else None).install(also)
 
 
 def requested() -> bool:
-    """True once this process received the preemption signal (False if none installed)."""
-    return _current is not None and _current.requested
+    """True once this process received the preemption signal (False if none installed):
+    asked of the handlers in this process's signal table."""
+    return any(flag.requested for flag in _flags(signal.valid_signals()))
 
 
 def agreed_stop(strategy: Any, local_flag: bool) -> bool:

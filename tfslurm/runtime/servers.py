@@ -1,7 +1,8 @@
 """ps and worker tasks under ParameterServerStrategy: run a standard TF server, then stop.
 
 ``tf.distribute.Server.join()`` blocks forever and a Python signal handler never runs while
-the main thread is inside it (measured, tensorflow-facts §2). So: SIGTERM/SIGINT are blocked
+the main thread is inside it (measured with TF 2.x: the handler waits until ``join()``
+returns, which it never does). So: SIGTERM/SIGINT are blocked
 before TF starts any thread, ``join()`` runs in a daemon thread, the main thread waits in
 ``sigwait``, and a watcher ends the process with status 0 once the chief's port, which was
 open, is refused twice (the chief finished). ``os._exit`` skips the finaliser of a Server
@@ -17,7 +18,8 @@ import threading
 import time
 from typing import NoReturn
 
-from tfslurm.runtime.peers import ChiefWatch, exit_on_missing_peers
+from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT
+from tfslurm.runtime.peers import ChiefWatch, wait_for_peers
 from tfslurm.runtime.roles import Role
 from tfslurm.runtime.tfimport import tensorflow
 
@@ -56,12 +58,9 @@ def serve(role: Role, *, peer_timeout: float, ignore_signals: tuple[int, ...] = 
         _log(role, f"chief finished, exiting 0 (t={time.time():.3f}, up {time.time() - started:.1f} s)")
         os._exit(0)
 
-    ChiefWatch(
-        role.chief,
-        timeout=peer_timeout,
-        on_finished=finished,
-        on_timeout=exit_on_missing_peers(role.describe()),
-    ).start()
+    # TF is blocked inside C++ here: a chief that never comes up ends the process at once.
+    wait_for_peers(role, peer_timeout, lambda: os._exit(EXIT_PEER_TIMEOUT))
+    ChiefWatch(role.chief, on_finished=finished).start()
     received = signal.sigwait(STOP_SIGNALS)
     if received == signal.SIGTERM:
         # Preemption, scancel, scontrol requeue: every task got SIGTERM, and the chief is

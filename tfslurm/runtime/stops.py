@@ -3,7 +3,7 @@ run exits with, and when a restarted job must give up.
 
 Every way Slurm stops a job reaches the tasks as a signal: the time-limit warning
 (``--signal``, USR1 by default), preemption and ``scontrol requeue`` (SIGTERM, then SIGKILL
-after GraceTime or KillWait), ``scancel --signal``. ``tfslurm run``'s supervising process
+after GraceTime or KillWait), ``scancel --signal``. ``tfslurm run``'s parent process
 catches every stop signal and tells the program through the preemption signal (a Python
 handler TF does not replace: MultiWorkerMirroredStrategy installs its own C-level SIGTERM
 handler, so SIGTERM itself never reaches Python there). A program stopped that way must not
@@ -15,18 +15,8 @@ which the templates turn into a requeue (``scontrol requeue``, or slurm.conf
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
 
-from tfslurm import settings
 from tfslurm.runtime.exits import EXIT_RESTART_CAP
-from tfslurm.settings import Settings
-from tfslurm.step import restart_count_from_environ
-
-DEFAULT_STOP_SIGNALS = settings.DEFAULT_STOP_SIGNALS  # plus the preemption signal itself
-
-# Parsed where the setting is read (tfslurm.settings); the names stay here for callers.
-signal_number = settings.signal_number
-stop_signals = settings.stop_signals
 
 
 def describe(signum: int) -> str:
@@ -39,33 +29,6 @@ def describe(signum: int) -> str:
     return f"{name} (the time-limit warning of --signal, or scancel --signal)"
 
 
-def max_restarts(
-    value: int | str | None, env: Mapping[str, str] | None = None, *, given: Settings | None = None
-) -> int | None:
-    """``--max-restarts``, else TFSLURM_MAX_RESTARTS (of ``given``, else of ``env``): an
-    integer >= 0, or None (no cap)."""
-    if value is None:
-        return (given or Settings.from_environ(env)).max_restarts()
-    return settings.parse_max_restarts(value)
-
-
-def stop_grace(
-    value: float | str | None, env: Mapping[str, str] | None = None, *, given: Settings | None = None
-) -> float | None:
-    """``--stop-grace``, else TFSLURM_STOP_GRACE (of ``given``, else of ``env``): seconds
-    >= 0 from a stop signal to SIGKILL, or None (leave it to Slurm)."""
-    if value is None:
-        return (given or Settings.from_environ(env)).stop_grace()
-    return settings.parse_stop_grace(value)
-
-
-def restart_count(env: Mapping[str, str] | None = None) -> int:
-    """This run's restart number (SLURM_RESTART_COUNT, through ``tfslurm.step``). Only that
-    variable is read: the cap is checked before anything else, and a task whose role comes
-    from TF_CONFIG must not fail on some other SLURM_* variable here."""
-    return restart_count_from_environ(env)
-
-
 def restart_cap_message(restarts: int, cap: int | None) -> str | None:
     """The one-line reason to stop when this run is restart number ``restarts`` and the cap
     is ``cap``; None when the run may go on."""
@@ -76,3 +39,12 @@ def restart_cap_message(restarts: int, cap: int | None) -> str | None:
         f"not starting again (exit {EXIT_RESTART_CAP}; earlier runs of this log say why "
         "they stopped)"
     )
+
+
+def ignore_signals(signals: tuple[int, ...]) -> None:
+    """Once a task has its status: the first task to exit non-zero ends the step (srun
+    --kill-on-bad-exit sends SIGTERM to the rest), and Python's shutdown puts the default
+    action back for signals with Python handlers, so a task that already has its status
+    would die of that SIGTERM (143) instead. SIG_IGN survives the shutdown."""
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)

@@ -17,6 +17,7 @@ from typing import Any
 from tfslurm.errors import StopError
 from tfslurm.numbers import is_int_in
 from tfslurm.runtime import exits, preemption
+from tfslurm.settings import Settings, signal_number
 
 
 def termination_config(
@@ -27,7 +28,8 @@ def termination_config(
     ``grace_period``: seconds from the signal to Slurm's SIGKILL that TF may use to keep
     training before it saves (0: save at the next step; keep it below GraceTime minus the
     save time). ``exit_code``: the status after the save (85 makes the templates requeue).
-    ``signal``: the preemption signal (default TFSLURM_PREEMPT_SIGNAL or USR1).
+    ``signal``: the preemption signal (default: the one this process already handles, as
+    under ``tfslurm run`` or ``tfslurm.run``, else TFSLURM_PREEMPT_SIGNAL or USR1).
     """
     if (
         isinstance(grace_period, bool)
@@ -39,7 +41,10 @@ def termination_config(
         raise StopError(
             f"exit_code {exit_code!r}: expected 1..255 (0 would report a stopped training as COMPLETED)"
         )
-    flag = preemption.install(signal)
+    if signal is not None:
+        flag = preemption.install(signal_number(signal))
+    else:  # a program's entry point: the settings are read here when no flag is installed
+        flag = preemption.installed() or preemption.install(Settings.from_environ().preempt_signal())
     import tensorflow as tf  # here: importing tfslurm never loads TensorFlow
 
     def exit_fn() -> None:
