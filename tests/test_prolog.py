@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import observed
 from importcost import added_by
-from tfslurm import prolog
+from tfslurm import __version__, prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
 from tfslurm.plan import TF_CONFIG_MAX_BYTES, Plan, plan_for
@@ -651,7 +651,7 @@ def test_wrapper_passes_node_mode_on(wrapper: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = io.StringIO()
     prolog.main(env, out, ["--node"])
-    assert done.stdout == "unset SLURM_SCRIPT_CONTEXT\n" + out.getvalue()
+    assert done.stdout == f"unset SLURM_SCRIPT_CONTEXT\n{prolog.VERSION_LINE}{__version__}\n" + out.getvalue()
 
 
 def run_wrapper_args(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

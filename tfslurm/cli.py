@@ -13,6 +13,7 @@ import importlib
 import io
 import sys
 
+from tfslurm import __version__
 from tfslurm.errors import TfslurmError, one_line
 
 TYPE_CHECKING = False
@@ -58,6 +59,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         prog="tfslurm",
         description="TensorFlow distributed training on Slurm.",
     )
+    parser.add_argument("--version", action="version", version=f"tfslurm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     wanted = next((a for a in argv if not a.startswith("-")), None)

@@ -59,6 +59,9 @@ SLURM_ENV_STRLEN_MAX = 131_072
 
 #: First line of the ``--node`` output (the plugin's parser in plugin/src/node.c checks it).
 NODE_HEADER = "tfslurm-node 1"
+#: The wrapper's ``--node`` run states tfslurm's release before NODE_HEADER in a line
+#: starting so; the plugin compares it with its own (plugin/src/version.h).
+VERSION_LINE = "tfslurm-version "
 #: Longest error line the hook prints, in characters (the message it quotes is bounded too).
 MAX_PRINT_LINE = 600
 #: The argument the plugin's host-side helper runs the hook with for a containerised task.
@@ -352,7 +355,9 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
             raise PrologError(f"{what} path {path!r} is not absolute")
     code = (
         f"import sys; sys.path.insert(0, {json.dumps(parent)}); "
-        "from tfslurm.prolog import main; sys.exit(main(argv=sys.argv[1:]))"
+        "from tfslurm import __version__; from tfslurm.prolog import VERSION_LINE, main; "
+        'sys.argv[1:] == ["--node"] and print(VERSION_LINE + __version__, flush=True); '
+        "sys.exit(main(argv=sys.argv[1:]))"
     )
     template = (Path(__file__).parent / "data" / _WRAPPER_TEMPLATE).read_text()
     return (

@@ -2,8 +2,8 @@
  * node.h - one hook run per node and step instead of one per task (prolog= mode).
  *
  * The first task of a step on a node runs the hook with the argument --node.  The hook
- * then prints, after what the wrapper prints for every task (the "preamble"), the lines
- * of every local task of the step:
+ * then prints, after what the wrapper prints for every task (the "preamble", where the
+ * hook also states its release, version.h), the lines of every local task of the step:
  *
  *   tfslurm-node 1
  *   task LOCALID STATUS          the exit status the hook would have for that task

@@ -23,6 +23,7 @@
 
 #include "node.h"
 #include "plugin.h"
+#include "version.h"
 
 #define NODE_SHARED_SIZE (8u << 20)  /* address space only: pages are used as written */
 /* then a task gives up waiting and runs the hook itself: the first task's hook run is
@@ -61,6 +62,24 @@ void tfd_node_share(void)
 	}
 	node = map;
 	node->state = NODE_PENDING;
+}
+
+/*
+ * A hook from another release than the plugin: one line in slurmd's log and on this task's
+ * stderr.  Only the node's first task runs this, once per node and step, after the others
+ * were woken; the step goes on (version.h).
+ */
+static void version_note(const char *path, const char *out, size_t out_len)
+{
+	char msg[512];
+	size_t len;
+
+	if (tfd_version_check(TFD_VERSION, path, out, out_len, msg, sizeof(msg) - 1) == 0)
+		return;
+	slurm_info("%s", msg);
+	len = strlen(msg);
+	msg[len++] = '\n'; /* room kept above: the line goes out in one write */
+	(void) !write(STDERR_FILENO, msg, len);
 }
 
 /* The first local task: run the hook for the whole node, publish, wake the others. */
@@ -107,6 +126,8 @@ publish:
 	node->state = state;
 	__sync_synchronize();
 	(void) !write(node_ready_fd[1], "", 1); /* one byte, never read: readable for everyone */
+	if (state == NODE_READY)
+		version_note(path, node->data + used, node->out_len);
 }
 
 /* The other tasks: wait until the first one has published (0), or give up (-1). */

@@ -20,7 +20,7 @@ static struct spank_option tf_dist_option = {
 	"SPEC",
 	"TensorFlow cluster for this step: jobs in rank order, e.g. ps:1,worker:* "
 	"(bare --tf-dist: site default). Sets TF_CONFIG and CUDA_VISIBLE_DEVICES "
-	"for every task (docs/tf-dist.md).",
+	"for every task (docs/tf-dist.md; tfslurm " TFD_VERSION ").",
 	2, /* optional argument: --tf-dist or --tf-dist=SPEC */
 	0,
 	tfd_option_cb,

@@ -45,7 +45,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	case S_CTX_REMOTE:
 		return tfd_remote_init(sp, ac, av);
 	case S_CTX_SLURMD:
-		/* where admins look: a bad plugstack.conf argument, in slurmd's log at start */
+		/* where admins look: the release, and a bad plugstack.conf argument, in slurmd's
+		 * log at start */
+		slurm_info("tfslurm: plugin version %s", TFD_VERSION);
 		tfd_log_config(ac, av);
 		return 0;
 	default:

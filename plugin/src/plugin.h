@@ -6,8 +6,9 @@
  * owns the --tf-dist option; spec.c checks the jobs spec; text.c quotes input for
  * messages; config.c reads plugstack.conf; hook.c runs the prolog= hook and applies its
  * output; node.c reads its per-node output; node_run.c runs it once per node and step
- * for remote.c.  spec.c, text.c, config.c, hook.c and node.c need no Slurm (the unit
- * test links them alone); plugin.c, option.c, remote.c and node_run.c do.
+ * for remote.c; version.c compares the plugin's release with the hook's.  spec.c, text.c,
+ * config.c, hook.c, node.c and version.c need no Slurm (the unit test links them alone);
+ * plugin.c, option.c, remote.c and node_run.c do.
  */
 #ifndef TFSLURM_PLUGIN_H
 #define TFSLURM_PLUGIN_H
@@ -15,6 +16,12 @@
 #include <slurm/spank.h>
 
 #include "config.h"
+
+/* The release this plugin is built from (version.h), e.g. "0.1.0": plugin/Makefile passes
+ * it from tfslurm/__init__.py, so the plugin and the hook name the same one. */
+#ifndef TFD_VERSION
+#error "TFD_VERSION is not defined: build the plugin with plugin/Makefile"
+#endif
 
 /* The variable every task of a --tf-dist step gets; tfslurm's TaskProlog acts on it. */
 #define TFD_MARKER "TFSLURM_TF_DIST"

@@ -1,7 +1,8 @@
 /*
  * spec_test.c - tests for the --tf-dist spec parser (src/spec.c), the message quoting
- * (src/text.c), the plugstack.conf arguments (src/config.c), the hook runner (src/hook.c)
- * and the per-node output reader (src/node.c); none needs Slurm.
+ * (src/text.c), the plugstack.conf arguments (src/config.c), the hook runner (src/hook.c),
+ * the per-node output reader (src/node.c) and the release comparison (src/version.c); none
+ * needs Slurm.
  *
  *   spec_test unit            table-driven cases, hostile input, tfd_quote
  *   spec_test fuzz N [SEED]   N random inputs, checked against an independent model (the
@@ -34,6 +35,7 @@
 #include "node.h"
 #include "spec.h"
 #include "text.h"
+#include "version.h"
 
 static int failures;
 
@@ -589,6 +591,69 @@ static void unit_node(void)
 	env_case(other_b, "A=1\0B=2\0C=3\0", 12, "", 0, "C");
 }
 
+/* ---------------------------------------------------------------- release comparison */
+
+static void version_case(const char *plugin, const char *out, int want, const char *want_in_msg)
+{
+	char *copy = exact_copy(out, strlen(out));
+	char msg[512] = "";
+	int got = tfd_version_check(plugin, "/etc/slurm/hook", copy, strlen(copy), msg, sizeof(msg));
+
+	if (got != want || (want && (!strstr(msg, want_in_msg) || !printable_line(msg))) ||
+	    (!want && msg[0])) {
+		char shown[128];
+
+		tfd_quote(out, 100, shown, sizeof(shown));
+		printf("FAIL version %s against '%s': %d '%s' (want %d '%s')\n", plugin, shown, got,
+		       msg, want, want_in_msg ? want_in_msg : "");
+		failures++;
+	}
+	free(copy);
+}
+
+static void unit_version(void)
+{
+	const char *blocks = TFD_NODE_HEADER "\ntask 0 0\nexport A=1\nend\n";
+	char long_line[200];
+
+	version_case("0.2.0", "unset X\n" TFD_VERSION_LINE "0.2.0\n" TFD_NODE_HEADER "\nend\n", 0, NULL);
+	version_case("0.2.0", TFD_VERSION_LINE "0.2.0", 0, NULL); /* no newline, no header */
+	version_case("0.2.0", TFD_VERSION_LINE "0.1.0\n" TFD_NODE_HEADER "\nend\n", 1,
+		     "the plugin is version 0.2.0 but the hook /etc/slurm/hook is version 0.1.0; "
+		     "install both from one release");
+	/* another release by a suffix, a prefix or a blank */
+	version_case("0.2.0", TFD_VERSION_LINE "0.2.0rc1\n", 1, "is version 0.2.0rc1;");
+	version_case("0.2.0", TFD_VERSION_LINE "0.2\n", 1, "is version 0.2;");
+	version_case("0.2.0", TFD_VERSION_LINE "0.2.0 \n", 1, "is version 0.2.0 ;");
+	version_case("0.2.0", TFD_VERSION_LINE "\n", 1, "is version unstated");
+	/* a hook that states none: a wrapper from before versions were stated */
+	version_case("0.2.0", "unset X\n", 1, "is version unstated (older)");
+	version_case("0.2.0", "", 1, "is version unstated (older)");
+	version_case("0.2.0", blocks, 1, "is version unstated (older)");
+	/* only before the tasks' blocks: a task's lines cannot state the hook's release */
+	version_case("0.2.0", TFD_NODE_HEADER "\n" TFD_VERSION_LINE "0.2.0\nend\n", 1, "unstated");
+	version_case("0.2.0", "print " TFD_VERSION_LINE "0.2.0\n", 1, "unstated");
+	/* the first statement counts; control bytes are shown escaped, on one line */
+	version_case("0.2.0", TFD_VERSION_LINE "0.1.0\n" TFD_VERSION_LINE "0.2.0\n", 1, "0.1.0;");
+	version_case("0.2.0", TFD_VERSION_LINE "0.2\x1b[0m\r\n", 1, "0.2\\x1b[0m\\x0d;");
+	/* longer than TFD_VERSION_MAX: not a statement */
+	memset(long_line, 'v', sizeof(long_line));
+	memcpy(long_line, TFD_VERSION_LINE, strlen(TFD_VERSION_LINE));
+	long_line[strlen(TFD_VERSION_LINE) + TFD_VERSION_MAX + 1] = '\0';
+	version_case("0.2.0", long_line, 1, "unstated");
+	long_line[strlen(TFD_VERSION_LINE) + TFD_VERSION_MAX] = '\0';
+	version_case("0.2.0", long_line, 1, "is version vvvv");
+	{
+		char small[40];
+
+		if (tfd_version_check("0.2.0", "/h", "", 0, small, sizeof(small)) != 1 ||
+		    strlen(small) != sizeof(small) - 1) {
+			printf("FAIL version message not cut to its buffer\n");
+			failures++;
+		}
+	}
+}
+
 static int unit(void)
 {
 	char *big;
@@ -689,6 +754,7 @@ static int unit(void)
 	unit_config();
 	unit_hook();
 	unit_node();
+	unit_version();
 	if (failures) {
 		printf("%d failure(s)\n", failures);
 		return 1;
@@ -940,6 +1006,15 @@ static void fuzz_node(void)
 			failures++;
 		}
 		(void) tfd_node_env_matches(env, base, sizeof(base) - 1, &block, why, sizeof(why));
+	}
+	{
+		char msg[256];
+
+		if (tfd_version_check("0.2.0", "/h", input, n, msg, sizeof(msg)) != 0 &&
+		    !printable_line(msg)) {
+			printf("FAIL version message not one printable line\n");
+			failures++;
+		}
 	}
 	free(input);
 }
