@@ -25,7 +25,9 @@ READERS = ("Settings", "Step")
 #: ``Step.from_environ``; a method is ``Class.method``, a nested function ``outer.inner``.
 ENTRY_POINTS = (
     ("tfslurm.commands.*", "*"),  # the commands
-    ("tfslurm.prolog", "main"),  # the hook
+    ("tfslurm.prolog", "[!_]*"),  # the hook: main and its public modes (task, --node, --container)
+    ("tfslurm.prolog", "_task_step"),  # ... whose one read of the step they share
+    ("tfslurm.controller", "controller"),  # the controller factory, public
     ("tfslurm.resolver", "*"),  # the cluster resolver
     ("tfslurm.jax", "[!_]*"),  # the framework helpers' public functions
     ("tfslurm.keras", "[!_]*"),

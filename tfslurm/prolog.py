@@ -186,7 +186,9 @@ def main(
     env = os.environ if env is None else env
     out = sys.stdout if out is None else out
     if argv == [CONTAINER_ARG]:
-        return _container_main(env, out, sys.stdin.buffer.read() if stdin is None else stdin)
+        return _container_main(
+            env, Settings.from_environ(env), out, sys.stdin.buffer.read() if stdin is None else stdin
+        )
     if argv:
         if argv != ["--node"]:
             print(
@@ -237,8 +239,7 @@ def read_environ(data: bytes) -> dict[str, str]:
     return env
 
 
-def _container_main(env: Mapping[str, str], out: TextIO, stdin: bytes) -> int:
-    settings = Settings.from_environ(env)
+def _container_main(env: Mapping[str, str], settings: Settings, out: TextIO, stdin: bytes) -> int:
     try:
         lines = container_lines(env, read_environ(stdin))
     except TfslurmError as exc:
