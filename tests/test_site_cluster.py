@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from test_plugin import PLUGIN_NAME, build_plugin, build_tools_missing
+from plugin_build import PLUGIN_NAME, build_plugin, build_tools_missing
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster, slurm_version
 
@@ -742,7 +742,7 @@ def build_for_other_slurm(work: Path) -> Path:
             # 25.05 line where spank.h gained what the plugin then uses (ESPANK_JOB_FAILURE)
             text = text.replace(hex(number), hex(number - 0x010000))
         (include / header.name).write_text(text)
-    from test_plugin import make
+    from plugin_build import make
 
     done = make(work / "build", "all", SLURM_INCLUDE=str(work / "include"))
     assert done.returncode == 0, done.stdout + done.stderr
