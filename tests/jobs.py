@@ -125,7 +125,9 @@ def requeued_at(cluster: Any, job: int) -> float:
     try:
         return time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S")) - (CRED_EXPIRE + 1)
     except ValueError:
-        raise AssertionError(f"job {job} has no EligibleTime to tell when it was requeued: {eligible!r}") from None
+        raise AssertionError(
+            f"job {job} has no EligibleTime to tell when it was requeued: {eligible!r}"
+        ) from None
 
 
 def release(cluster: Any, job: int) -> None:
