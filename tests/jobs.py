@@ -22,6 +22,8 @@ import pytest
 from tfslurm.runtime.templates import template_path
 
 PREEMPTED = r"preempted: checkpoint \S+ saved at step (\d+)"
+CRED_EXPIRE = 120  # Slurm's default lifetime of a job credential, in seconds
+REVOCATION_SETTLES = 3  # seconds after a requeue by which the nodes hold the revocation
 
 
 def tfslurm_command() -> str:
@@ -116,12 +118,27 @@ def job_field(cluster: Any, job: int, name: str) -> str:
     return found.group(1) if found else ""
 
 
+def requeued_at(cluster: Any, job: int) -> float:
+    """When the controller requeued ``job`` (clock time, to the second): it makes a requeued
+    job eligible cred_expire + 1 s later (the test clusters keep Slurm's 120 s)."""
+    eligible = job_field(cluster, job, "EligibleTime")
+    try:
+        return time.mktime(time.strptime(eligible, "%Y-%m-%dT%H:%M:%S")) - (CRED_EXPIRE + 1)
+    except ValueError:
+        raise AssertionError(
+            f"job {job} has no EligibleTime to tell when it was requeued: {eligible!r}"
+        ) from None
+
+
 def release(cluster: Any, job: int) -> None:
     """Start the pending job soon: Slurm makes a requeued job eligible only cred_expire
     (120 s) + 1 s later, far too slow for a test. Starting it at once fails ("Job credential
-    revoked") while the nodes still hold the earlier run's revoked credential, so wait a few
-    seconds first."""
-    time.sleep(3)
+    revoked"): a node refuses a credential for the job made in or before the second it
+    revoked the earlier run's, at the requeue. So wait until the clock is a little past that
+    second (the revocation reaches the nodes just after the requeue)."""
+    start_from = requeued_at(cluster, job) + REVOCATION_SETTLES
+    while time.time() < start_from:
+        time.sleep(0.1)
     cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=10)
 
 

@@ -240,10 +240,10 @@ def test_a_stop_reaches_the_program_past_a_deaf_podman(tmp_path):
 
 
 STUBBORN = (
-    "import os, signal, time\n"
+    "import os, signal\n"
     "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
     "print('ready', os.getpid(), flush=True)\n"
-    "time.sleep(60)\n"
+    "signal.pause()\n"  # until a signal it does not ignore ends it
 )
 
 

@@ -77,7 +77,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clusters(slurm_cluster_factory: Any, work: Path, root: Path) -> dict[str, LocalCluster]:
     """Set-up A (the plugin runs the hook) and set-up B (TaskProlog), 4 nodes of 4 GPUs."""
-    from test_plugin import build_plugin, build_tools_missing
+    from plugin_build import build_plugin, build_tools_missing
     from tfslurm import prolog
 
     missing = build_tools_missing()

@@ -40,7 +40,7 @@ from jobs import (
     wait_for,
     wait_requeued_then_release,
 )
-from test_stops_cluster import GRACE, preempt, preemption_outlives_requeue, usr1_to_steps_requeued_by_exit
+from stopping import GRACE, preempt, preemption_outlives_requeue, usr1_to_steps_requeued_by_exit
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
 

@@ -43,7 +43,7 @@ def stand_in(
     (package / "__init__.py").write_text(
         textwrap.dedent(
             f"""\
-            import os, sys, time
+            import os, signal, sys, time
             __version__ = {version!r}
             imported_with = os.environ.get("PYSLURM_DISABLE_AUTO_INIT")
             if os.environ.get("STAND_IN_LOG"):
@@ -162,7 +162,7 @@ def test_commands_asked_for_never_import_pyslurm(tmp_path):
 
 
 def test_a_probe_that_hangs_is_given_up_after_its_timeout(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(stand_in(tmp_path, load="time.sleep(30)")))
+    monkeypatch.syspath_prepend(str(stand_in(tmp_path, load="signal.pause()")))
     monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
     import pyslurm  # the stand-in
 

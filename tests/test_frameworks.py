@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import observed
 from importcost import added_by
-from test_plan import layouts, task_env
+from shapes import layouts, task_env
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.frameworks import (
     Coordinator,

@@ -187,7 +187,7 @@ def test_sbatch_template(slurm_cluster: LocalCluster, tmp_path: Path, runtime: s
 def test_sbatch_template_on_an_uneven_step(slurm_cluster: LocalCluster, tmp_path: Path) -> None:
     """``sbatch --nodes=2 --ntasks=3 torch.sbatch``: the template pins no task count, so
     Slurm takes the job (2 + 1 processes) and every rank joins the collective."""
-    from test_runtime_cluster import submit
+    from jobs import submit
 
     skip_without("torch")
     tmp_path.chmod(0o755)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from test_prolog import apply_taskprolog_output
+from taskprolog import apply_taskprolog_output
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 300  # seconds for one fresh process (TensorFlow's import and GPU start-up)

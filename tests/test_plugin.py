@@ -19,12 +19,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from plugin_build import PLUGIN_DIR, PLUGIN_NAME, build_plugin, build_tools_missing, make
 from tfslurm import plan as plan_module
 from tfslurm.errors import JobSpecError, PlanError
 from tfslurm.jobspec import parse_jobs, split_spec
 
-PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
-PLUGIN_NAME = "spank_tfslurm.so"
 # What Slurm's loader looks up; everything else must be hidden.
 EXPORTED = {
     "plugin_name",
@@ -45,31 +44,6 @@ def exported_for_installed_slurm() -> set[str]:
     header = Path("/usr/include/slurm/slurm_version.h")
     number = int(header.read_text().split("SLURM_VERSION_NUMBER")[1].split()[0], 16) if header.exists() else 0
     return EXPORTED | ({"slurm_spank_init_failure_mode"} if number >= FAILURE_MODE_FROM else set())
-
-
-def build_tools_missing() -> str | None:
-    for tool in ("make", "cc", "nm"):
-        if shutil.which(tool) is None:
-            return f"{tool} not found"
-    if not Path("/usr/include/slurm/spank.h").exists():
-        return "/usr/include/slurm/spank.h not found (install libslurm-dev)"
-    return None
-
-
-def make(
-    out_dir: Path, *targets: str, timeout: float = 300, **variables: str
-) -> subprocess.CompletedProcess[str]:
-    """Run the plugin Makefile with O=out_dir (the source tree stays clean)."""
-    argv = ["make", "-C", str(PLUGIN_DIR), f"O={out_dir}", *targets]
-    argv += [f"{name}={value}" for name, value in variables.items()]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def build_plugin(out_dir: Path) -> Path:
-    """Build the plugin into out_dir and return the .so (used by the cluster tests too)."""
-    done = make(out_dir, "all")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out_dir / PLUGIN_NAME
 
 
 @pytest.fixture(scope="module")

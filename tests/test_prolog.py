@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import observed
 from importcost import added_by
+from taskprolog import apply_taskprolog_output
 from tfslurm import __version__, prolog
 from tfslurm.errors import LayoutError, TfslurmError
 from tfslurm.jobspec import split_spec
@@ -35,34 +36,6 @@ PACKAGE_PARENT = str(Path(prolog.__file__).resolve().parent.parent)
 
 
 # --- Slurm's side of the protocol -----------------------------------------------------
-
-
-def apply_taskprolog_output(env: dict[str, str], text: str) -> tuple[dict[str, str], list[str]]:
-    """What slurmstepd does with a TaskProlog's stdout: ``export NAME=value`` (value taken
-    literally to the end of the line, blanks before '=' dropped), ``unset NAME``,
-    ``print text``; other lines ignored. Values of 131,072 bytes or more with the name are
-    dropped, as ``setenvf`` does. Returns the new environment and the printed lines."""
-    env = dict(env)
-    printed = []
-    for line in text.split("\n"):
-        if line.startswith("print "):
-            printed.append(line[6:].lstrip())
-        elif line.startswith("export "):
-            rest = line[7:].lstrip()
-            if "=" not in rest:
-                continue
-            name, value = rest.split("=", 1)
-            name = name.rstrip()
-            if (
-                len(name.encode()) + len(value.encode("utf-8", "surrogateescape")) + 2
-                < prolog.SLURM_ENV_STRLEN_MAX
-            ):
-                env[name] = value
-        elif line.startswith("unset "):
-            name = line[6:].strip()
-            if name:
-                env.pop(name, None)
-    return env, printed
 
 
 def run_main(env: dict[str, str]) -> tuple[int, str]:

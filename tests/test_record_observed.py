@@ -14,7 +14,7 @@ import pytest
 import observed
 import record_observed
 from conftest import skip_or_fail
-from test_plugin import build_plugin, build_tools_missing
+from plugin_build import build_plugin, build_tools_missing
 from tfslurm.localcluster import missing_requirements, slurm_version
 
 # What fixes a task's place in its step: the same on every run of the same command.

@@ -51,7 +51,7 @@ def test_ps_evaluator_template(slurm_cluster, tmp_path):
 
 @pytest.fixture(scope="module")
 def plugin_cluster(slurm_cluster_factory, tmp_path_factory):
-    from test_plugin import build_plugin, build_tools_missing
+    from plugin_build import build_plugin, build_tools_missing
     from tfslurm import prolog
 
     missing = build_tools_missing()

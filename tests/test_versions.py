@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_plugin import PLUGIN_DIR, PLUGIN_NAME, build_tools_missing, make
+from plugin_build import PLUGIN_DIR, PLUGIN_NAME, build_tools_missing, make
 from tfslurm import __version__, prolog
 from tfslurm.localcluster import LocalCluster
 

@@ -10,6 +10,7 @@ answering at that step once (a stuck task; ``DIR/hung`` marks that it did).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -36,7 +37,7 @@ def main() -> int:
         print(f"step {step}/{steps}", flush=True)
         if hang_at == step and not os.path.exists(os.path.join(where, "hung")):
             open(os.path.join(where, "hung"), "w").close()
-            time.sleep(3600)
+            signal.pause()  # until the step is ended
         if step % CHECKPOINT_EVERY == 0 or step == steps:
             with open(checkpoint + ".tmp", "w") as f:
                 f.write(str(step))

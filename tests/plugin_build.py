@@ -1,0 +1,39 @@
+"""Building the SPANK plugin (``plugin/``) with its Makefile, out of the source tree.
+
+The plugin's own tests (``test_plugin.py``) and the cluster tests that load it into a real
+Slurm build it the same way.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
+PLUGIN_NAME = "spank_tfslurm.so"
+
+
+def build_tools_missing() -> str | None:
+    for tool in ("make", "cc", "nm"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found"
+    if not Path("/usr/include/slurm/spank.h").exists():
+        return "/usr/include/slurm/spank.h not found (install libslurm-dev)"
+    return None
+
+
+def make(
+    out_dir: Path, *targets: str, timeout: float = 300, **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the plugin Makefile with O=out_dir (the source tree stays clean)."""
+    argv = ["make", "-C", str(PLUGIN_DIR), f"O={out_dir}", *targets]
+    argv += [f"{name}={value}" for name, value in variables.items()]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def build_plugin(out_dir: Path) -> Path:
+    """Build the plugin into out_dir and return the .so."""
+    done = make(out_dir, "all")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out_dir / PLUGIN_NAME
