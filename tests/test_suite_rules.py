@@ -22,8 +22,6 @@ SLEEP = "time.sleep"  # spelt apart from its arguments below, so this file plant
 LONG_SLEEP = re.compile(r"\btime\.sleep\(\s*(\d+(?:\.\d*)?|\.\d+)\s*\)")
 # Files other work still has to change, with how many long sleeps each may keep until then.
 PENDING_SLEEPS = {
-    "test_stops.py": 3,
-    "test_runtime.py": 2,
     "test_nodeloss_cluster.py": 1,
 }
 
