@@ -12,14 +12,11 @@ import argparse
 import importlib
 import io
 import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
 
 from tfslurm.errors import TfslurmError, one_line
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
-    from collections.abc import Sequence
-    from types import ModuleType
-    from typing import NoReturn
 
 # name -> (module under tfslurm.commands, one-line help). Help text lives here so that
 # building the parser does not import every command module.
