@@ -87,7 +87,7 @@ def assert_all_tasks_agree(envs: list[dict[str, str]], expected: list[str]) -> N
         assert layout_for(Step.from_environ(env)).rank_to_node == expected
 
 
-# --- the shapes TF's SlurmClusterResolver gets wrong (tensorflow-facts §3) ----------------
+# --- what TF's SlurmClusterResolver gets wrong: it sorts node names as strings, ranks in blocks ---
 
 
 def test_tf_shape_ten_nodes_not_sorted_as_strings() -> None:

@@ -22,7 +22,7 @@ from tfslurm.localcluster import (
     procs,
 )
 from tfslurm.localcluster.netns import Network, mounts_under
-from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
+from tfslurm.localcluster.slurmconf import StateFiles, gres_conf, plugstack_conf, slurm_conf
 
 
 # ---------------------------------------------------------------------------- no root needed
@@ -30,7 +30,7 @@ def render(config: ClusterConfig, state: str = "/tmp/tfs-x") -> str:
     net = Network.plan(state, "10.213.150", config.node_names())
     return slurm_conf(
         config,
-        Layout(state),
+        StateFiles(state),
         controller_host="ctl",
         controller_addr=net.gateway,
         ctld_port=21000,
@@ -105,10 +105,10 @@ def test_gpu_less_hookless_config_has_no_gres_empty_plugstack() -> None:
     values = conf_values(render(config))
     assert "GresTypes" not in values and "TaskProlog" not in values
     assert "Gres=" not in render(config)
-    assert gres_conf(config, Layout("/tmp/tfs-x")) is None
+    assert gres_conf(config, StateFiles("/tmp/tfs-x")) is None
     assert plugstack_conf(config) == ""
     assert (
-        gres_conf(ClusterConfig(gpus=2), Layout("/s")).splitlines()[1]
+        gres_conf(ClusterConfig(gpus=2), StateFiles("/s")).splitlines()[1]
         == "NodeName=node1 Name=gpu File=/s/dev/nvidia[0-1]"
     )
 

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import observed
+from hook_modules import HOOK_MODULES, HOOK_VALUES
 from importcost import added_by
 from taskprolog import apply_taskprolog_output
 from tfslurm import __version__, prolog
@@ -439,29 +440,6 @@ def test_cli_hook_prints_export_lines() -> None:
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == prolog.node_output(env) and done.stdout.startswith(prolog.NODE_HEADER + "\n")
-
-
-# What a hook run may import of tfslurm. Its start-up is most of what a --tf-dist task (set-up
-# B) or node (set-up A) pays (docs/admin-guide.md, "Per-task cost"), so a module joins only
-# deliberately: the descriptor is imported only for a TF_CONFIG too large to export, frameworks
-# and iface only with TFSLURM_FOR / TFSLURM_IFACE, hostlist's compression only for an error.
-HOOK_MODULES = frozenset(
-    {"tfslurm", "tfslurm.errors", "tfslurm.numbers", "tfslurm.settings", "tfslurm.prolog",
-     "tfslurm.value", "tfslurm.cluster", "tfslurm.step", "tfslurm.layout", "tfslurm.jobspec",
-     "tfslurm.plan", "tfslurm.ports", "tfslurm.gpus", "tfslurm.gpus.assignment", "tfslurm.gpus.devices",
-     "tfslurm.gpus.policy", "tfslurm.gpus.warnings", "tfslurm.hostlist",
-     "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
-     "tfslurm.hostlist.scanning"}
-)  # fmt: skip
-# The value types those modules define (tfslurm.value): written-out classes, which compile
-# nothing at import, where dataclasses would compile five methods each and import inspect.
-HOOK_VALUES = (
-    "tfslurm.cluster.Cluster", "tfslurm.gpus.assignment.GpuAssignment", "tfslurm.gpus.assignment._VisibleList",
-    "tfslurm.gpus.warnings.GpuReview", "tfslurm.layout.Layout",
-    "tfslurm.plan.GpuPlan", "tfslurm.plan.PlanOptions", "tfslurm.plan.TaskPlan", "tfslurm.ports.PortRule",
-    "tfslurm.settings.Settings", "tfslurm.step.GpuVariables", "tfslurm.step.HetComponent",
-    "tfslurm.step.Step",
-)  # fmt: skip
 
 
 def _tfslurm_modules() -> list[str]:

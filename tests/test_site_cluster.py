@@ -334,7 +334,7 @@ def test_broken_installation_never_fails_other_jobs(
         assert "default_spec" not in shown and "tfslurm:" not in shown, shown
     # ... it is in slurmd's log, where admins look
     logs = "".join(
-        p.read_text(errors="replace") for p in Path(cluster.layout.path("log")).glob("slurmd-*.log")
+        p.read_text(errors="replace") for p in Path(cluster.files.path("log")).glob("slurmd-*.log")
     )
     assert "tfslurm: plugstack.conf argument 'default_spec=bogus'" in logs
     done = cluster.srun("--tf-dist=worker:*", "-n1", "true")

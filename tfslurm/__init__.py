@@ -42,18 +42,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # Lazy attributes keep `import tfslurm` cheap: the resolver needs TensorFlow and the
-    # runtime needs it too, so they are only imported when a script asks for them.
+    # Lazy attributes keep `import tfslurm` cheap, and every TaskProlog hook run imports it:
+    # the resolver and the runtime are for training scripts, which ask for them by name.
     if name == "SlurmClusterResolver":
-        from tfslurm.resolver import SlurmClusterResolver
+        from tfslurm.resolver import SlurmClusterResolver  # typing, and TensorFlow when first used
 
         return SlurmClusterResolver
-    if name == "run":
-        from tfslurm.runtime import run
+    if name in ("run", "termination_config"):
+        from tfslurm.runtime import run, termination  # the whole runtime, none of it the hook's
 
-        return run
-    if name == "termination_config":
-        from tfslurm.runtime.termination import termination_config
-
-        return termination_config
+        return run if name == "run" else termination.termination_config
     raise AttributeError(f"module 'tfslurm' has no attribute {name!r}")

@@ -12,15 +12,12 @@ import argparse
 import importlib
 import io
 import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
 
 from tfslurm import __version__
 from tfslurm.errors import TfslurmError, one_line
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: importing typing costs every command ~5 ms
-    from collections.abc import Sequence
-    from types import ModuleType
-    from typing import NoReturn
 
 # name -> (module under tfslurm.commands, one-line help). Help text lives here so that
 # building the parser does not import every command module.

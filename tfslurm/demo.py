@@ -21,11 +21,9 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from tfslurm.errors import DemoError
+from tfslurm.localcluster import LocalCluster, missing_requirements
+from tfslurm.runtime.templates import template_path
 from tfslurm.value import Value
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from tfslurm.localcluster import LocalCluster
 
 
 class DemoOptions(Value):
@@ -84,8 +82,6 @@ _DEFAULT_OPTIONS = DemoOptions()
 
 def check_requirements() -> None:
     """One clear line (DemoError) when the demo cannot run on this machine."""
-    from tfslurm.localcluster import missing_requirements
-
     missing = missing_requirements()
     if missing:
         raise DemoError("cannot start a local Slurm cluster: " + "; ".join(missing))
@@ -139,9 +135,6 @@ def _stream(path: Path, position: int, out: TextIO) -> int:
 def run_demo(options: DemoOptions = _DEFAULT_OPTIONS, out: TextIO = sys.stdout) -> int:
     """Run the demo; 0 when the training finished with identical weights on every worker."""
     check_requirements()
-    from tfslurm.localcluster import LocalCluster
-    from tfslurm.runtime.templates import template_path
-
     template = template_path("mwms.sbatch")
     tfslurm = tfslurm_executable()
     work = Path(tempfile.mkdtemp(prefix="tfslurm-demo-"))

@@ -11,6 +11,10 @@ import json
 import os
 import sys
 
+from tfslurm.errors import ClusterError
+from tfslurm.localcluster import ClusterConfig, LocalCluster
+from tfslurm.localcluster.slurmconf import StateFiles
+
 DEFAULT_STATE = "/tmp/tfslurm-localcluster"
 
 
@@ -63,10 +67,6 @@ def _state_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.errors import ClusterError
-    from tfslurm.localcluster import ClusterConfig, LocalCluster
-    from tfslurm.localcluster.slurmconf import Layout
-
     state = os.path.abspath(args.state)
     try:
         if args.action == "up":
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"export SLURM_CONF={cluster.slurm_conf}")
             return 0
         if args.action == "down":
-            if not os.path.exists(Layout(state).record):
+            if not os.path.exists(StateFiles(state).record):
                 print(f"no cluster recorded in {state}; nothing to do", file=sys.stderr)
                 return 0
             cluster = LocalCluster.attach(state)  # an unreadable record is an error, not "nothing"

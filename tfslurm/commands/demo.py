@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+from tfslurm.demo import DemoOptions, run_demo
+from tfslurm.errors import TfslurmError
+from tfslurm.localcluster.config import ClusterConfig
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=2, help="Slurm nodes = TF workers (default 2)")
@@ -44,9 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.demo import DemoOptions, run_demo
-    from tfslurm.errors import TfslurmError
-
     if not 1 <= args.nodes <= 16:
         raise TfslurmError(f"--nodes {args.nodes}: choose 1 to 16")
     if not 1 <= args.steps <= 100_000:
@@ -55,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
         raise TfslurmError(f"--gpus-per-node {args.gpus_per_node}: choose 0 to 8")
     if not args.timeout > 0:  # NaN too: the job would be given up at once
         raise TfslurmError(f"--timeout {args.timeout}: choose a positive number of seconds")
-    from tfslurm.localcluster.config import ClusterConfig
-
     resv_ports = None if args.resv_ports == "none" else args.resv_ports
     # checked before anything starts: a bad value is one line naming the option
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tfslurm import hostlist
 from tfslurm.errors import HostlistError
 
 
@@ -44,8 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm import hostlist
-
     if args.action == "expand":
         hosts = hostlist.expand(args.expr)
         if hosts:

@@ -18,13 +18,13 @@ built for the Slurm release the controller runs (``pyslurm_backend``), else the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from tfslurm.controller import pyslurm_backend
+from tfslurm.controller.commands import CommandController
 from tfslurm.controller.interface import Controller, JobInfo, NodeInfo, StepInfo
 from tfslurm.errors import ControllerError
 from tfslurm.settings import CONTROLLER_VARIABLE, Settings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 __all__ = [
     "CONTROLLER_VARIABLE",
@@ -44,11 +44,7 @@ def controller(settings: Settings | None = None, environ: Mapping[str, str] | No
     if settings is None:
         settings = Settings.from_environ()
     choice = settings.controller_backend()  # an unknown name is an error, whatever is installed
-    from tfslurm.controller.commands import CommandController
-
     if choice != "commands":
-        from tfslurm.controller import pyslurm_backend
-
         chosen = pyslurm_backend.load(lambda: CommandController(environ), required=choice == "pyslurm")
         if chosen is not None:
             return chosen

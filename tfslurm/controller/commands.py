@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping, Sequence
 
 from tfslurm import hostlist
 from tfslurm.controller.interface import JobInfo, NodeInfo, StepInfo
 from tfslurm.errors import ControllerError, clip
 from tfslurm.numbers import ascii_int
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
 
 __all__ = ["CommandController", "parse_jobs", "parse_nodes", "parse_steps"]
 

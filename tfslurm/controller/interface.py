@@ -6,14 +6,10 @@ return these values; ``tfslurm.controller.controller()`` picks one.
 
 from __future__ import annotations
 
-from tfslurm.value import Value
+from collections.abc import Sequence
+from typing import Final, Protocol
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Final, Protocol
-else:
-    Protocol = object
+from tfslurm.value import Value
 
 __all__ = ["UNUSABLE", "Controller", "JobInfo", "NodeInfo", "StepInfo"]
 

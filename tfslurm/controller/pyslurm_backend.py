@@ -26,17 +26,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
 
 from tfslurm.controller.interface import Controller, JobInfo, NodeInfo, StepInfo
 from tfslurm.errors import ControllerError
 from tfslurm.hostlist import expand
 from tfslurm.step import slurm_conf_path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-    from types import ModuleType
-    from typing import Any
 
 __all__ = [
     "JOB_ATTRIBUTES",

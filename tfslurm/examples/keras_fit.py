@@ -13,18 +13,15 @@ Run: ``sbatch -N1 mwms.sbatch python -m tfslurm.examples.keras_fit --epochs 40``
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import tfslurm
 from tfslurm.examples import common
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
-
-    from tfslurm.runtime.api import RunContext
+from tfslurm.runtime import RunContext, requested
 
 
 class Stopped(Exception):
@@ -32,10 +29,8 @@ class Stopped(Exception):
 
 
 def main(ctx: RunContext, args: argparse.Namespace) -> int:
-    import keras
+    import keras  # Keras and TensorFlow once tfslurm.run has set this task's variables
     import tensorflow as tf
-
-    import tfslurm.runtime
 
     class StopOnSignal(keras.callbacks.Callback):  # type: ignore[misc]  # Keras is untyped
         def on_train_begin(self, logs: Any = None) -> None:  # after BackupAndRestore restored the epoch
@@ -46,7 +41,7 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
             common.say(tag, f"epoch {epoch + 1}/{args.epochs} loss {logs['loss']:.5f}")
             if args.step_delay:
                 time.sleep(args.step_delay)
-            if tfslurm.runtime.requested():
+            if requested():
                 raise Stopped(epoch + 1)
 
     tag = f"{ctx.role.job}:{ctx.role.index}"
@@ -79,8 +74,6 @@ def cli(argv: Sequence[str] | None = None) -> int:
     args = common.parse(p, argv, need_checkpoint_dir=True)
     if args.epochs < 1:
         p.error(f"--epochs {args.epochs}: must be at least 1")
-    import tfslurm
-
     return tfslurm.run(lambda ctx: main(ctx, args))
 
 

@@ -11,22 +11,17 @@ Run: ``srun tfslurm run -- python -m tfslurm.examples.mwms_handler --checkpoint-
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 
+import tfslurm
 from tfslurm.examples import common
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-
-    from tfslurm.runtime.api import RunContext
+from tfslurm.runtime import RunContext
 
 
 def main(ctx: RunContext, args: argparse.Namespace) -> int:
-    import tensorflow as tf
-
-    import tfslurm
+    import tensorflow as tf  # imported once tfslurm.run has set this task's variables
 
     tag = f"{ctx.role.job}:{ctx.role.index}"
     w, b, step = common.mwms_model(tf, ctx)
@@ -53,8 +48,6 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
 def cli(argv: Sequence[str] | None = None) -> int:
     p = common.parser("MWMS with TF's PreemptionCheckpointHandler")
     args = common.parse(p, argv, need_checkpoint_dir=True)
-    import tfslurm
-
     return tfslurm.run(lambda ctx: main(ctx, args))
 
 

@@ -14,17 +14,14 @@ Run: ``srun tfslurm run --jobs chief:1,ps:1,worker:* -- python -m tfslurm.exampl
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import tfslurm
 from tfslurm.examples import common
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
-
-    from tfslurm.runtime.api import RunContext
+from tfslurm.runtime import RunContext
 
 
 def build(tf: Any) -> tuple[Any, Any, Any]:
@@ -36,7 +33,7 @@ def build(tf: Any) -> tuple[Any, Any, Any]:
 
 def evaluate(ctx: RunContext, args: argparse.Namespace) -> int:
     """Evaluator: load each new checkpoint of the chief and report its loss."""
-    import tensorflow as tf
+    import tensorflow as tf  # imported once tfslurm.run has set this task's variables
 
     if not args.checkpoint_dir:
         common.say("evaluator:0", "no --checkpoint-dir: nothing to evaluate")
@@ -59,7 +56,7 @@ def evaluate(ctx: RunContext, args: argparse.Namespace) -> int:
 
 def train(ctx: RunContext, args: argparse.Namespace) -> int:
     """Chief: schedule steps on the workers through the ClusterCoordinator."""
-    import tensorflow as tf
+    import tensorflow as tf  # imported once tfslurm.run has set this task's variables
 
     strategy, coordinator = ctx.strategy, ctx.coordinator
     with strategy.scope():
@@ -114,7 +111,6 @@ def train(ctx: RunContext, args: argparse.Namespace) -> int:
 
 def cli(argv: Sequence[str] | None = None) -> int:
     args = common.parse(common.parser("ParameterServerStrategy example"), argv)
-    import tfslurm
 
     def main(ctx: RunContext) -> int:
         if ctx.role.job == "evaluator":

@@ -70,7 +70,7 @@ _PROBES = frozenset({"NVIDIA_SMI_TIMEOUT", "count_visible_gpus", "node_gpu_files
 
 def __getattr__(name: str) -> object:
     if name in _PROBES:
-        from tfslurm.gpus import probes
+        from tfslurm.gpus import probes  # not every hook run's: see _PROBES
 
         return getattr(probes, name)
     raise AttributeError(f"module 'tfslurm.gpus' has no attribute {name!r}")

@@ -359,7 +359,7 @@ def _unidentified(
             (),
             kind="none-unnamed",
         )
-    from tfslurm.gpus.probes import count_visible_gpus
+    from tfslurm.gpus.probes import count_visible_gpus  # only this case probes: not every hook run's
 
     seen = count_visible_gpus(executable=nvidia_smi)
     if seen == on_node:

@@ -205,7 +205,7 @@ def review_gpus(
     if not assignment.node_devices and not assignment.unbound and not slurm_gpu_count(gv):
         if gv.slurm_manages or gpus_per_node is not None:
             return GpuReview(())
-        from tfslurm.gpus.probes import node_gpu_files
+        from tfslurm.gpus.probes import node_gpu_files  # only GPU-less steps look: not every hook run's
 
         files = node_gpu_files(dev_dir) if local_id == 0 else ()
         return GpuReview((GpuFinding.IDLE_NODE_GPUS,) if files else (), *place, files=files, dev_dir=dev_dir)

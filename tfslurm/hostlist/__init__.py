@@ -81,7 +81,7 @@ def __getattr__(name: str) -> object:
     # compress is imported on first use: the TaskProlog only expands (Slurm gives the step's
     # node list compressed), and compression with the natural order is a third of the package.
     if name in ("compress", "compress_counts"):
-        from tfslurm.hostlist import compression
+        from tfslurm.hostlist import compression  # the hook compresses for an error message only
 
         return getattr(compression, name)
     raise AttributeError(f"module 'tfslurm.hostlist' has no attribute {name!r}")

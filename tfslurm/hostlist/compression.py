@@ -1,31 +1,33 @@
-"""Writing hostlists: :func:`compress` (what ``scontrol show hostlist[sorted]`` prints) and
-:func:`compress_counts` (Slurm's ``N(xK)`` task-count lists).
+"""Writing hostlists: the text Slurm writes for a list of hosts, and for a list of counts.
 
-``compress`` has two implementations, and both are kept on purpose. The host-by-host
-path (:func:`_runs`, :func:`_sort_key`, :func:`_coalesce`, :func:`_collapse`,
-:func:`_ranged_string`; :func:`compress_by_host` with ``fast=False``) transcribes
-Slurm's ``hostlist_push_host``, ``hostlist_sort``, ``hostlist_coalesce`` and
-``hostlist_collapse`` step by step: it is the reference that the tests and the fuzz
-target check every result against, and the one path that takes every valid input. The
-column path (:class:`_Columns`, ``_columns*``) computes the same text with whole-list
-C-level passes instead of Python code per host, but only for some lists; the sorted
-rows of ``bench/hostlist.py`` rest on it (``sort=True`` of 100k shuffled hosts: 3-5x
-faster than the host-by-host path on the 2-core development VM; 1.1-2x unsorted).
-Each input's route through :func:`compress`: :func:`push_hosts` pushes the hosts as Slurm's
-``hostlist_push_host`` does, column-wise, when every numeric tail has at most 64 digits
-(and is at most 2**64 - 1); names without a number stand apart and end every run and
-bracket. No host with a number -> the names joined (naturally sorted with ``sort=True``);
-only numbered hosts -> the columns, which with ``sort=True`` are sorted (by ranking the
-prefixes, or with many prefixes by one string key per row, :func:`row_sort_keys`) and
-collapsed, handing overlapping runs to :func:`_coalesced_string` (merged as numbers where
-their widths agree, else Slurm's split, checked to keep the hosts); both ->
-:func:`_names_among_numbered`, or with ``sort=True``
-:func:`_sorted_names_beside_numbered` (overlapping runs: the host-by-host path); tails
-the columns cannot take (more than 64 digits, numbers past 64 bits, which are refused
-there by name) -> the host-by-host path with ``fast=True``. Merging the two would give up either the
-literal transcription or the measured speed. Whatever the path, a text holding a range of
-several hosts that ends at 2**64 - 1 is refused (:func:`grammar.top_of_run`): Slurm
-crashes reading it.
+:func:`compress` takes host names (any iterable of ``str``, not one string) and returns the
+hostlist ``scontrol show hostlist`` prints for them, Slurm's ``hostlist_ranged_string``
+after ``hostlist_push_host`` of each host: order and duplicates are kept, and a host joins
+the range before it only when it has the same prefix and the next number in a compatible
+width (``["n2", "n1", "n3"]`` gives ``"n[2,1,3]"``, ``["n09", "n10"]`` ``"n[09-10]"``).
+With ``sort=True`` it returns what ``scontrol show hostlistsorted`` prints: the hosts in
+Slurm's ``hostlist_sort`` order (prefixes in natural, strnatcmp, order, then numbers),
+overlapping ranges split and neighbouring ones joined as ``hostlist_coalesce`` and
+``hostlist_collapse`` do, duplicates still kept. :func:`compress_counts` takes
+non-negative integers and returns Slurm's task-count text (``SLURM_TASKS_PER_NODE``):
+``[2, 2, 2, 1]`` gives ``"2(x3),1"``.
+
+The result always reads back, through :func:`tfslurm.hostlist.expand`, as the same
+hosts, which is where it parts from Slurm 22.05: a range of more than ``MAX_RANGE_HOSTS``
+hosts is written in pieces of at most that many (22.05 writes ``n[0-69999]``, which its
+own parser refuses). Bad input is a :class:`HostlistError` naming the host: an empty
+name, one with a blank, ``,``, ``[`` or ``]`` (the text would not read back), one ending
+in a number past 2**64 - 1, and a range of several hosts ending at 2**64 - 1 (Slurm
+crashes reading it).
+
+Two implementations of ``compress`` are kept on purpose, and the tests and the fuzz
+target check that they give the same text. Host by host (:func:`compress_by_host`) is
+Slurm's code transcribed step by step: the reference, and the one path that takes every
+valid input. Column-wise, the same text is computed with whole-list passes over the
+hosts' prefixes, numbers and widths instead of Python code per host, for the lists whose
+numbers fit in 64 bits and 64 digits: ``bench/hostlist.py``'s sorted rows rest on it
+(100k shuffled hosts sorted 3-5x faster than host by host on a 2-core VM, unsorted
+1.1-2x). Merging the two would give up either the literal transcription or the speed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from typing import Any, TypeAlias
 
 from tfslurm.errors import HostlistError, clip
 from tfslurm.hostlist.grammar import (
@@ -49,12 +52,8 @@ from tfslurm.hostlist.grammar import (
 from tfslurm.hostlist.natural import natural_keys, natural_order, natural_sorted, prefix_ranks, put_at
 from tfslurm.numbers import is_int_in
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
-if TYPE_CHECKING:
-    from typing import Any, TypeAlias
-
-    # A run of hosts as the compressors keep it: [prefix, low, high, width], changed in place.
-    _Run: TypeAlias = list[Any]
+# A run of hosts as the compressors keep it: [prefix, low, high, width], changed in place.
+_Run: TypeAlias = list[Any]
 
 
 # Longest numeric tail (zero padding included) the column-wise compress reads with int();

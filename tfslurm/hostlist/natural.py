@@ -16,10 +16,7 @@ import itertools
 import operator
 import re
 from collections.abc import Iterable
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 def natural_key(name: str) -> tuple[Any, ...]:

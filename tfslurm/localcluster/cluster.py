@@ -33,7 +33,7 @@ from tfslurm.localcluster import procs
 from tfslurm.localcluster.config import ClusterConfig
 from tfslurm.localcluster.host import HostLock, clean_environ, free_port, missing_requirements
 from tfslurm.localcluster.netns import Network, choose_subnet, choose_tag, subnet_free
-from tfslurm.localcluster.slurmconf import Layout, gres_conf, plugstack_conf, slurm_conf
+from tfslurm.localcluster.slurmconf import StateFiles, gres_conf, plugstack_conf, slurm_conf
 
 TEMP_PREFIX = "tfslurm-cluster-"  # temporary state dirs: /tmp/tfslurm-cluster-XXXXXXXX
 STOPPED_CONF = (
@@ -75,12 +75,12 @@ class LocalCluster:
         return self._state_dir
 
     @property
-    def layout(self) -> Layout:
-        return Layout(self.state_dir)
+    def files(self) -> StateFiles:
+        return StateFiles(self.state_dir)
 
     @property
     def slurm_conf(self) -> str:
-        return self.layout.slurm_conf
+        return self.files.slurm_conf
 
     @property
     def nodes(self) -> list[str]:
@@ -136,7 +136,7 @@ class LocalCluster:
         t0 = time.monotonic()
         if self._state_dir is None:
             self._state_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp")
-        elif os.path.exists(Layout(self._state_dir).record):
+        elif os.path.exists(StateFiles(self._state_dir).record):
             # whatever an earlier run left here (crashed or still up) goes first
             try:
                 previous = LocalCluster.attach(self._state_dir)
@@ -167,23 +167,25 @@ class LocalCluster:
         return self
 
     def _prepare_state_dir(self) -> None:
-        lay = self.layout
+        files = self.files
         os.makedirs(self.state_dir, exist_ok=True)
         for sub in ("etc", "spool", "log", "run", "dev"):
-            shutil.rmtree(lay.path(sub), ignore_errors=True)
+            shutil.rmtree(files.path(sub), ignore_errors=True)
         for sub in ("etc", "spool/ctld", "log", "run", "dev"):
-            os.makedirs(lay.path(sub), exist_ok=True)
+            os.makedirs(files.path(sub), exist_ok=True)
         for node in self.nodes:
-            os.makedirs(lay.path("spool", node), exist_ok=True)
+            os.makedirs(files.path("spool", node), exist_ok=True)
         os.chmod(self.state_dir, 0o755)  # tasks of other users must traverse it
         for g in range(self.config.gpus):
             try:
-                os.mknod(lay.gpu_device(g), 0o600 | stat.S_IFCHR, os.makedev(195, g))
+                os.mknod(files.gpu_device(g), 0o600 | stat.S_IFCHR, os.makedev(195, g))
             except OSError as exc:
-                raise ClusterError(f"cannot create fake GPU {lay.gpu_device(g)} ({exc}); use gpus=0") from exc
+                raise ClusterError(
+                    f"cannot create fake GPU {files.gpu_device(g)} ({exc}); use gpus=0"
+                ) from exc
 
     def _start_all(self, t0: float) -> None:
-        lay = self.layout
+        files = self.files
         with HostLock(timeout=max(60.0, self.config.timeout)):
             subnet = self.config.subnet
             if subnet is None:
@@ -194,7 +196,7 @@ class LocalCluster:
             self._network = Network.plan(self.state_dir, subnet, self.nodes, choose_tag(self.state_dir))
             self._write_record()  # from here on, `down` can clean up even after a crash
             self._write_files()
-            self._network.setup(lay.hosts)
+            self._network.setup(files.hosts)
             self._spawn("slurmctld", ["slurmctld", "-D"])
             self._wait("slurmctld to answer", self._ctld_up)
         self.timings["ctld_up"] = round(time.monotonic() - t0, 3)
@@ -210,14 +212,14 @@ class LocalCluster:
         self._write_record()
 
     def _write_files(self) -> None:
-        lay = self.layout
+        files = self.files
         assert self._network is not None and self._ctld_port is not None
-        _write(lay.hosts, self._network.hosts_file_text(self._controller_host))
+        _write(files.hosts, self._network.hosts_file_text(self._controller_host))
         _write(
-            lay.slurm_conf,
+            files.slurm_conf,
             slurm_conf(
                 self.config,
-                lay,
+                files,
                 controller_host=self._controller_host,
                 controller_addr=self._network.gateway,
                 ctld_port=self._ctld_port,
@@ -225,19 +227,19 @@ class LocalCluster:
                 node_addrs={n.name: n.address for n in self._network.nodes},
             ),
         )
-        gres = gres_conf(self.config, lay)
+        gres = gres_conf(self.config, files)
         if gres:
-            _write(lay.gres_conf, gres)
-        _write(lay.plugstack_conf, plugstack_conf(self.config))
+            _write(files.gres_conf, gres)
+        _write(files.plugstack_conf, plugstack_conf(self.config))
         _write(
-            lay.path("env.sh"),
+            files.path("env.sh"),
             f"# source me: points Slurm commands at the local cluster in {self.state_dir}\n"
-            f"export SLURM_CONF={lay.slurm_conf}\n",
+            f"export SLURM_CONF={files.slurm_conf}\n",
         )
 
     def _spawn(self, name: str, argv: list[str], node: str | None = None) -> None:
         label = f"{name}-{node}" if node else name
-        with open(self.layout.path("log", f"{label}.stderr"), "wb") as err:
+        with open(self.files.path("log", f"{label}.stderr"), "wb") as err:
             proc = subprocess.Popen(
                 argv,
                 env=self.env,
@@ -310,7 +312,7 @@ class LocalCluster:
             "ephemeral": self.ephemeral,
             "timings": self.timings,
         }
-        path = self.layout.record
+        path = self.files.record
         os.makedirs(os.path.dirname(path), exist_ok=True)
         _write(path + ".tmp", json.dumps(record, indent=1))
         os.replace(path + ".tmp", path)
@@ -320,19 +322,19 @@ class LocalCluster:
         """The cluster recorded in ``state_dir`` (running or not), e.g. to stop it."""
         state_dir = os.path.normpath(state_dir)
         try:
-            with open(Layout(state_dir).record, encoding="utf-8") as f:
+            with open(StateFiles(state_dir).record, encoding="utf-8") as f:
                 record = json.load(f)
         except FileNotFoundError:
             raise ClusterError(f"no local cluster recorded in {state_dir}") from None
         except (OSError, ValueError) as exc:
-            raise ClusterError(f"cannot read {Layout(state_dir).record}: {exc}") from exc
+            raise ClusterError(f"cannot read {StateFiles(state_dir).record}: {exc}") from exc
         try:  # a record of another tfslurm version (or edited by hand)
             config = ClusterConfig(**record["config"])
             records = [procs.ProcessRecord.from_json(p) for p in record.get("processes", [])]
             timings = dict(record.get("timings") or {})
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ClusterError(
-                f"{Layout(state_dir).record} is not a cluster record this version can read "
+                f"{StateFiles(state_dir).record} is not a cluster record this version can read "
                 f"({type(exc).__name__}: {exc})"
             ) from exc
         cluster = cls(config)
@@ -416,14 +418,14 @@ class LocalCluster:
             os.replace(self.slurm_conf, self.slurm_conf + ".stopped")
             _write(self.slurm_conf, STOPPED_CONF)
         self.timings["stop"] = round(time.monotonic() - t0, 3)
-        for name in os.listdir(self.layout.path("run")) if os.path.isdir(self.layout.path("run")) else []:
+        for name in os.listdir(self.files.path("run")) if os.path.isdir(self.files.path("run")) else []:
             if name.endswith(".pid"):
-                os.unlink(self.layout.path("run", name))
+                os.unlink(self.files.path("run", name))
         if purge is None:
             purge = self.ephemeral
         if purge and self._network and not self._network.leftovers():
             shutil.rmtree(self.state_dir, ignore_errors=True)
-        elif os.path.isdir(self.layout.path("run")):
+        elif os.path.isdir(self.files.path("run")):
             self._records = []
             self._write_record()
 
@@ -578,7 +580,7 @@ class LocalCluster:
         """The last lines of every daemon log (for error messages)."""
         if self._state_dir is None:
             return ""
-        log_dir = self.layout.path("log")
+        log_dir = self.files.path("log")
         chunks = []
         for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
             try:

@@ -4,7 +4,7 @@ Why: on a real cluster every node has its own hostname, address and port space. 
 port assignment and of TF servers talking to each other are only meaningful if two tasks
 on different "nodes" can bind the same port, so every slurmd runs in namespaces of its own.
 
-Layout (everything derived from the state dir, so two clusters never share a name):
+Names and places (everything derived from the state dir, so two clusters never share a name):
 
 * ``STATE/ns/<node>.{net,uts,mnt}``: the namespaces, kept alive by bind mounts (no
   ``/run/netns`` entries, no holder processes). ``STATE/ns`` is bind-mounted onto itself and

@@ -7,7 +7,7 @@ import os
 
 from tfslurm.errors import ClusterError
 from tfslurm.localcluster.cluster import TEMP_PREFIX, LocalCluster
-from tfslurm.localcluster.slurmconf import Layout
+from tfslurm.localcluster.slurmconf import StateFiles
 
 
 def reap_orphans(parent: str = "/tmp") -> list[str]:
@@ -23,7 +23,7 @@ def reap_orphans(parent: str = "/tmp") -> list[str]:
         return cleaned
     for entry in entries:
         path = os.path.join(parent, entry)
-        if not entry.startswith(TEMP_PREFIX) or not os.path.exists(Layout(path).record):
+        if not entry.startswith(TEMP_PREFIX) or not os.path.exists(StateFiles(path).record):
             continue
         try:
             cluster = LocalCluster.attach(path)

@@ -13,8 +13,10 @@ from tfslurm.localcluster.config import MAX_NODES, ClusterConfig
 from tfslurm.value import Value
 
 
-class Layout(Value):
-    """Where a cluster's files live inside its state dir."""
+class StateFiles(Value):
+    """Where a local cluster's files live inside its state dir: its configuration under
+    ``etc/``, daemon logs under ``log/``, PID files and the cluster record under ``run/``,
+    spool directories under ``spool/``, fake GPU device files under ``dev/``."""
 
     __slots__ = ("state_dir",)
     __match_args__ = ("state_dir",)
@@ -54,7 +56,7 @@ class Layout(Value):
 
 def slurm_conf(
     config: ClusterConfig,
-    layout: Layout,
+    files: StateFiles,
     *,
     controller_host: str,
     controller_addr: str,
@@ -75,16 +77,16 @@ def slurm_conf(
         "CredType=cred/none",
         "SlurmUser=root",
         "SlurmdUser=root",
-        f"StateSaveLocation={layout.path('spool', 'ctld')}",
-        f"SlurmdSpoolDir={layout.path('spool', '%n')}",
-        f"SlurmctldPidFile={layout.path('run', 'slurmctld.pid')}",
-        f"SlurmdPidFile={layout.path('run', 'slurmd-%n.pid')}",
-        f"SlurmctldLogFile={layout.log('slurmctld')}",
-        f"SlurmdLogFile={layout.path('log', 'slurmd-%n.log')}",
+        f"StateSaveLocation={files.path('spool', 'ctld')}",
+        f"SlurmdSpoolDir={files.path('spool', '%n')}",
+        f"SlurmctldPidFile={files.path('run', 'slurmctld.pid')}",
+        f"SlurmdPidFile={files.path('run', 'slurmd-%n.pid')}",
+        f"SlurmctldLogFile={files.log('slurmctld')}",
+        f"SlurmdLogFile={files.path('log', 'slurmd-%n.log')}",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
         "MailProg=/bin/true",
-        f"PlugStackConfig={layout.plugstack_conf}",
+        f"PlugStackConfig={files.plugstack_conf}",
         # plain process tracking: no cgroups to set up or clean up
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
@@ -142,13 +144,13 @@ def slurm_conf(
     return "\n".join(lines) + "\n"
 
 
-def gres_conf(config: ClusterConfig, layout: Layout) -> str | None:
+def gres_conf(config: ClusterConfig, files: StateFiles) -> str | None:
     """gres.conf naming our fake GPU device files, or None for a GPU-less cluster."""
     if not config.gpus:
         return None
-    files = layout.gpu_device(0) if config.gpus == 1 else layout.path("dev", f"nvidia[0-{config.gpus - 1}]")
+    devices = files.gpu_device(0) if config.gpus == 1 else files.path("dev", f"nvidia[0-{config.gpus - 1}]")
     lines = ["AutoDetect=off"]
-    lines += [f"NodeName={name} Name=gpu File={files}" for name in config.node_names()]
+    lines += [f"NodeName={name} Name=gpu File={devices}" for name in config.node_names()]
     return "\n".join(lines) + "\n"
 
 
