@@ -18,6 +18,13 @@ HOOK_MODULES = frozenset(
      "tfslurm.hostlist.expansion", "tfslurm.hostlist.grammar", "tfslurm.hostlist.groups",
      "tfslurm.hostlist.scanning"}
 )  # fmt: skip
+# Modules the hook imports only on some tasks' paths: the descriptor (a TF_CONFIG too large to
+# export, or TFSLURM_DESCRIPTOR set), frameworks (TFSLURM_FOR), iface (TFSLURM_IFACE) and the
+# container comparison (a task in a container). They are part of the hook's budget when they
+# run, so they keep its import economies too.
+HOOK_OPTIONAL_MODULES = frozenset(
+    {"tfslurm.descriptor", "tfslurm.frameworks", "tfslurm.iface", "tfslurm.container_env"}
+)
 # The value types those modules define (tfslurm.value): written-out classes, which compile
 # nothing at import, where dataclasses would compile five methods each and import inspect.
 HOOK_VALUES = (
