@@ -176,3 +176,14 @@ def test_stuck_step_is_interrupted_again_until_srun_exits(tmp_path: Path) -> Non
     assert out.getvalue() == (
         "tfslurm: no step line for 1 s (TFSLURM_HEARTBEAT_TIMEOUT): ending the stuck step\n"
     )
+
+
+def test_settings_come_from_the_environment_by_name():
+    env = {"TFSLURM_SPARE_NODES": "2", "TFSLURM_ON_NODE_LOSS": "", "TFSLURM_STEP_LINE": "x"}
+    assert RecoverySettings.from_environ(env) == RecoverySettings(spares="2", step_line="x")
+
+
+def test_requeue_without_a_job_is_a_usage_error():
+    done = tfslurm_cli("requeue", env={})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "tfslurm requeue: error: not in a Slurm job and no JOB given: nothing to requeue\n"

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import needs
 from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
+from tfslurm.controller.commands import CommandController
 from tfslurm.localcluster import nodefail, slurm_version
 from tfslurm.runtime.templates import template_path
 
@@ -104,8 +105,6 @@ def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED", timeout: 
 
 
 def step_nodes(cluster: Any, job: int) -> list[tuple[str, ...]]:
-    from tfslurm.controller.commands import CommandController
-
     return [
         s.nodes for s in CommandController(cluster.env).steps(str(job)) if not s.step_id.endswith("batch")
     ]

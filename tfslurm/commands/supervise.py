@@ -15,12 +15,15 @@ import argparse
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
+from tfslurm.controller import controller
 from tfslurm.errors import NodeLossError
+from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
+from tfslurm.settings import Settings
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("srun", nargs=argparse.REMAINDER, help="-- srun [OPTIONS] PROGRAM...")
 
 
-def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
-    from tfslurm.controller import controller
-
-    ctl = controller()
+def _controller_view(
+    job_id: str, settings: Settings, env: Mapping[str, str]
+) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
+    ctl = controller(settings, env)
 
     def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
         nodes = tuple(ctl.job(job_id).nodes)
@@ -48,14 +51,13 @@ def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
-    from tfslurm.settings import Settings
-
     command = list(args.srun)
     if command and command[0] == "--":
         command = command[1:]
-    job = BatchJob.from_environ()
-    recovery = Recovery.parse(RecoverySettings.from_environ(), job)
+    env = dict(os.environ)  # the one read of the environment: everything below is handed it
+    settings = Settings.from_environ(env)
+    job = BatchJob.from_environ(env)
+    recovery = Recovery.parse(RecoverySettings.from_environ(env), job)
     if args.batch_per_worker is not None and args.batch_per_worker < 1:
         raise NodeLossError(f"--batch-per-worker {args.batch_per_worker}: expected a positive integer")
     if not command:
@@ -69,11 +71,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if (recovery.places_nodes or job.no_kill) and job.job_id is None:
         raise NodeLossError("SLURM_JOB_ID is not set: run tfslurm supervise in a batch script")
-    ask = _controller_view(str(job.job_id)) if job.job_id is not None else _nothing
-    supervisor = Supervisor(
-        command, recovery, ask, os.environ, no_kill=job.no_kill, batch_per_worker=args.batch_per_worker
-    )
-    settings = Settings.from_environ()
+    ask = _controller_view(str(job.job_id), settings, env) if job.job_id is not None else _nothing
+    supervisor = Supervisor(command, recovery, ask, env, job=job, batch_per_worker=args.batch_per_worker)
     preempt = settings.preempt_signal()
     for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:
         # srun is in the batch step with this process and gets Slurm's SIGTERM itself (a

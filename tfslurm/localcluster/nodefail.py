@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import ClusterError, ClusterTimeout
 from tfslurm.localcluster import procs
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfslurm.localcluster.cluster import LocalCluster
 

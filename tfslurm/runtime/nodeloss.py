@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
@@ -41,7 +42,6 @@ from tfslurm.settings import (
 from tfslurm.step import batch_job
 from tfslurm.value import Value
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import IO, Final, TextIO
@@ -75,8 +75,9 @@ class RecoverySettings(Value):
         self.step_line: Final = step_line
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> RecoverySettings:
-        return cls(*recovery_settings(env))
+    def from_environ(cls, env: Mapping[str, str]) -> RecoverySettings:
+        """The variables of ``env`` (the entry's snapshot of the environment)."""
+        return cls(**recovery_settings(env))
 
 
 class BatchJob(Value):
@@ -107,8 +108,13 @@ class BatchJob(Value):
         return None
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> BatchJob:
+    def from_environ(cls, env: Mapping[str, str]) -> BatchJob:
+        """The variables of ``env`` (the entry's snapshot of the environment)."""
         return cls(*batch_job(env))
+
+
+#: A job that is not a batch job: srun's defaults, killed with a lost node.
+NO_JOB = BatchJob(None, None, None, False)
 
 
 class Recovery(Value):
@@ -296,7 +302,8 @@ class Supervisor:
 
     ``ask()`` is the controller's view of the job: (its nodes now, the usable ones among
     them). It is asked only where the answer can matter: when the supervisor places the
-    step (spares, shrink) or the job keeps its allocation over a node failure (no_kill)."""
+    step (spares, shrink) or the job keeps its allocation over a node failure
+    (``job.no_kill``). ``env`` is the environment srun runs with."""
 
     __slots__ = (
         "_job_nodes",
@@ -309,7 +316,7 @@ class Supervisor:
         "ask",
         "batch_per_worker",
         "env",
-        "no_kill",
+        "job",
         "out",
         "recovery",
     )
@@ -321,7 +328,7 @@ class Supervisor:
         ask: Callable[[], tuple[tuple[str, ...], tuple[str, ...]]],
         env: Mapping[str, str],
         *,
-        no_kill: bool = False,
+        job: BatchJob = NO_JOB,
         out: TextIO | None = None,
         batch_per_worker: int | None = None,
     ) -> None:
@@ -330,7 +337,7 @@ class Supervisor:
         self.ask = ask
         self.env = dict(env)
         self.out = out if out is not None else sys.stdout
-        self.no_kill = no_kill
+        self.job = job
         self.batch_per_worker = batch_per_worker
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = 0  # the stop signal that arrived; 0: none
@@ -453,7 +460,7 @@ class Supervisor:
     def place(self) -> Placement:
         """The first launch's nodes (a NodeLossError when the spares leave none); says them."""
         job_nodes, usable = self._view()
-        placement = first_placement(self.recovery, job_nodes, usable, BatchJob.from_environ(self.env))
+        placement = first_placement(self.recovery, job_nodes, usable, self.job)
         spares = [n for n in job_nodes if n not in placement.nodes]
         self.say(
             f"training on {','.join(placement.nodes)}, spare(s) {','.join(spares) or 'none'}, "
@@ -467,7 +474,7 @@ class Supervisor:
         placement = self.place() if self.recovery.places_nodes else None
         left, number = self.recovery.restarts, 0
         while True:
-            if placement is None and self.no_kill:  # the nodes a lost one is missed from
+            if placement is None and self.job.no_kill:  # the nodes a lost one is missed from
                 self._view()
             started_on = self._job_nodes
             status = self.launch(placement, relaunch=number > 0)
@@ -495,7 +502,7 @@ class Supervisor:
         """What to do after the step on ``placement`` failed. ``as_given``: srun chose the
         nodes (no spares, no shrink), so a lost node means requeue. The controller is asked
         only when a node can have been lost without the job ending."""
-        if as_given and not self.no_kill:  # a lost node would have ended the job
+        if as_given and not self.job.no_kill:  # a lost node would have ended the job
             if left <= 0:
                 line = f"step failed (exit {status}): no relaunch left" if self.recovery.restarts else ""
                 return Decision("fail", None, (), line)
