@@ -4,7 +4,8 @@ templates relaunches the step inside the allocation, on a spare, on fewer nodes,
 One 4-node cluster for the module, with SlurmdTimeout 10 s (with 5 s, healthy nodes failed
 once while two Slurm versions ran side by side on a loaded machine). Nodes are lost the two
 ways Slurm learns of it: ``scontrol update State=DOWN`` (the controller acts at once) and a
-node whose slurmd and processes are SIGKILLed (noticed after SlurmdTimeout). Most tests run
+node whose slurmd and processes are SIGKILLed (noticed after SlurmdTimeout); and a node that
+goes silent (links down, then SIGKILLed), which the supervisor finds by itself. Most tests run
 ``tests/tasks/stepper.py``, a TF-free program with a checkpoint, under the MWMS template;
 the acceptance tests run the TF examples (MWMS and PS).
 """

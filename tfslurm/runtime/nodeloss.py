@@ -304,7 +304,7 @@ def shrink_line(before: Placement, after: Placement, batch_per_worker: int | Non
 END_AGAIN_S = 2.0
 #: Seconds srun may take to end a step with a silent node before it is killed: srun ends
 #: the survivors' tasks at once, then waits for the silent node's messages to time out.
-ABANDON_S = 1.0
+ABANDON_S = 0.5
 
 
 class Supervisor:
@@ -493,15 +493,15 @@ class Supervisor:
             self.say(f"spare node {','.join(idle)} silent: {how}: left out of this allocation")
         if in_step:
             self.say(
-                f"node {','.join(in_step)} silent: {how}, {quiet:.1f} s after the step's last step line; "
+                f"node {','.join(in_step)} silent: {how}, {quiet:.1f} s without a step line; "
                 f"ending the step without waiting for it (at {time.time():.3f})"
             )
         return bool(in_step)
 
     def _abandon(self, proc: subprocess.Popen[bytes]) -> None:
         """End a step with a silent node: srun's double SIGINT ends the tasks on the live
-        nodes; srun would then wait for the silent node's messages to time out (12-16 s
-        on 22.05), so it is killed after :data:`ABANDON_S`. Slurm keeps the step's record
+        nodes (through the controller, at once); srun would then wait for the silent node's
+        messages to time out (12-16 s on 22.05), so it is killed after :data:`ABANDON_S`. Slurm keeps the step's record
         until the node is DOWN: the relaunch shares its CPUs (``--overlap``)."""
         proc.send_signal(signal.SIGINT)
         time.sleep(0.2)

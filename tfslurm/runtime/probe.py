@@ -35,7 +35,7 @@ KNOCK_TIMEOUT_S = 1.0
 KNOCK_TRIES = 2
 #: Seconds without a step line, after the step printed one, before the nodes are probed
 #: (an MWMS step waits for every worker: a dead one stops the step lines of all).
-QUIET_S = 3.0
+QUIET_S = 2.0
 #: Seconds between two probes while the trouble lasts (a long checkpoint save, a slow
 #: phase: the nodes answer and nothing else happens).
 PROBE_EVERY_S = 3.0
