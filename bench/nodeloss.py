@@ -1,13 +1,17 @@
 """What a lost node costs a job with a hot spare (root, Debian slurm-wlm, tensorflow-cpu).
 
-    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill] [--ps]
+    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill | --silent] [--ps]
 
 Starts a 4-node local cluster (SlurmdTimeout 5 s) and submits ``mwms.sbatch`` with
 ``SBATCH_NO_KILL=set TFSLURM_SPARE_NODES=1``: three workers and one spare, the MWMS
 example with a checkpoint every 10 steps. When worker 0 logs step 45, node2 is set DOWN
-(``scontrol update``; ``--kill``: its slurmd and processes SIGKILLed instead). Prints, per
-run and as medians: the seconds from the loss to the step's failure (detection), to the
-relaunch, to the first step trained again, and the steps trained twice. ``--ps``:
+(``scontrol update``; ``--kill``: its slurmd and processes SIGKILLed instead; ``--silent``:
+its links taken down, then every process on it SIGKILLed, on a cluster with Slurm's default
+SlurmdTimeout of 300 s, so that only the supervisor's own probe finds it; node2 is brought
+back once the training finished, which ends the job). Prints, per run and as medians: the
+seconds from the loss to the step's failure (detection; ``--silent``: the supervisor's line
+naming the node), to the relaunch, to the first step trained again, and the steps trained
+twice. ``--ps``:
 ``ps.sbatch`` with two tasks per node instead (chief and ps on node1, two workers on each of
 node2 and node3, node4 the spare), node2 lost when the chief logs step 45. These are the
 figures in docs/fault-tolerance.md.
@@ -33,6 +37,9 @@ RELAUNCH = re.compile(
 )
 
 
+SILENT = re.compile(r"tfslurm: node node2 silent: .* \(at ([\d.]+)\)")
+
+
 def wait_for(path: Path, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -53,7 +60,7 @@ STRATEGIES = {
 }  # fmt: skip
 
 
-def one_run(cluster: LocalCluster, work: Path, kill: bool, strategy: str) -> dict[str, float]:
+def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[str, float]:
     template, example, options, step_line, resume_line = STRATEGIES[strategy]
     work.mkdir()
     work.chmod(0o755)
@@ -85,16 +92,24 @@ def one_run(cluster: LocalCluster, work: Path, kill: bool, strategy: str) -> dic
     )
     job, log = int(out.stdout.split(";")[0]), work / "job.out"
     wait_for(log, re.compile(step_line.replace(r"(\d+)", "45")), 180)
-    if kill:
+    if how == "silent":
+        nodefail.silence_node(cluster, "node2")
+        lost = time.time()
+    elif how == "kill":
         nodefail.kill_node(cluster, "node2")
         lost = time.time()
     else:
         cluster.run(["scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=bench"])
         lost = time.time()
     found = wait_for(log, RELAUNCH, 180)
+    silent = SILENT.search(log.read_text()) if how == "silent" else None
+    if how == "silent":  # the job ends when Slurm hears from node2 again (its old step)
+        wait_for(log, re.compile(r"tfslurm run: .*program finished, exit 0|final step 200"), 300)
+        nodefail.restore_node(cluster, "node2")
     state = cluster.wait_job(job, timeout=180)
     text = log.read_text()
-    failed_step = int(re.findall(step_line, text[: text.index("Node failure on node2")])[-1])
+    failed_at = text.index("Node failure on node2" if silent is None else silent.group(0))
+    failed_step = int(re.findall(step_line, text[:failed_at])[-1])
     if strategy == "ps":  # the relaunched chief schedules from the step after its checkpoint
         resumed = int(re.findall(resume_line, text)[1]) - 1
     else:
@@ -105,7 +120,7 @@ def one_run(cluster: LocalCluster, work: Path, kill: bool, strategy: str) -> dic
     if state != "COMPLETED":
         raise SystemExit(f"job {job} ended {state}: {text[-2000:]}")
     return {
-        "detect": failed - lost,
+        "detect": (float(silent.group(1)) if silent else failed) - lost,
         "relaunch": failed + started - lost,
         "first_step": stepped - lost,
         "steps_again": failed_step - resumed,
@@ -115,7 +130,11 @@ def one_run(cluster: LocalCluster, work: Path, kill: bool, strategy: str) -> dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--kill", action="store_true", help="kill node2 instead of setting it DOWN")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--kill", action="store_true", help="kill node2 instead of setting it DOWN")
+    how.add_argument(
+        "--silent", action="store_true", help="take node2's links down, then kill it (SlurmdTimeout 300 s)"
+    )
     parser.add_argument(
         "--ps", action="store_true", help="ParameterServerStrategy (ps.sbatch) instead of MWMS"
     )
@@ -127,12 +146,17 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tfslurm-nodeloss-") as tmp:
         os.chmod(tmp, 0o755)
-        with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=5) as cluster:
+        how = "silent" if args.silent else "kill" if args.kill else "down"
+        with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=300 if args.silent else 5) as cluster:
             for n in range(args.runs):
-                row = one_run(cluster, Path(tmp) / f"run{n}", args.kill, "ps" if args.ps else "mwms")
+                row = one_run(cluster, Path(tmp) / f"run{n}", how, "ps" if args.ps else "mwms")
                 rows.append(row)
                 print("  ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-    how = "slurmd and processes killed (SlurmdTimeout 5 s)" if args.kill else "scontrol update State=DOWN"
+    how = {
+        "silent": "links down, then every process killed (SlurmdTimeout 300 s)",
+        "kill": "slurmd and processes killed (SlurmdTimeout 5 s)",
+        "down": "scontrol update State=DOWN",
+    }[how]
     what = "PS chief+ps, 4 workers + 1 spare" if args.ps else "MWMS 3 workers + 1 spare"
     print(f"{what}, node2 lost at step 45 ({how}), median of {args.runs}:")
     for key, label in (

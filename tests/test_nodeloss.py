@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ from tfslurm.runtime.nodeloss import (
     first_placement,
     shrink_line,
 )
+from tfslurm.runtime.probe import Prober, answers, probe_due, silent_nodes, slurmd_port
 
 NO_KILL = BatchJob(job_id=7, ntasks=None, ntasks_per_node=None, no_kill=True)
 NODES = ("n1", "n2", "n3", "n4")
@@ -176,3 +181,120 @@ def test_stuck_step_is_interrupted_again_until_srun_exits(tmp_path: Path) -> Non
     assert out.getvalue() == (
         "tfslurm: no step line for 1 s (TFSLURM_HEARTBEAT_TIMEOUT): ending the stuck step\n"
     )
+
+
+def test_settings_come_from_the_environment_by_name():
+    env = {"TFSLURM_SPARE_NODES": "2", "TFSLURM_ON_NODE_LOSS": "", "TFSLURM_STEP_LINE": "x"}
+    assert RecoverySettings.from_environ(env) == RecoverySettings(spares="2", step_line="x")
+
+
+def test_requeue_without_a_job_is_a_usage_error():
+    done = tfslurm_cli("requeue", env={})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "tfslurm requeue: error: not in a Slurm job and no JOB given: nothing to requeue\n"
+
+
+# ---------------------------------------------------------------- a node that goes silent
+def test_a_node_is_silent_only_when_no_try_answered_and_another_node_did():
+    assert silent_nodes({"n1": [True], "n2": [False, False], "n3": [False, True]}) == ("n2",)
+    assert silent_nodes({"n1": [False, False], "n2": [False, False]}) == ()  # the prober is cut off
+    assert silent_nodes({"n1": [True], "n2": [True]}) == ()
+    assert silent_nodes({}) == ()
+
+
+def test_probes_come_with_trouble_or_a_quiet_step_never_in_start_up():
+    def due(now: float, last_line: float | None, trouble: bool = False, probed: float | None = None) -> bool:
+        return probe_due(now, last_line, trouble, probed, quiet=3.0, every=3.0)
+
+    assert not due(100.0, None)  # start-up: no step line yet, however long it takes
+    assert due(100.0, None, trouble=True)  # srun reported a task's failure
+    assert not due(102.9, 100.0) and due(103.0, 100.0)
+    assert not due(104.0, 100.0, probed=102.0) and due(105.0, 100.0, probed=102.0)
+    assert not due(104.0, 100.0, trouble=True, probed=102.0)  # a slow save: once every 3 s
+
+
+def test_slurmd_port_comes_from_slurm_conf():
+    assert slurmd_port("ClusterName=x\nslurmdport = 7123  # ours\nSlurmctldPort=6817\n") == 7123
+    assert slurmd_port("SlurmctldPort=6817\n") == slurmd_port(None) == 6818
+    assert slurmd_port("SlurmdPort=99999\n") == 6818
+
+
+def test_a_closed_port_answers_an_unknown_host_does_not(tmp_path: Path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: the kernel refuses
+        assert answers("127.0.0.1", port, 1.0)
+        assert Prober(port, timeout=0.5).replies(["127.0.0.1", "no-such-host.invalid"]) == {
+            "127.0.0.1": [True],
+            "no-such-host.invalid": [False, False],
+        }
+
+
+class FakeProber(Prober):
+    """A prober whose answers the test gives: the nodes in ``silent`` never answer."""
+
+    __slots__ = ("asked", "quiet_nodes")
+
+    def __init__(self, silent: tuple[str, ...]) -> None:
+        super().__init__(6818, timeout=0.1, tries=2, quiet=1.0, every=1.0)
+        self.quiet_nodes = silent
+        self.asked: list[tuple[str, ...]] = []
+
+    def replies(self, nodes: Sequence[str]) -> dict[str, list[bool]]:
+        self.asked.append(tuple(nodes))
+        return {n: [False, False] if n in self.quiet_nodes else [True] for n in nodes}
+
+
+# An srun whose task on the silent node never ends: it prints two step lines, then waits;
+# SIGINTs do not end it (it waits for the silent node), only a SIGKILL does.
+HANGING_SRUN = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda *a: print("srun: interrupt", flush=True))
+print("step 1/9", flush=True)
+print("step 2/9", flush=True)
+time.sleep(60)
+sys.exit(3)
+"""
+
+
+def test_a_silent_node_ends_the_step_and_stays_out(tmp_path: Path) -> None:
+    fake = tmp_path / "srun"  # an executable: the supervisor puts -N, -w after its name
+    fake.write_text(f"#!{sys.executable}\n{HANGING_SRUN}")
+    fake.chmod(0o755)
+    out, err = io.StringIO(), io.StringIO()
+    views = [NODES, NODES]  # the controller lists n2 up all along
+    prober = FakeProber(("n2",))
+    supervisor = Supervisor(
+        [str(fake)], parse(spares="1"), lambda: (views[0], views[0]), os.environ,
+        job=NO_KILL, out=out, err=err, prober=prober,
+    )  # fmt: skip
+    placement = supervisor.place()
+    started = time.monotonic()
+    assert supervisor.launch(placement) == 137  # killed, not waited for
+    assert time.monotonic() - started < 5
+    assert prober.asked == [("n1", "n2", "n3", "n4")]
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("tfslurm:")]
+    assert re.fullmatch(
+        r"tfslurm: node n2 silent: no answer from its slurmd \(slurmd port 6818, 2 tries of 0.1 s\), "
+        r"1\.\d s without a step line; ending the step without waiting for it \(at [\d.]+\)",
+        lines[-1],
+    ), lines
+    decision = supervisor.decide(placement, 137, 3)
+    assert (
+        decision.line
+        == "node n2 lost (step exit 137): relaunching on n1,n3,n4 (spare n4 in; 0 spare(s) left)"
+    )
+    assert supervisor.place().nodes == ("n1", "n3")  # never picked again in this allocation
+
+
+def test_without_a_prober_nothing_is_probed_and_errors_pass_untouched(tmp_path: Path) -> None:
+    fake = tmp_path / "srun.py"
+    fake.write_text(
+        "import sys; print('srun: error: node2: task 1: Exited with exit code 1', file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from tfslurm.runtime.nodeloss import Supervisor, Recovery; "
+         f"sys.exit(Supervisor([sys.executable, {str(fake)!r}], Recovery(), lambda: ((), ()), {{}}).launch(None))"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "srun: error: node2: task 1: Exited with exit code 1\n"

@@ -4,7 +4,8 @@ templates relaunches the step inside the allocation, on a spare, on fewer nodes,
 One 4-node cluster for the module, with SlurmdTimeout 10 s (with 5 s, healthy nodes failed
 once while two Slurm versions ran side by side on a loaded machine). Nodes are lost the two
 ways Slurm learns of it: ``scontrol update State=DOWN`` (the controller acts at once) and a
-node whose slurmd and processes are SIGKILLed (noticed after SlurmdTimeout). Most tests run
+node whose slurmd and processes are SIGKILLed (noticed after SlurmdTimeout); and a node that
+goes silent (links down, then SIGKILLed), which the supervisor finds by itself. Most tests run
 ``tests/tasks/stepper.py``, a TF-free program with a checkpoint, under the MWMS template;
 the acceptance tests run the TF examples (MWMS and PS).
 """
@@ -20,6 +21,7 @@ import pytest
 
 from conftest import needs
 from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
+from tfslurm.controller.commands import CommandController
 from tfslurm.localcluster import nodefail, slurm_version
 from tfslurm.runtime.templates import template_path
 
@@ -41,10 +43,13 @@ def cluster(slurm_cluster_factory: Any) -> Any:
 @pytest.fixture
 def lose(cluster: Any) -> Any:
     """``lose(node)`` sets it DOWN (``lose(node, kill=True)``: SIGKILLs its slurmd and
-    processes) and returns the time; every node is back and idle after the test."""
+    processes; ``silent=True``: its links go down first, nothing tells Slurm) and returns
+    the time; every node is back and idle after the test."""
 
-    def down(node: str, kill: bool = False) -> float:
-        if kill:
+    def down(node: str, kill: bool = False, silent: bool = False) -> float:
+        if silent:
+            nodefail.silence_node(cluster, node)
+        elif kill:
             nodefail.kill_node(cluster, node)
         else:
             out = cluster.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"])
@@ -54,7 +59,7 @@ def lose(cluster: Any) -> Any:
     yield down
     cluster.run(["scancel", "--user", "root"])  # a job the test left running (it failed)
     for node in cluster.nodes:
-        nodefail.revive_node(cluster, node)
+        nodefail.restore_node(cluster, node)
     try:
         cluster.wait_idle()
     except Exception as exc:
@@ -104,8 +109,6 @@ def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED", timeout: 
 
 
 def step_nodes(cluster: Any, job: int) -> list[tuple[str, ...]]:
-    from tfslurm.controller.commands import CommandController
-
     return [
         s.nodes for s in CommandController(cluster.env).steps(str(job)) if not s.step_id.endswith("batch")
     ]
@@ -181,6 +184,41 @@ def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
     print(
         f"\nPS 2+1 spare, worker node DOWN: first step scheduled again "
         f"{float(found.group(8)) - went_down:.2f} s after DOWN"
+    )
+
+
+@pytest.mark.tf
+@needs("tensorflow")
+def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path):
+    """3 workers + 1 spare, node2 goes silent at step 45 (links down, every process
+    SIGKILLed, nothing said to Slurm): the supervisor finds it by itself within 10 s, names
+    it in one line, ends the step without waiting for it and relaunches on node1,node3 and
+    the spare; the training resumes and ends with the weights of an uninterrupted run."""
+    steps, every = 100, 10
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=every)
+    job, log = submit(cluster, tmp_path / "silent", "mwms.sbatch", program, "-N4",
+                      TFSLURM_SPARE_NODES="1")  # fmt: skip
+    wait_for(log, r"\[worker:0\] step (4[5-9])/", timeout=120)
+    killed = lose("node2", silent=True)
+    found = wait_for(log, RELAUNCH, timeout=60)
+    assert step_nodes(cluster, job)[-1] == ("node1", "node3", "node4")
+    text = ended(cluster, job, log)
+    silent = re.findall(r"tfslurm: node node2 silent: .* \(at ([\d.]+)\)\n", text)
+    assert len(silent) == 1 and "tfslurm: spare node" not in text, text[-4000:]
+    assert re.search(
+        r"tfslurm: node node2 lost \(step exit \d+\): relaunching on node1,node3,node4 \(spare node4 in; ",
+        text,
+    ), text[-4000:]
+    detect, first = float(silent[0]) - killed, float(found.group(8)) - killed
+    assert detect < 10, detect
+    assert first < 40, first  # 20 s or less on an idle machine (bench/nodeloss.py --silent)
+    recovered = final_digests(text, steps)
+    assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
+    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
+    whole = final_digests(ended(cluster, job2, log2), steps)
+    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+    print(
+        f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after"
     )
 
 

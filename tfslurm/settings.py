@@ -340,15 +340,26 @@ def stop_signals(text: str | None, preempt: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys([preempt, *numbers]))
 
 
-def recovery_settings(env: Mapping[str, str] | None = None) -> tuple[str | None, ...]:
-    """The ``tfslurm supervise`` variables as set, None where unset or empty: spares, on
-    node loss, step restarts, heartbeat, step line (``tfslurm.runtime.nodeloss`` parses them)."""
-    source = os.environ if env is None else env
-    names = (
-        SPARE_NODES_VARIABLE,
-        ON_NODE_LOSS_VARIABLE,
-        STEP_RESTARTS_VARIABLE,
-        HEARTBEAT_VARIABLE,
-        STEP_LINE_VARIABLE,
-    )
-    return tuple(source.get(name) or None for name in names)
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class RecoveryVariables(TypedDict):
+        """:func:`recovery_settings`: the ``tfslurm supervise`` variables by field name."""
+
+        spares: str | None
+        on_node_loss: str | None
+        step_restarts: str | None
+        heartbeat: str | None
+        step_line: str | None
+
+
+def recovery_settings(env: Mapping[str, str]) -> RecoveryVariables:
+    """The ``tfslurm supervise`` variables of ``env`` as set, None where unset or empty, by
+    the name of the field of ``tfslurm.runtime.nodeloss.RecoverySettings`` each one fills."""
+    return {
+        "spares": env.get(SPARE_NODES_VARIABLE) or None,
+        "on_node_loss": env.get(ON_NODE_LOSS_VARIABLE) or None,
+        "step_restarts": env.get(STEP_RESTARTS_VARIABLE) or None,
+        "heartbeat": env.get(HEARTBEAT_VARIABLE) or None,
+        "step_line": env.get(STEP_LINE_VARIABLE) or None,
+    }

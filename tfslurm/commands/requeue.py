@@ -3,13 +3,17 @@ interface (``tfslurm.controller``), as the templates do when training stopped ea
 
 Exit status 0 when the controller took the requeue; 1, with one line saying why, when it did
 not (no Slurm command or pyslurm here, a job without ``--requeue``): the templates then fall
-back to exit 85 (slurm.conf ``RequeueExit=85``).
+back to exit 85 (slurm.conf ``RequeueExit=85``). 2, as for every usage error of the command
+line, when there is no job to requeue.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from tfslurm.controller import ControllerError, controller
+from tfslurm.step import requeue_job_name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,15 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.controller import ControllerError, controller
-    from tfslurm.step import requeue_job_name
-
     job = args.job or requeue_job_name()
     if not job:
         print(
             "tfslurm requeue: error: not in a Slurm job and no JOB given: nothing to requeue", file=sys.stderr
         )
-        return 1
+        return 2
     why = f" ({args.reason})" if args.reason else ""
     print(f"tfslurm: requeueing job {job}{why}", flush=True)
     try:

@@ -5,7 +5,8 @@ The templates run it in place of a bare srun. Without options it is that srun, r
 after a failed step up to ``TFSLURM_STEP_RESTARTS`` times (default 0). With spares
 (``TFSLURM_SPARE_NODES``) or ``TFSLURM_ON_NODE_LOSS=shrink`` (the job submitted with
 ``SBATCH_NO_KILL=set``) it places the step itself and replaces a node the controller says
-the job lost (``tfslurm.runtime.nodeloss``). Exit status: srun's, or 85 when the job should
+the job lost (``tfslurm.runtime.nodeloss``), or that does not answer on the network
+(``tfslurm.runtime.probe``). Exit status: srun's, or 85 when the job should
 be requeued (the templates' requeue path).
 """
 
@@ -15,12 +16,21 @@ import argparse
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
+from tfslurm.controller import controller
 from tfslurm.errors import NodeLossError
+from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
+from tfslurm.runtime.probe import Prober, read_conf, slurmd_port
+from tfslurm.settings import Settings
+from tfslurm.step import slurm_conf_path
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
+
+#: Where Slurm's commands read slurm.conf when SLURM_CONF does not say (Debian's and the
+#: default build's path).
+DEFAULT_CONF = "/etc/slurm/slurm.conf"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,10 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("srun", nargs=argparse.REMAINDER, help="-- srun [OPTIONS] PROGRAM...")
 
 
-def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
-    from tfslurm.controller import controller
-
-    ctl = controller()
+def _controller_view(
+    job_id: str, settings: Settings, env: Mapping[str, str]
+) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
+    ctl = controller(settings, env)
 
     def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
         nodes = tuple(ctl.job(job_id).nodes)
@@ -48,14 +58,13 @@ def _controller_view(job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
-    from tfslurm.settings import Settings
-
     command = list(args.srun)
     if command and command[0] == "--":
         command = command[1:]
-    job = BatchJob.from_environ()
-    recovery = Recovery.parse(RecoverySettings.from_environ(), job)
+    env = dict(os.environ)  # the one read of the environment: everything below is handed it
+    settings = Settings.from_environ(env)
+    job = BatchJob.from_environ(env)
+    recovery = Recovery.parse(RecoverySettings.from_environ(env), job)
     if args.batch_per_worker is not None and args.batch_per_worker < 1:
         raise NodeLossError(f"--batch-per-worker {args.batch_per_worker}: expected a positive integer")
     if not command:
@@ -69,11 +78,14 @@ def run(args: argparse.Namespace) -> int:
         )
     if (recovery.places_nodes or job.no_kill) and job.job_id is None:
         raise NodeLossError("SLURM_JOB_ID is not set: run tfslurm supervise in a batch script")
-    ask = _controller_view(str(job.job_id)) if job.job_id is not None else _nothing
+    ask = _controller_view(str(job.job_id), settings, env) if job.job_id is not None else _nothing
+    # a node that dies silently is looked for only where it can be left out and the step
+    # relaunched without it: a job that keeps its allocation, with relaunches asked for
+    recovers = job.no_kill and (recovery.places_nodes or recovery.restarts > 0)
+    prober = Prober(slurmd_port(read_conf(slurm_conf_path(env) or DEFAULT_CONF))) if recovers else None
     supervisor = Supervisor(
-        command, recovery, ask, os.environ, no_kill=job.no_kill, batch_per_worker=args.batch_per_worker
+        command, recovery, ask, env, job=job, batch_per_worker=args.batch_per_worker, prober=prober
     )
-    settings = Settings.from_environ()
     preempt = settings.preempt_signal()
     for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:
         # srun is in the batch step with this process and gets Slurm's SIGTERM itself (a

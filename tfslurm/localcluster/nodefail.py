@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import ClusterError, ClusterTimeout
 from tfslurm.localcluster import procs
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfslurm.localcluster.cluster import LocalCluster
 
@@ -40,6 +41,35 @@ def kill_node(cluster: LocalCluster, node: str) -> list[int]:
     cluster._records = [r for r in cluster._records if r.pid not in daemons]
     cluster._write_record()
     return pids
+
+
+def silence_node(cluster: LocalCluster, node: str) -> list[int]:
+    """What a node that loses its power looks like to its peers: its links go down (the
+    bridge drops every packet to and from it, nothing answers, nothing refuses), then
+    :func:`kill_node`. :func:`restore_node` brings it back. Returns the PIDs killed."""
+    _set_links(cluster, node, "down")
+    return kill_node(cluster, node)
+
+
+def restore_node(cluster: LocalCluster, node: str, timeout: float = 30) -> None:
+    """Bring a node back after :func:`silence_node` (or any loss): links up, then
+    :func:`revive_node`."""
+    _set_links(cluster, node, "up")
+    revive_node(cluster, node, timeout)
+
+
+def _set_links(cluster: LocalCluster, node: str, state: str) -> None:
+    """Set the host side of ``node``'s veths (both networks) ``up`` or ``down``."""
+    if not cluster._network:
+        raise ClusterError("cluster not started")
+    cluster.node_address(node)  # names an unknown node
+    net = next(n for n in cluster._network.nodes if n.name == node)
+    for veth in (net.veth, net.veth2):
+        if not veth:
+            continue
+        done = subprocess.run(["ip", "link", "set", veth, state], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise ClusterError(f"ip link set {veth} {state}: {done.stderr.strip()}")
 
 
 def revive_node(cluster: LocalCluster, node: str, timeout: float = 30) -> None:

@@ -12,6 +12,10 @@ nodes. ``SLURM_JOB_NODELIST`` is the job's list at its start, and srun takes the
 environment's node count as its default ``-N``: a relaunch passes ``-N`` and ``-w`` itself
 and sets the job's node variables to the controller's answer.
 
+A node that dies silently is listed up by Slurm for minutes: the supervisor probes the
+nodes itself when the step shows trouble (``tfslurm.runtime.probe``) and ends the step
+without waiting for a silent one, which stays out for the rest of the allocation.
+
 Decisions (:func:`first_placement`, :func:`after_failure`) are pure functions of what the
 controller said; :class:`Supervisor` runs srun, passes its output and signals on, and times
 each relaunch from the failure to the program's first step line after it.
@@ -25,11 +29,13 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
 from tfslurm.runtime.exits import EXIT_STOPPED, FINAL_STATUSES
+from tfslurm.runtime.probe import TROUBLE, probe_due
 from tfslurm.settings import (
     HEARTBEAT_VARIABLE,
     ON_NODE_LOSS_VARIABLE,
@@ -41,10 +47,11 @@ from tfslurm.settings import (
 from tfslurm.step import batch_job
 from tfslurm.value import Value
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import IO, Final, TextIO
+
+    from tfslurm.runtime.probe import Prober
 
 
 # Relaunches allowed in one allocation when spares, shrink or the heartbeat are on and
@@ -75,8 +82,9 @@ class RecoverySettings(Value):
         self.step_line: Final = step_line
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> RecoverySettings:
-        return cls(*recovery_settings(env))
+    def from_environ(cls, env: Mapping[str, str]) -> RecoverySettings:
+        """The variables of ``env`` (the entry's snapshot of the environment)."""
+        return cls(**recovery_settings(env))
 
 
 class BatchJob(Value):
@@ -107,8 +115,13 @@ class BatchJob(Value):
         return None
 
     @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> BatchJob:
+    def from_environ(cls, env: Mapping[str, str]) -> BatchJob:
+        """The variables of ``env`` (the entry's snapshot of the environment)."""
         return cls(*batch_job(env))
+
+
+#: A job that is not a batch job: srun's defaults, killed with a lost node.
+NO_JOB = BatchJob(None, None, None, False)
 
 
 class Recovery(Value):
@@ -289,6 +302,9 @@ def shrink_line(before: Placement, after: Placement, batch_per_worker: int | Non
 
 #: Seconds between pairs of SIGINTs to the srun of a stuck step, until it exits.
 END_AGAIN_S = 2.0
+#: Seconds srun may take to end a step with a silent node before it is killed: srun ends
+#: the survivors' tasks at once, then waits for the silent node's messages to time out.
+ABANDON_S = 0.5
 
 
 class Supervisor:
@@ -296,23 +312,17 @@ class Supervisor:
 
     ``ask()`` is the controller's view of the job: (its nodes now, the usable ones among
     them). It is asked only where the answer can matter: when the supervisor places the
-    step (spares, shrink) or the job keeps its allocation over a node failure (no_kill)."""
+    step (spares, shrink) or the job keeps its allocation over a node failure
+    (``job.no_kill``). ``env`` is the environment srun runs with.
+
+    With a ``prober`` the supervisor does not wait for Slurm to notice a node that died
+    silently: when the step shows trouble it probes the job's nodes, keeps the silent ones
+    out for the rest of the allocation, and ends the step without waiting for them."""
 
     __slots__ = (
-        "_job_nodes",
-        "_last_line",
-        "_pattern",
-        "_pending",
-        "_proc",
-        "_stopping",
-        "argv",
-        "ask",
-        "batch_per_worker",
-        "env",
-        "no_kill",
-        "out",
-        "recovery",
-    )
+        "_dead", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped", "_stopping",
+        "_trouble", "argv", "ask", "batch_per_worker", "env", "err", "job", "out", "prober", "recovery",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -321,16 +331,20 @@ class Supervisor:
         ask: Callable[[], tuple[tuple[str, ...], tuple[str, ...]]],
         env: Mapping[str, str],
         *,
-        no_kill: bool = False,
+        job: BatchJob = NO_JOB,
         out: TextIO | None = None,
+        err: TextIO | None = None,
         batch_per_worker: int | None = None,
+        prober: Prober | None = None,
     ) -> None:
         self.argv = list(argv)
         self.recovery = recovery
         self.ask = ask
         self.env = dict(env)
         self.out = out if out is not None else sys.stdout
-        self.no_kill = no_kill
+        self.err = err if err is not None else sys.stderr
+        self.prober = prober
+        self.job = job
         self.batch_per_worker = batch_per_worker
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = 0  # the stop signal that arrived; 0: none
@@ -340,6 +354,9 @@ class Supervisor:
         # reported with the first step line after that relaunch
         self._pending: tuple[int, tuple[str, ...], float, float, float] | None = None
         self._job_nodes: tuple[str, ...] = ()
+        self._dead: dict[str, None] = {}  # silent nodes, never used again in this allocation
+        self._stepped = False  # the step printed a step line
+        self._trouble = False  # srun reported a task's failure since the last probe
 
     def say(self, text: str) -> None:
         self.out.write(f"{PREFIX} {text}\n")
@@ -386,21 +403,23 @@ class Supervisor:
 
     def _pump(self, stream: IO[bytes]) -> None:
         """Pass srun's output on line by line; time the first step line after a relaunch."""
-        sink = getattr(self.out, "buffer", None)
         for line in iter(stream.readline, b""):
-            if sink is not None:
-                sink.write(line)
-                sink.flush()
-            else:
-                self.out.write(line.decode(errors="replace"))
-                self.out.flush()
+            _write(self.out, line)
             found = self._pattern.search(line)
             if found:
                 self._last_line = time.monotonic()
+                self._stepped = True
                 if self._pending is not None:
                     step = found.group(1).decode(errors="replace") if found.groups() else "?"
                     self._report(self._pending, step, time.time())
                     self._pending = None
+
+    def _pump_errors(self, stream: IO[bytes]) -> None:
+        """Pass srun's error output on line by line; a task's failure is a trouble."""
+        for line in iter(stream.readline, b""):
+            _write(self.err, line)
+            if TROUBLE.search(line):
+                self._trouble = True
 
     def _report(
         self, pending: tuple[int, tuple[str, ...], float, float, float], step: str, now: float
@@ -417,10 +436,17 @@ class Supervisor:
         """Run srun once on ``placement`` (None: as the command line says); its status."""
         argv, env = self.command(placement, relaunch)
         self._last_line = time.monotonic()
-        self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+        self._stepped = self._trouble = False
+        errors = subprocess.PIPE if self.prober is not None else None
+        self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=errors)
         assert proc.stdout is not None
-        pump = threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)
-        pump.start()
+        pumps = [threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)]
+        if proc.stderr is not None:
+            pumps.append(threading.Thread(target=self._pump_errors, args=(proc.stderr,), daemon=True))
+        for pump in pumps:
+            pump.start()
+        step_nodes = placement.nodes if placement is not None else self._job_nodes
+        probed: float | None = None  # when the nodes were last probed
         ending = 0.0  # when the last pair of SIGINTs went to a stuck step's srun; 0: none
         while True:
             try:
@@ -430,6 +456,13 @@ class Supervisor:
                 pass
             beat = self.recovery.heartbeat
             now = time.monotonic()
+            if self.prober is not None and not ending and not self._stopping:
+                last = self._last_line if self._stepped else None
+                if probe_due(now, last, self._trouble, probed, self.prober.quiet, self.prober.every):
+                    probed = now
+                    if self._probe(step_nodes, now - self._last_line):
+                        self._abandon(proc)
+                        continue
             if beat and not ending and not self._stopping and now - self._last_line > beat:
                 self.say(f"no step line for {beat:g} s ({HEARTBEAT_VARIABLE}): ending the stuck step")
             elif not ending or now - ending < END_AGAIN_S:
@@ -441,19 +474,54 @@ class Supervisor:
             time.sleep(0.2)
             proc.send_signal(signal.SIGINT)
             ending = time.monotonic()
-        pump.join(timeout=5)
+        for pump in pumps:
+            pump.join(timeout=5)
         return 128 - raw if raw < 0 else raw
+
+    def _probe(self, step_nodes: Sequence[str], quiet: float) -> bool:
+        """Probe the step's nodes and the job's idle ones; keep the silent ones out from now
+        on, one line for each kind. True when the step has a silent node."""
+        assert self.prober is not None
+        self._trouble = False
+        nodes = [n for n in dict.fromkeys([*step_nodes, *self._job_nodes]) if n not in self._dead]
+        silent = self.prober.silent(nodes)
+        self._dead.update(dict.fromkeys(silent))
+        in_step = [n for n in silent if n in step_nodes]
+        idle = [n for n in silent if n not in step_nodes]
+        how = f"no answer from its slurmd ({self.prober.describe()})"
+        if idle:
+            self.say(f"spare node {','.join(idle)} silent: {how}: left out of this allocation")
+        if in_step:
+            self.say(
+                f"node {','.join(in_step)} silent: {how}, {quiet:.1f} s without a step line; "
+                f"ending the step without waiting for it (at {time.time():.3f})"
+            )
+        return bool(in_step)
+
+    def _abandon(self, proc: subprocess.Popen[bytes]) -> None:
+        """End a step with a silent node: srun's double SIGINT ends the tasks on the live
+        nodes (through the controller, at once); srun would then wait for the silent node's
+        messages to time out (12-16 s on 22.05), so it is killed after :data:`ABANDON_S`. Slurm keeps the step's record
+        until the node is DOWN: the relaunch shares its CPUs (``--overlap``)."""
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=ABANDON_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
     # ------------------------------------------------------------------ the loop
     def _view(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The controller's view, less the nodes found silent (Slurm may list them up)."""
         job_nodes, usable = self.ask()
         self._job_nodes = tuple(job_nodes)
-        return self._job_nodes, tuple(usable)
+        return self._job_nodes, tuple(n for n in usable if n not in self._dead)
 
     def place(self) -> Placement:
         """The first launch's nodes (a NodeLossError when the spares leave none); says them."""
         job_nodes, usable = self._view()
-        placement = first_placement(self.recovery, job_nodes, usable, BatchJob.from_environ(self.env))
+        placement = first_placement(self.recovery, job_nodes, usable, self.job)
         spares = [n for n in job_nodes if n not in placement.nodes]
         self.say(
             f"training on {','.join(placement.nodes)}, spare(s) {','.join(spares) or 'none'}, "
@@ -467,7 +535,7 @@ class Supervisor:
         placement = self.place() if self.recovery.places_nodes else None
         left, number = self.recovery.restarts, 0
         while True:
-            if placement is None and self.no_kill:  # the nodes a lost one is missed from
+            if placement is None and self.job.no_kill:  # the nodes a lost one is missed from
                 self._view()
             started_on = self._job_nodes
             status = self.launch(placement, relaunch=number > 0)
@@ -495,7 +563,7 @@ class Supervisor:
         """What to do after the step on ``placement`` failed. ``as_given``: srun chose the
         nodes (no spares, no shrink), so a lost node means requeue. The controller is asked
         only when a node can have been lost without the job ending."""
-        if as_given and not self.no_kill:  # a lost node would have ended the job
+        if as_given and not self.job.no_kill:  # a lost node would have ended the job
             if left <= 0:
                 line = f"step failed (exit {status}): no relaunch left" if self.recovery.restarts else ""
                 return Decision("fail", None, (), line)
@@ -509,6 +577,16 @@ class Supervisor:
             return Decision("requeue", None, decision.lost,
                             f"node {names} lost (step exit {status}), no spare nodes: requeueing the job")  # fmt: skip
         return Decision(decision.action, None, (), decision.line)
+
+
+def _write(stream: TextIO, line: bytes) -> None:
+    sink = getattr(stream, "buffer", None)
+    if sink is not None:
+        sink.write(line)
+        sink.flush()
+    else:
+        stream.write(line.decode(errors="replace"))
+        stream.flush()
 
 
 def _again(status: int, left: int) -> str:
