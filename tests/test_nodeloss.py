@@ -248,12 +248,12 @@ class FakeProber(Prober):
 # An srun whose task on the silent node never ends: it prints two step lines, then waits;
 # SIGINTs do not end it (it waits for the silent node), only a SIGKILL does.
 HANGING_SRUN = """
-import signal, sys, time
+import signal
 signal.signal(signal.SIGINT, lambda *a: print("srun: interrupt", flush=True))
 print("step 1/9", flush=True)
 print("step 2/9", flush=True)
-time.sleep(60)
-sys.exit(3)
+while True:
+    signal.pause()
 """
 
 

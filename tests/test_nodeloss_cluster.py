@@ -305,7 +305,9 @@ def test_lost_spare_then_node_lost_requeues(cluster, lose, tmp_path):
                       TFSLURM_SPARE_NODES="1")  # fmt: skip
     wait_for(log, r"^0: step 5/")
     lose("node3")
-    time.sleep(1)
+    # the step goes on: ten more of its steps (about 1 s) and still no node counted lost
+    last = max(int(n) for n in re.findall(r"^0: step (\d+)/", log.read_text(), re.MULTILINE))
+    wait_for(log, rf"^0: step {last + 10}/")
     assert "lost" not in log.read_text()
     lose("node2")
     wait_for(log, rf"tfslurm: node node2 lost \(step exit {lost()}\), no spare node left: requeueing the job")

@@ -20,10 +20,6 @@ TESTS = Path(__file__).resolve().parent
 MAX_LINES = 800
 SLEEP = "time.sleep"  # spelt apart from its arguments below, so this file plants no violation
 LONG_SLEEP = re.compile(r"\btime\.sleep\(\s*(\d+(?:\.\d*)?|\.\d+)\s*\)")
-# Files other work still has to change, with how many long sleeps each may keep until then.
-PENDING_SLEEPS = {
-    "test_nodeloss_cluster.py": 1,
-}
 
 Rule = Callable[[str], list[str]]
 
@@ -61,8 +57,7 @@ def violations(root: Path, rule: Rule) -> dict[str, list[str]]:
 
 def test_no_fixed_sleep_of_a_second_or_more() -> None:
     found = violations(TESTS, long_sleeps)
-    over = {name: hits for name, hits in found.items() if len(hits) > PENDING_SLEEPS.get(name, 0)}
-    assert over == {}, "wait for the state with a deadline instead of sleeping a fixed time"
+    assert found == {}, "wait for the state with a deadline instead of sleeping a fixed time"
 
 
 def test_no_module_imports_a_test_module() -> None:
@@ -100,7 +95,3 @@ def test_the_length_rule_catches_a_planted_long_file(tmp_path: Path) -> None:
     assert violations(tmp_path, too_long) == {
         "test_long.py": [f"{MAX_LINES + 1} lines (at most {MAX_LINES})"]
     }
-
-
-def test_pending_sleeps_name_files_that_exist() -> None:
-    assert set(PENDING_SLEEPS) <= {str(path.relative_to(TESTS)) for path in TESTS.rglob("*.py")}
