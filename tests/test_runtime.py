@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 
 from conftest import STOPPABLE, started, tfslurm_run
 from tfslurm.errors import PreemptionError
+from tfslurm.plan import TaskPlan
 from tfslurm.runtime import preemption
 from tfslurm.runtime.launch import PythonProgram, parse_program, program_environ
 from tfslurm.runtime.life import RunConfig, jobs_spec
 from tfslurm.runtime.parent import Process
 from tfslurm.runtime.peers import ChiefWatch, PeerWatch, is_listening, is_refused, watch_spec
-from tfslurm.runtime.roles import Address, RoleError, resolve_role, role_from_tf_config
+from tfslurm.runtime.roles import RoleError, parse_address, resolve_role, role_from_tf_config
 from tfslurm.runtime.templates import TEMPLATES, template_path
 from tfslurm.settings import Settings, signal_number
 
@@ -43,11 +44,13 @@ def test_tf_config_roles_and_strategy():
     chief = role_from_tf_config(tf_config(PS_CLUSTER, "chief", 0))
     assert chief.strategy == "ps" and chief.is_chief and not chief.is_server
     worker = role_from_tf_config(tf_config(PS_CLUSTER, "worker", 1))
-    assert worker.is_server and worker.address() == Address("worker", 1, "w", 4)
+    assert worker.is_server and worker.address() == TaskPlan(3, "worker", 1, "w", "w", 4, None)
+    assert worker.address("worker", 1) == worker.addresses(("worker",))[1]  # one task, one record
+    assert str(worker.chief) == "chief:0 at c:1" and worker.chief == parse_address(0, "chief", 0, "c:1")
     assert role_from_tf_config(tf_config(PS_CLUSTER, "ps", 0)).is_server
     mwms = role_from_tf_config(tf_config({"worker": ["a:1", "b:2"]}, "worker", 0))
     assert mwms.strategy == "mwms" and mwms.is_chief and not mwms.is_server
-    assert mwms.chief == Address("worker", 0, "a", 1)
+    assert mwms.chief == TaskPlan(0, "worker", 0, "a", "a", 1, None)
 
 
 def test_training_tasks_miss_the_evaluator_but_it_sees_them():
@@ -250,8 +253,8 @@ def test_peer_watch_reports_only_missing_peers():
     down.close()
     reported = []
     peers = [
-        Address("worker", 1, "127.0.0.1", up.getsockname()[1]),
-        Address("worker", 2, "127.0.0.1", down_port),
+        parse_address(1, "worker", 1, f"127.0.0.1:{up.getsockname()[1]}"),
+        parse_address(2, "worker", 2, f"127.0.0.1:{down_port}"),
     ]
     watch = PeerWatch(peers, 0.5, lambda missing, waited: reported.append(missing), interval=0.05)
     watch.start()
@@ -268,7 +271,7 @@ def test_peer_watch_clock_starts_with_own_server():
     own.close()  # our own server is not up yet: no timeout however long we wait
     reported = []
     watch = PeerWatch(
-        [Address("worker", 1, "127.0.0.1", own_port)],
+        [parse_address(1, "worker", 1, f"127.0.0.1:{own_port}")],
         0.1,
         lambda m, w: reported.append(m),
         own_port=own_port,
@@ -283,7 +286,9 @@ def test_chief_watch_finishes_after_up_then_refused():
     chief = _listener()
     called = threading.Event()
     watch = ChiefWatch(
-        Address("chief", 0, "127.0.0.1", chief.getsockname()[1]), on_finished=called.set, interval=0.05
+        parse_address(0, "chief", 0, f"127.0.0.1:{chief.getsockname()[1]}"),
+        on_finished=called.set,
+        interval=0.05,
     ).start()
     assert watch.seen.wait(2)
     chief.close()

@@ -73,7 +73,9 @@ TF_CONFIG_MAX_BYTES = 131_060
 
 
 class TaskPlan(Value):
-    """One rank of the plan. ``gpus`` is None when this task cannot know that rank's GPUs."""
+    """One rank of a cluster: the one per-task record (the plan's rows, a role's peers).
+    ``gpus`` is None when this task cannot know that rank's GPUs; ``node`` is the host where
+    the cluster came from a TF_CONFIG, which names no nodes."""
 
     __match_args__ = ("rank", "job", "index", "node", "host", "port", "gpus")
     __slots__ = __match_args__
@@ -92,6 +94,9 @@ class TaskPlan(Value):
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.job}:{self.index} at {self.host}:{self.port}"
 
 
 class GpuPlan(Value):

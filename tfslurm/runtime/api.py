@@ -26,13 +26,14 @@ from typing import Any, TypeVar
 
 from tfslurm.controller import ControllerError, controller
 from tfslurm.errors import ParameterServerFailure, RestartCapReached
+from tfslurm.plan import TaskPlan
 from tfslurm.runtime import exits
 from tfslurm.runtime import preemption as _preemption
 from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
 from tfslurm.runtime.peers import ChiefWatch
-from tfslurm.runtime.roles import Address, Role
+from tfslurm.runtime.roles import Role
 from tfslurm.runtime.stops import ignore_signals
 from tfslurm.runtime.tfimport import tensorflow
 from tfslurm.runtime.watcher import start_watcher
@@ -157,7 +158,7 @@ def watch_chief(role: Role, timeout: float) -> ChiefWatch:
     """A started ChiefWatch whose ``finished`` is also set when the chief never shows up."""
     watch: ChiefWatch
 
-    def never_seen(missing: list[Address], waited: float) -> None:
+    def never_seen(missing: list[TaskPlan], waited: float) -> None:
         print(
             f"tfslurm run: {role.job}:{role.index}: {role.chief} was not seen within "
             f"{waited:.0f} s; treating the training as finished",

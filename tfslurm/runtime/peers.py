@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from tfslurm.errors import one_line
-from tfslurm.runtime.roles import Address, Role
+from tfslurm.plan import TaskPlan
+from tfslurm.runtime.roles import Role
 
 PROBE_INTERVAL = 0.25
 
@@ -60,9 +61,9 @@ class PeerWatch:
 
     def __init__(
         self,
-        peers: Sequence[Address],
+        peers: Sequence[TaskPlan],
         timeout: float,
-        on_timeout: Callable[[list[Address], float], None],
+        on_timeout: Callable[[list[TaskPlan], float], None],
         own_port: int | None = None,
         interval: float = PROBE_INTERVAL,
     ) -> None:
@@ -72,7 +73,7 @@ class PeerWatch:
         self.own_port = own_port
         self.interval = interval
         self.all_seen = threading.Event()
-        self.missing: list[Address] = list(peers)
+        self.missing: list[TaskPlan] = list(peers)
         self._stop = threading.Event()
 
     def start(self) -> PeerWatch:
@@ -101,7 +102,7 @@ class PeerWatch:
         self.all_seen.set()
 
 
-def missing_peer_message(role_text: str, missing: list[Address], waited: float) -> str:
+def missing_peer_message(role_text: str, missing: list[TaskPlan], waited: float) -> str:
     names = ", ".join(str(a) for a in missing[:8])
     more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
     return one_line(
@@ -112,7 +113,7 @@ def missing_peer_message(role_text: str, missing: list[Address], waited: float) 
     )
 
 
-def watch_spec(role: Role) -> tuple[list[Address], int | None]:
+def watch_spec(role: Role) -> tuple[list[TaskPlan], int | None]:
     """(peers this task waits for, own port that starts the clock or None). A TF server
     (ps, PSS worker) waits for its chief; the evaluator waits for nobody (its chief may have
     finished already: ``ChiefWatch``); a PSS chief for every ps and worker; an MWMS task,
@@ -136,7 +137,7 @@ def wait_for_peers(role: Role, timeout: float, on_missing: Callable[[], None]) -
     if not peers:
         return None
 
-    def on_timeout(missing: list[Address], waited: float) -> None:
+    def on_timeout(missing: list[TaskPlan], waited: float) -> None:
         print(missing_peer_message(role.describe(), missing, waited), file=sys.stderr, flush=True)
         on_missing()
 
@@ -161,10 +162,10 @@ class ChiefWatch:
 
     def __init__(
         self,
-        chief: Address,
+        chief: TaskPlan,
         timeout: float | None = None,
         on_finished: Callable[[], None] | None = None,
-        on_timeout: Callable[[list[Address], float], None] | None = None,
+        on_timeout: Callable[[list[TaskPlan], float], None] | None = None,
         refusals: int = 2,
         interval: float = PROBE_INTERVAL,
     ) -> None:

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 from tfslurm.cluster import Cluster
 from tfslurm.errors import RoleError, bare, shown
 from tfslurm.numbers import ascii_int, is_int_in
-from tfslurm.plan import Plan, resolve_plan
+from tfslurm.plan import Plan, TaskPlan, resolve_plan
 from tfslurm.settings import DESCRIPTOR_VARIABLE, Settings
 from tfslurm.step import Step
-from tfslurm.value import Value
 
 if TYPE_CHECKING:
     from typing import Final
@@ -33,31 +32,6 @@ if TYPE_CHECKING:
 
 TRAINING_JOBS = ("chief", "worker", "ps")
 KNOWN_JOBS = ("chief", "worker", "ps", "evaluator")
-
-
-class Address(Value):
-    """One task's ``host:port``."""
-
-    __match_args__ = ("job", "index", "host", "port")
-    __slots__ = __match_args__
-
-    def __init__(self, job: str, index: int, host: str, port: int) -> None:
-        self.job: Final = job
-        self.index: Final = index
-        self.host: Final = host
-        self.port: Final = port
-
-    @classmethod
-    def parse(cls, job: str, index: int, text: str) -> Address:
-        """``host:port`` text (from TF_CONFIG or a command line) of ``job`` task ``index``."""
-        host, sep, digits = text.rpartition(":")
-        port = ascii_int(digits, 5)
-        if not (sep and host and port is not None and 0 < port < 65536):
-            raise RoleError(f"cluster address {shown(text)} of {bare(job)}:{index} is not host:port")
-        return cls(job, index, host, port)
-
-    def __str__(self) -> str:
-        return f"{self.job}:{self.index} at {self.host}:{self.port}"
 
 
 class Role:
@@ -120,17 +94,23 @@ class Role:
         """ps and (under ParameterServerStrategy) worker tasks only run a TF server."""
         return self.job == "ps" or (self.job == "worker" and self.strategy == "ps")
 
-    def address(self, job: str | None = None, index: int | None = None) -> Address:
+    def address(self, job: str | None = None, index: int | None = None) -> TaskPlan:
+        """Task ``job``:``index`` (default: this task) as its plan's record, GPUs as far as
+        known here: one builder for every record, so records of one task compare equal."""
         job = self.job if job is None else job
         index = self.index if index is None else index
-        rank = self.cluster.rank_of(job, index)
-        return Address(job, index, self.cluster.host_of(rank), self.cluster.port_of(rank))
+        return self._view().task_of(self.cluster.rank_of(job, index))
 
-    def addresses(self, jobs: tuple[str, ...] = TRAINING_JOBS) -> list[Address]:
-        return [self.address(job, i) for job in jobs for i in range(self.cluster.count_of(job))]
+    def addresses(self, jobs: tuple[str, ...] = TRAINING_JOBS) -> list[TaskPlan]:
+        view, rank_of = self._view(), self.cluster.rank_of
+        return [view.task_of(rank_of(job, i)) for job in jobs for i in range(self.cluster.count_of(job))]
+
+    def _view(self) -> Plan:
+        """The plan the records come from: the role's own, else one of its cluster (no GPUs)."""
+        return Plan(self.cluster) if self.plan is None else self.plan
 
     @property
-    def chief(self) -> Address:
+    def chief(self) -> TaskPlan:
         """The coordinator (PSS) or the MWMS leader."""
         if self.cluster.count_of("chief"):
             return self.address("chief", 0)
@@ -147,6 +127,16 @@ class Role:
 
     def describe(self) -> str:
         return f"{self.job}:{self.index} ({self.strategy}, from {self.source})"
+
+
+def parse_address(rank: int, job: str, index: int, text: str) -> TaskPlan:
+    """``host:port`` text (from TF_CONFIG) of ``job`` task ``index``, rank ``rank``, as the
+    record a TF_CONFIG's cluster gives it: its node is its host, its GPUs not known here."""
+    host, sep, digits = text.rpartition(":")
+    port = ascii_int(digits, 5)
+    if not (sep and host and port is not None and 0 < port < 65536):
+        raise RoleError(f"cluster address {shown(text)} of {bare(job)}:{index} is not host:port")
+    return TaskPlan(rank, job, index, host, host, port, None)
 
 
 def _validate(job: str, index: int, counts: Mapping[str, int], source: str) -> None:
@@ -213,10 +203,12 @@ def role_from_tf_config(text: str) -> Role:
     job = str(task["type"])
     counts = {name: len(tasks) for name, tasks in cluster.items()}
     _validate(job, index, counts, "TF_CONFIG")
-    addresses = [
-        (name, [(a.host, a.port) for a in (Address.parse(name, i, text) for i, text in enumerate(tasks))])
-        for name, tasks in cluster.items()
-    ]
+    addresses: list[tuple[str, list[tuple[str, int]]]] = []
+    rank = 0
+    for name, tasks in cluster.items():
+        parsed = [parse_address(rank + i, name, i, text) for i, text in enumerate(tasks)]
+        addresses.append((name, [(a.host, a.port) for a in parsed]))
+        rank += len(tasks)
     rpc_layer = value.get("rpc_layer")
     return Role(
         Cluster.from_addresses(addresses, str(rpc_layer) if rpc_layer else None), job, index, "TF_CONFIG"
