@@ -11,7 +11,6 @@ Only the standard library; no TensorFlow.
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -19,33 +18,20 @@ from collections.abc import Callable, Sequence
 
 from tfslurm.errors import one_line
 from tfslurm.plan import TaskPlan
+from tfslurm.runtime.probe import connect
 from tfslurm.runtime.roles import Role
 
 PROBE_INTERVAL = 0.25
 
 
-def _probe(host: str, port: int, timeout: float) -> bool | None:
-    """True: something accepts TCP connections on ``host:port``; False: definitely refused;
-    None: no answer (a timeout, a DNS hiccup). ``[v6addr]`` (TF's IPv6 form) is unbracketed."""
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except ConnectionRefusedError:
-        return False
-    except OSError:
-        return None
-
-
 def is_listening(host: str, port: int, timeout: float = 1.0) -> bool:
     """True when something accepts TCP connections on ``host:port``."""
-    return _probe(host, port, timeout) is True
+    return connect(host, port, timeout) is True
 
 
 def is_refused(host: str, port: int, timeout: float = 1.0) -> bool:
     """True only for a definite "nobody listens here" (not for a timeout or DNS hiccup)."""
-    return _probe(host, port, timeout) is False
+    return connect(host, port, timeout) is False
 
 
 class PeerWatch:

@@ -132,14 +132,22 @@ class Prober(Value):
         return f"slurmd port {self.port}, {self.tries} tries of {self.timeout:g} s"
 
 
-def answers(host: str, port: int, timeout: float) -> bool:
-    """Whether ``host``'s kernel answered a connect to ``port`` within ``timeout`` s: it
-    accepted or refused. A timeout, an unreachable host or a name that does not resolve
-    is no answer."""
+def connect(host: str, port: int, timeout: float) -> bool | None:
+    """A TCP connect to ``host:port``: True, something accepts; False, definitely refused;
+    None, no answer within ``timeout`` s (dropped packets, an unreachable host, a name that
+    does not resolve). ``[v6addr]`` (TF's IPv6 form) is unbracketed."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
     except ConnectionRefusedError:
-        return True
-    except OSError:
         return False
+    except OSError:
+        return None
+
+
+def answers(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host``'s kernel answered a connect to ``port`` within ``timeout`` s: it
+    accepted or refused."""
+    return connect(host, port, timeout) is not None
