@@ -99,7 +99,7 @@ def cluster_with(factory: Callable[..., LocalCluster], plugin: Path, wrapper: Pa
 
 def slurmd_logs(cluster: LocalCluster) -> str:
     return "".join(
-        p.read_text(errors="replace") for p in Path(cluster.layout.path("log")).glob("slurmd-*.log")
+        p.read_text(errors="replace") for p in Path(cluster.files.path("log")).glob("slurmd-*.log")
     )
 
 
