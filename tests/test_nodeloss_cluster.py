@@ -35,6 +35,16 @@ RELAUNCH = (
 )
 
 
+def assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps):
+    """The 3 workers of a recovered run end with one set of weights, the one the same run
+    without a failure, on three nodes, ends with."""
+    recovered = final_digests(text, steps)
+    assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
+    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
+    whole = final_digests(ended(cluster, job2, log2), steps)
+    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+
+
 @pytest.fixture(scope="module")
 def cluster(slurm_cluster_factory: Any) -> Any:
     return slurm_cluster_factory(num_nodes=4, gpus=0, slurmd_timeout=10)
@@ -149,12 +159,7 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
     # TF's start after the relaunch: 5-7 s on an idle 2-CPU machine (bench/nodeloss.py), more
     # while the suite's other versions run beside it
     assert first < 30, first
-    recovered = final_digests(text, steps)
-    assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
-    # the same run without a failure, on three nodes
-    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
-    whole = final_digests(ended(cluster, job2, log2), steps)
-    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+    assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps)
     print(
         f"\nMWMS 3+1 spare, node DOWN at step {last}: step failed {detect:.2f} s after DOWN, "
         f"first step trained again {first:.2f} s after DOWN, {failed - at} steps trained again"
@@ -212,11 +217,7 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     detect, first = float(silent[0]) - killed, float(found.group(8)) - killed
     assert detect < 10, detect
     assert first < 40, first  # 20 s or less on an idle machine (bench/nodeloss.py --silent)
-    recovered = final_digests(text, steps)
-    assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
-    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
-    whole = final_digests(ended(cluster, job2, log2), steps)
-    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+    assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps)
     print(
         f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after"
     )
