@@ -18,6 +18,9 @@ from tfslurm.errors import ContainerError
 from tfslurm.runtime.container import container_prefix, container_start, passed_names
 from tfslurm.settings import Settings
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 ENV = {
     "TF_CONFIG": "{}",
     "CUDA_VISIBLE_DEVICES": "1",

@@ -18,6 +18,11 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+import pytest
+
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 PACKAGE = Path(__file__).resolve().parents[1] / "tfslurm"
 READERS = ("Settings", "Step")
 

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 PACKAGE = Path(__file__).resolve().parents[1] / "tfslurm"
 SNAPSHOT_MODULES = ("step.py", "settings.py")
 SKIPPED = ("localcluster", "examples")

@@ -39,6 +39,9 @@ from tfslurm.prolog import task_changes
 from tfslurm.settings import Settings
 from tfslurm.step import Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 ALL = ("tf", "keras", "jax", "torch")
 
 

@@ -34,6 +34,9 @@ from tfslurm.gpus import (
 )
 from tfslurm.step import Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 # --- the recorded shapes, on every recorded Slurm version ---------------------------------
 
 

@@ -28,6 +28,9 @@ from tfslurm.gpus import (
 from tfslurm.layout import layout_for
 from tfslurm.step import Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 # --- warnings ----------------------------------------------------------------------------
 
 

@@ -16,7 +16,12 @@ import tokenize
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from hook_modules import HOOK_MODULES, HOOK_OPTIONAL_MODULES
+
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Function-level imports of tfslurm modules allowed in the whole package: each keeps a heavy

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from conftest import tfslurm_cli
+
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
 
 
 def tfslurm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -31,6 +31,9 @@ from tfslurm.hostlist import (
     nth,
 )
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 # ---- compress -------------------------------------------------------------------------
 
 # (hosts, scontrol show hostlist, scontrol show hostlistsorted), observed with 22.05.8

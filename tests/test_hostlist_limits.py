@@ -32,6 +32,9 @@ from tfslurm.hostlist import (
     nth,
 )
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 # ---- the limits (their timing: bench/limits.py) -------------------------------------------
 
 

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 from tfslurm.errors import JobSpecError, TfslurmError
 from tfslurm.jobspec import TF_JOB_NAMES, format_jobs, near_tf_name, order_jobs, parse_jobs, split_spec
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 
 def test_string_spec_keeps_written_order():
     jobs = parse_jobs("worker:3,ps:1", 4)

@@ -26,6 +26,9 @@ from tfslurm.layout import (
 )
 from tfslurm.step import Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 PATHS = observed.paths_by_id()
 
 

@@ -17,6 +17,9 @@ import pytest
 
 from conftest import in_ci
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 REPO = Path(__file__).resolve().parents[1]
 
 

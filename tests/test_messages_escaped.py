@@ -18,6 +18,9 @@ import pytest
 from tfslurm.errors import MAX_MESSAGE, TfslurmError, escaped, one_line
 from tfslurm.numbers import ascii_int
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 CONTROLS = [chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))]
 RAW = frozenset(CONTROLS)
 HUGE = "9" * 5000  # past CPython's 4,300-digit limit on int()

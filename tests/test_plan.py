@@ -37,6 +37,9 @@ from tfslurm.ports import PortRule
 from tfslurm.step import Step
 from tfslurm.tfcompat import TF_JOB_ORDER
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 
 def tf_config_fits(plan: Plan, rank: int | None = None) -> bool:
     """Whether TF_CONFIG of a rank can pass through exec / Slurm's task environment."""

@@ -31,6 +31,9 @@ from tfslurm.ports import (
 )
 from tfslurm.step import FIELD_VARIABLES, Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
 STEPS = [(fid, label) for fid, fx in sorted(FIXTURES.items()) for label in fx.steps]
 LINUX = DEFAULT_EPHEMERAL_RANGE

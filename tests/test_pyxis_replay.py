@@ -19,6 +19,9 @@ import pytest
 from tfslurm.container_env import gpu_overrides, replaced, warning
 from tfslurm.prolog import CONTAINER_ARG, container_lines, main, read_environ, task_changes
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 PYXIS = Path(__file__).parent / "data" / "containers" / "pyxis"
 _BLOCK = re.compile(r"^## (hook env|hook stdin|task) (\d+)$")
 WRONG_ORDER = (

@@ -20,6 +20,9 @@ from tfslurm.step import (
     restart_count_from_environ,
 )
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 EVERY = {
     "TFSLURM_TF_DIST": "ps:1,worker:*",
     "TFSLURM_DESCRIPTOR": "v1:abc",

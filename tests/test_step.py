@@ -10,6 +10,9 @@ import observed
 from tfslurm.errors import SlurmEnvError
 from tfslurm.step import HetComponent, Step
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 FIXTURES = {observed.fixture_id(p): observed.load(p) for p in observed.all_paths()}
 
 

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 PACKAGE = Path(__file__).resolve().parents[1] / "tfslurm"
 MAX_LINES = 600
 #: Over MAX_LINES on purpose: its two paths (by prefix and width, and host by host, Slurm's

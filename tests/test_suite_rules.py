@@ -16,6 +16,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+# the same on every Slurm version: tests/matrix.sh leaves these to the host's run
+pytestmark = pytest.mark.pure
+
 TESTS = Path(__file__).resolve().parent
 MAX_LINES = 800
 SLEEP = "time.sleep"  # spelt apart from its arguments below, so this file plants no violation
