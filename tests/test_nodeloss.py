@@ -26,6 +26,7 @@ from tfslurm.runtime.nodeloss import (
     Supervisor,
     after_failure,
     first_placement,
+    short_of_spares,
     shrink_line,
 )
 from tfslurm.runtime.probe import Prober, answers, probe_due, silent_nodes, slurmd_port
@@ -298,3 +299,41 @@ def test_without_a_prober_nothing_is_probed_and_errors_pass_untouched(tmp_path: 
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == "srun: error: node2: task 1: Exited with exit code 1\n"
+
+
+def test_a_relaunch_short_of_nodes_asks_again_for_a_spare_not_usable_yet() -> None:
+    """The spare is listed NOT_RESPONDING (a loaded slurmd missed Slurm's ping) when the
+    step fails: the supervisor asks again rather than requeue at once, and takes it."""
+    answers_ = [(("n1", "n3"), ("n1",)), (("n1", "n3"), ("n1",)), (("n1", "n3"), ("n1", "n3"))]
+    asked: list[float] = []
+
+    def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        asked.append(time.monotonic())
+        return answers_[min(len(asked) - 1, len(answers_) - 1)]
+
+    out = io.StringIO()
+    supervisor = Supervisor(["srun"], parse(spares="1"), ask, {}, job=NO_KILL, out=out)
+    decision = supervisor.decide(Placement(("n1", "n2")), 1, 3)
+    assert decision.action == "relaunch" and decision.placement == Placement(("n1", "n3")), decision
+    assert len(asked) == 3 and asked[-1] - asked[0] >= 1.9
+    assert out.getvalue().splitlines()[0] == (
+        "tfslurm: node n3 of the job not usable now: asking the controller again for up to 15 s "
+        "before giving up on it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("job_nodes", "usable", "dead", "expected"),
+    [
+        (("n1", "n3"), ("n1",), (), ["n3"]),  # the spare not usable: ask again
+        (("n1", "n3"), ("n1",), ("n3",), []),  # found silent: never again
+        (("n1", "n3"), ("n1", "n3"), (), []),  # the spare is in: nothing to wait for
+        (("n1",), ("n1",), (), []),  # no node outside the step: nothing to wait for
+    ],
+)
+def test_short_of_spares_names_only_nodes_worth_asking_about(
+    job_nodes: tuple[str, ...], usable: tuple[str, ...], dead: tuple[str, ...], expected: list[str]
+) -> None:
+    placement = Placement(("n1", "n2"))
+    decision = after_failure(parse(spares="1"), placement, job_nodes, usable, 1, 3)
+    assert short_of_spares(decision, placement, job_nodes, usable, dead) == expected

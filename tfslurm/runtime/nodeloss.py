@@ -300,6 +300,28 @@ def shrink_line(before: Placement, after: Placement, batch_per_worker: int | Non
     return f"shrinking: workers {old} -> {new} on nodes {len(before.nodes)} -> {len(after.nodes)}, {batch}"
 
 
+#: Seconds a relaunch short of nodes waits for a node of the job that the controller lists
+#: as not usable, not found silent and not lost from the step: a slurmd slow to answer
+#: Slurm's ping (a loaded node) is flagged NOT_RESPONDING until its next answer.
+SPARE_WAIT_S = 15.0
+
+
+def short_of_spares(
+    decision: Decision,
+    placement: Placement,
+    job_nodes: Sequence[str],
+    usable: Sequence[str],
+    dead: Mapping[str, None] | Sequence[str] = (),
+) -> list[str]:
+    """The job's nodes outside ``placement`` that the controller lists as not usable (and
+    that were not found silent), when ``decision`` has fewer nodes than ``placement``
+    (a requeue, a shrink): the nodes worth asking about again. Empty otherwise."""
+    kept = decision.placement.nodes if decision.placement is not None else ()
+    if decision.action == "fail" or len(kept) >= len(placement.nodes):
+        return []
+    return [n for n in job_nodes if n not in usable and n not in dead and n not in placement.nodes]
+
+
 #: Seconds between pairs of SIGINTs to the srun of a stuck step, until it exits.
 END_AGAIN_S = 2.0
 #: Seconds srun may take to end a step with a silent node before it is killed: srun ends
@@ -570,6 +592,18 @@ class Supervisor:
             return Decision("relaunch", None, (), _again(status, left))
         job_nodes, usable = self._view()
         decision = after_failure(self.recovery, placement, job_nodes, usable, status, left)
+        waiting = short_of_spares(decision, placement, job_nodes, usable, self._dead)
+        if waiting and not as_given:
+            self.say(
+                f"node {','.join(waiting)} of the job not usable now: asking the controller again "
+                f"for up to {SPARE_WAIT_S:g} s before giving up on it"
+            )
+            deadline = time.monotonic() + SPARE_WAIT_S
+            while waiting and time.monotonic() < deadline:
+                time.sleep(1.0)
+                job_nodes, usable = self._view()
+                decision = after_failure(self.recovery, placement, job_nodes, usable, status, left)
+                waiting = short_of_spares(decision, placement, job_nodes, usable, self._dead)
         if not as_given:
             return decision
         if decision.lost:
