@@ -134,12 +134,17 @@ exec .venv/bin/python -m pytest "$@"
 '
 
 run_suite() {  # run_suite SUITE ROOT LOG
-    local suite=$1 root=$2 log=$3
+    local suite=$1 root=$2 log=$3 lock rc=0
+    # one run at a time in a root: a second would overwrite the checkout and venv under the first
+    exec {lock}>"$root.lock"
+    flock -n "$lock" || { echo "matrix.sh: $suite: another run holds $root.lock; waiting for it" >&2; flock "$lock"; }
     copy_checkout "$root/work/tfslurm"
     unshare --mount --propagation private --fork -- \
         env -i CI="${CI:-}" TERM=dumb LANG=C.UTF-8 PYTHON="${SUITE_PYTHON[$suite]:-python3}" \
         $(env | grep -E '^PIP_[A-Z_]+=' || true) \
-        bash -c "$INNER" inner "$root" "${pytest_args[@]}" >"$log" 2>&1
+        bash -c "$INNER" inner "$root" "${pytest_args[@]}" >"$log" 2>&1 || rc=$?
+    exec {lock}>&-
+    return $rc
 }
 
 mkdir -p "$CACHE"
