@@ -17,6 +17,7 @@ import pytest
 
 from conftest import tfslurm_cli
 from tfslurm.errors import ControllerError, NodeLossError
+from tfslurm.runtime.jobend import nodes_kept
 from tfslurm.runtime.nodeloss import (
     BatchJob,
     Decision,
@@ -26,7 +27,6 @@ from tfslurm.runtime.nodeloss import (
     Supervisor,
     after_failure,
     first_placement,
-    nodes_kept,
     shrink_line,
 )
 from tfslurm.runtime.probe import Prober, answers, probe_due, silent_nodes, slurmd_port

@@ -31,11 +31,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from tfslurm import hostlist
-from tfslurm.errors import ControllerError, NodeLossError
+from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
 from tfslurm.runtime.exits import EXIT_STOPPED, FINAL_STATUSES
+from tfslurm.runtime.jobend import drop_silent
 from tfslurm.runtime.probe import TROUBLE, probe_due
 from tfslurm.settings import (
     HEARTBEAT_VARIABLE,
@@ -287,13 +287,6 @@ def after_failure(
     return Decision("relaunch", Placement(nodes, ntasks), lost, line)
 
 
-def nodes_kept(job_nodes: Sequence[str], silent: Sequence[str]) -> tuple[str, ...] | None:
-    """The job's nodes to keep when ``silent`` nodes are dropped from it; None when none of
-    them is the job's (nothing to drop) or none of the job's would be left."""
-    kept = tuple(n for n in job_nodes if n not in silent)
-    return kept if kept and len(kept) < len(job_nodes) else None
-
-
 def shrink_line(before: Placement, after: Placement, batch_per_worker: int | None) -> str | None:
     """The one line that says what a shrink changed, None when nothing shrank."""
     if len(after.nodes) >= len(before.nodes):
@@ -325,15 +318,12 @@ class Supervisor:
 
     With a ``prober`` the supervisor does not wait for Slurm to notice a node that died
     silently: when the step shows trouble it probes the job's nodes, keeps the silent ones
-    out for the rest of the allocation, and ends the step without waiting for them. With
-    ``drop`` (the controller's shrink of the job to the nodes given) it also drops them from
-    the running job: Slurm would otherwise hold the finished job COMPLETING until it sets
-    the silent node DOWN (minutes), and ``sbatch --wait`` and dependencies wait with it."""
+    out for the rest of the allocation, and ends the step without waiting for them; ``drop``
+    (:func:`tfslurm.runtime.jobend.drop_silent`) takes them out of the job."""
 
     __slots__ = (
         "_dead", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped", "_stopping",
-        "_trouble", "argv", "ask", "batch_per_worker", "drop", "env", "err", "job", "out", "prober",
-        "recovery",
+        "_trouble", "argv", "ask", "batch_per_worker", "drop", "env", "err", "job", "out", "prober", "recovery",
     )  # fmt: skip
 
     def __init__(
@@ -510,32 +500,10 @@ class Supervisor:
                 f"node {','.join(in_step)} silent: {how}, {quiet:.1f} s without a step line; "
                 f"ending the step without waiting for it (at {time.time():.3f})"
             )
-        if silent:
-            self._drop_silent()
+        line = drop_silent(self.ask, self.drop, tuple(self._dead), self.job.job_id) if silent else None
+        if line:
+            self.say(line)
         return bool(in_step)
-
-    def _drop_silent(self) -> None:
-        """Drop the silent nodes from the job while it runs (one line); a refusal is one
-        warning line: the job then ends when Slurm sets the node DOWN."""
-        if self.drop is None:
-            return
-        try:
-            job_nodes, _ = self.ask()
-            kept = nodes_kept(job_nodes, tuple(self._dead))
-            if kept is None:
-                return
-            self.drop(kept)
-        except ControllerError as exc:
-            self.say(
-                f"warning: could not drop the silent node(s) from job {self.job.job_id}: {exc}; "
-                "the job ends when Slurm sets them DOWN"
-            )
-            return
-        dropped = ",".join(n for n in job_nodes if n not in kept)
-        self.say(
-            f"node {dropped} dropped from job {self.job.job_id} (scontrol update "
-            f"NodeList={hostlist.compress(kept)}): the job can end without waiting for Slurm to set it DOWN"
-        )
 
     def _abandon(self, proc: subprocess.Popen[bytes]) -> None:
         """End a step with a silent node: srun's double SIGINT ends the tasks on the live
