@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import tfslurm_cli
-from tfslurm.errors import NodeLossError
+from tfslurm.errors import ControllerError, NodeLossError
+from tfslurm.runtime.jobend import nodes_kept
 from tfslurm.runtime.nodeloss import (
     BatchJob,
     Decision,
@@ -258,34 +259,73 @@ while True:
 """
 
 
-def test_a_silent_node_ends_the_step_and_stays_out(tmp_path: Path) -> None:
+def test_the_silent_nodes_are_dropped_from_the_job_while_others_remain():
+    assert nodes_kept(NODES, ("n2",)) == ("n1", "n3", "n4")
+    assert nodes_kept(NODES, ("n2", "n4")) == ("n1", "n3")
+    assert nodes_kept(("n1", "n3", "n4"), ("n2",)) is None  # already out of the job
+    assert nodes_kept(("n1",), ("n1",)) is None  # a job keeps one node at least
+
+
+def hanging_srun(tmp_path: Path) -> Path:
     fake = tmp_path / "srun"  # an executable: the supervisor puts -N, -w after its name
     fake.write_text(f"#!{sys.executable}\n{HANGING_SRUN}")
     fake.chmod(0o755)
+    return fake
+
+
+def test_a_silent_node_ends_the_step_and_stays_out(tmp_path: Path) -> None:
+    fake = hanging_srun(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     views = [NODES, NODES]  # the controller lists n2 up all along
     prober = FakeProber(("n2",))
+    kept: list[tuple[str, ...]] = []
     supervisor = Supervisor(
         [str(fake)], parse(spares="1"), lambda: (views[0], views[0]), os.environ,
-        job=NO_KILL, out=out, err=err, prober=prober,
+        job=NO_KILL, out=out, err=err, prober=prober, drop=lambda nodes: kept.append(tuple(nodes)),
     )  # fmt: skip
     placement = supervisor.place()
     started = time.monotonic()
     assert supervisor.launch(placement) == 137  # killed, not waited for
     assert time.monotonic() - started < 5
     assert prober.asked == [("n1", "n2", "n3", "n4")]
+    assert kept == [("n1", "n3", "n4")]
     lines = [line for line in out.getvalue().splitlines() if line.startswith("tfslurm:")]
     assert re.fullmatch(
         r"tfslurm: node n2 silent: no answer from its slurmd \(slurmd port 6818, 2 tries of 0.1 s\), "
         r"1\.\d s without a step line; ending the step without waiting for it \(at [\d.]+\)",
-        lines[-1],
+        lines[-2],
     ), lines
+    assert lines[-1] == (
+        "tfslurm: node n2 dropped from job 7 (scontrol update NodeList=n[1,3-4]): "
+        "the job can end without waiting for Slurm to set it DOWN"
+    )
     decision = supervisor.decide(placement, 137, 3)
     assert (
         decision.line
         == "node n2 lost (step exit 137): relaunching on n1,n3,n4 (spare n4 in; 0 spare(s) left)"
     )
     assert supervisor.place().nodes == ("n1", "n3")  # never picked again in this allocation
+
+
+def test_a_refused_drop_is_one_warning_and_the_step_still_ends(tmp_path: Path) -> None:
+    def refuse(nodes: Sequence[str]) -> None:
+        raise ControllerError("scontrol update failed (exit 1): Access/permission denied")
+
+    out = io.StringIO()
+    supervisor = Supervisor(
+        [str(hanging_srun(tmp_path))], parse(spares="1"), lambda: (NODES, NODES), os.environ,
+        job=NO_KILL, out=out, err=io.StringIO(), prober=FakeProber(("n2",)), drop=refuse,
+    )  # fmt: skip
+    placement = supervisor.place()
+    assert supervisor.launch(placement) == 137
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("tfslurm:")]
+    assert re.match(r"tfslurm: node n2 silent: ", lines[-2]), lines
+    assert lines[-1] == (
+        "tfslurm: warning: could not drop the silent node(s) from job 7: scontrol update failed "
+        "(exit 1): Access/permission denied; the job ends when Slurm sets them DOWN"
+    )
+    decision = supervisor.decide(placement, 137, 3)
+    assert decision.action == "relaunch" and decision.placement == Placement(("n1", "n3", "n4"))
 
 
 def test_without_a_prober_nothing_is_probed_and_errors_pass_untouched(tmp_path: Path) -> None:

@@ -20,7 +20,17 @@ from typing import Any
 import pytest
 
 from conftest import needs
-from jobs import example, final_digests, job_env, job_field, ps_done, wait_for, wait_requeued_then_release
+from jobs import (
+    example,
+    final_digests,
+    finish_times,
+    job_env,
+    job_field,
+    ps_done,
+    wait_for,
+    wait_requeued_then_release,
+)
+from tfslurm import hostlist
 from tfslurm.controller.commands import CommandController
 from tfslurm.localcluster import nodefail, slurm_version
 from tfslurm.runtime.templates import template_path
@@ -118,6 +128,13 @@ def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED", timeout: 
     return log.read_text()
 
 
+def training_end(text: str) -> float:
+    """When the last worker's program finished (clock time)."""
+    times = finish_times(text)
+    assert times, text[-4000:]
+    return max(times.values())
+
+
 def step_nodes(cluster: Any, job: int) -> list[tuple[str, ...]]:
     return [
         s.nodes for s in CommandController(cluster.env).steps(str(job)) if not s.step_id.endswith("batch")
@@ -198,7 +215,9 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     """3 workers + 1 spare, node2 goes silent at step 45 (links down, every process
     SIGKILLed, nothing said to Slurm): the supervisor finds it by itself within 10 s, names
     it in one line, ends the step without waiting for it and relaunches on node1,node3 and
-    the spare; the training resumes and ends with the weights of an uninterrupted run."""
+    the spare; the training resumes and ends with the weights of an uninterrupted run. The
+    supervisor dropped node2 from the running job, so the job ends COMPLETED soon after the
+    training instead of staying COMPLETING until Slurm sets node2 DOWN (about 470 s)."""
     steps, every = 100, 10
     program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=every)
     job, log = submit(cluster, tmp_path / "silent", "mwms.sbatch", program, "-N4",
@@ -208,6 +227,16 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     found = wait_for(log, RELAUNCH, timeout=60)
     assert step_nodes(cluster, job)[-1] == ("node1", "node3", "node4")
     text = ended(cluster, job, log)
+    job_end = time.time() - training_end(text)  # ended polls every 0.2 s
+    assert "node2" not in hostlist.expand(job_field(cluster, job, "NodeList")), job_field(
+        cluster, job, "NodeList"
+    )
+    assert re.search(
+        rf"tfslurm: node node2 dropped from job {job} \(scontrol update NodeList=node\[1,3-4\]\): "
+        r"the job can end without waiting for Slurm to set it DOWN\n",
+        text,
+    ), text[-4000:]
+    assert job_end < 30, job_end
     silent = re.findall(r"tfslurm: node node2 silent: .* \(at ([\d.]+)\)\n", text)
     assert len(silent) == 1 and "tfslurm: spare node" not in text, text[-4000:]
     assert re.search(
@@ -219,7 +248,8 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     assert first < 40, first  # 20 s or less on an idle machine (bench/nodeloss.py --silent)
     assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps)
     print(
-        f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after"
+        f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after, "
+        f"job ended {job_end:.2f} s after the training"
     )
 
 

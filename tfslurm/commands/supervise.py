@@ -16,6 +16,7 @@ import argparse
 import os
 import signal
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tfslurm.controller import controller
@@ -26,7 +27,9 @@ from tfslurm.settings import Settings
 from tfslurm.step import slurm_conf_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
+
+    from tfslurm.controller import Controller
 
 #: Where Slurm's commands read slurm.conf when SLURM_CONF does not say (Debian's and the
 #: default build's path).
@@ -44,10 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("srun", nargs=argparse.REMAINDER, help="-- srun [OPTIONS] PROGRAM...")
 
 
-def _controller_view(
-    job_id: str, settings: Settings, env: Mapping[str, str]
-) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
-    ctl = controller(settings, env)
+def _controller_view(ctl: Controller, job_id: str) -> Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]:
 
     def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
         nodes = tuple(ctl.job(job_id).nodes)
@@ -78,13 +78,22 @@ def run(args: argparse.Namespace) -> int:
         )
     if (recovery.places_nodes or job.no_kill) and job.job_id is None:
         raise NodeLossError("SLURM_JOB_ID is not set: run tfslurm supervise in a batch script")
-    ask = _controller_view(str(job.job_id), settings, env) if job.job_id is not None else _nothing
+    ctl = controller(settings, env) if job.job_id is not None else None
+    ask = _controller_view(ctl, str(job.job_id)) if ctl is not None else _nothing
     # a node that dies silently is looked for only where it can be left out and the step
     # relaunched without it: a job that keeps its allocation, with relaunches asked for
     recovers = job.no_kill and (recovery.places_nodes or recovery.restarts > 0)
     prober = Prober(slurmd_port(read_conf(slurm_conf_path(env) or DEFAULT_CONF))) if recovers else None
+    drop = partial(ctl.shrink, str(job.job_id)) if ctl is not None and prober is not None else None
     supervisor = Supervisor(
-        command, recovery, ask, env, job=job, batch_per_worker=args.batch_per_worker, prober=prober
+        command,
+        recovery,
+        ask,
+        env,
+        job=job,
+        batch_per_worker=args.batch_per_worker,
+        prober=prober,
+        drop=drop,
     )
     preempt = settings.preempt_signal()
     for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:

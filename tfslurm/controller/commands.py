@@ -61,6 +61,9 @@ class CommandController:
     def release(self, job_id: str) -> None:
         self._call("scontrol", "release", job_id)
 
+    def shrink(self, job_id: str, nodes: Sequence[str]) -> None:
+        self._call("scontrol", "update", f"JobId={job_id}", f"NodeList={hostlist.compress(nodes)}")
+
     def _call(self, *argv: str) -> str:
         shown = " ".join(argv)
         try:

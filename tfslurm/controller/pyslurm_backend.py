@@ -188,6 +188,11 @@ class PyslurmController:
         job = self._pyslurm.Job(int(job_id))
         self._call(f"Job({job_id}).release()", job.release)
 
+    def shrink(self, job_id: str, nodes: Sequence[str]) -> None:
+        # the shrink measured on a cluster is scontrol's (NodeList of a running job); the
+        # commands make it, as they answer what pyslurm cannot load
+        self._fallback().shrink(job_id, nodes)
+
     def _record(self, job_id: str) -> dict[str, Any] | None:
         """The job's record, or None where the commands must answer."""
         if not job_id.isdigit():

@@ -35,6 +35,7 @@ from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
 from tfslurm.numbers import ascii_int
 from tfslurm.runtime.exits import EXIT_STOPPED, FINAL_STATUSES
+from tfslurm.runtime.jobend import drop_silent
 from tfslurm.runtime.probe import TROUBLE, probe_due
 from tfslurm.settings import (
     HEARTBEAT_VARIABLE,
@@ -339,11 +340,12 @@ class Supervisor:
 
     With a ``prober`` the supervisor does not wait for Slurm to notice a node that died
     silently: when the step shows trouble it probes the job's nodes, keeps the silent ones
-    out for the rest of the allocation, and ends the step without waiting for them."""
+    out for the rest of the allocation, and ends the step without waiting for them; ``drop``
+    (:func:`tfslurm.runtime.jobend.drop_silent`) takes them out of the job."""
 
     __slots__ = (
         "_dead", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped", "_stopping",
-        "_trouble", "argv", "ask", "batch_per_worker", "env", "err", "job", "out", "prober", "recovery",
+        "_trouble", "argv", "ask", "batch_per_worker", "drop", "env", "err", "job", "out", "prober", "recovery",
     )  # fmt: skip
 
     def __init__(
@@ -358,6 +360,7 @@ class Supervisor:
         err: TextIO | None = None,
         batch_per_worker: int | None = None,
         prober: Prober | None = None,
+        drop: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.recovery = recovery
@@ -366,6 +369,7 @@ class Supervisor:
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.prober = prober
+        self.drop = drop
         self.job = job
         self.batch_per_worker = batch_per_worker
         self._proc: subprocess.Popen[bytes] | None = None
@@ -518,6 +522,9 @@ class Supervisor:
                 f"node {','.join(in_step)} silent: {how}, {quiet:.1f} s without a step line; "
                 f"ending the step without waiting for it (at {time.time():.3f})"
             )
+        line = drop_silent(self.ask, self.drop, tuple(self._dead), self.job.job_id) if silent else None
+        if line:
+            self.say(line)
         return bool(in_step)
 
     def _abandon(self, proc: subprocess.Popen[bytes]) -> None:
