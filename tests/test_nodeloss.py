@@ -10,27 +10,27 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from conftest import tfslurm_cli
 from tfslurm.errors import ControllerError, NodeLossError
-from tfslurm.runtime.jobend import nodes_kept
+from tfslurm.runtime.jobend import drop_silent, nodes_kept
 from tfslurm.runtime.nodeloss import (
     BatchJob,
     Decision,
     Placement,
     Recovery,
     RecoverySettings,
-    Supervisor,
     after_failure,
     first_placement,
     short_of_spares,
     shrink_line,
 )
 from tfslurm.runtime.probe import Prober, answers, probe_due, silent_nodes, slurmd_port
+from tfslurm.runtime.supervisor import Supervisor
 
 NO_KILL = BatchJob(job_id=7, ntasks=None, ntasks_per_node=None, no_kill=True)
 NODES = ("n1", "n2", "n3", "n4")
@@ -288,17 +288,13 @@ def test_a_silent_node_ends_the_step_and_stays_out(tmp_path: Path) -> None:
     assert supervisor.launch(placement) == 137  # killed, not waited for
     assert time.monotonic() - started < 5
     assert prober.asked == [("n1", "n2", "n3", "n4")]
-    assert kept == [("n1", "n3", "n4")]
+    assert kept == []  # left in the job until the training is over and Slurm flags it
     lines = [line for line in out.getvalue().splitlines() if line.startswith("tfslurm:")]
     assert re.fullmatch(
         r"tfslurm: node n2 silent: no answer from its slurmd \(slurmd port 6818, 2 tries of 0.1 s\), "
         r"1\.\d s without a step line; ending the step without waiting for it \(at [\d.]+\)",
-        lines[-2],
+        lines[-1],
     ), lines
-    assert lines[-1] == (
-        "tfslurm: node n2 dropped from job 7 (scontrol update NodeList=n[1,3-4]): "
-        "the job can end without waiting for Slurm to set it DOWN"
-    )
     decision = supervisor.decide(placement, 137, 3)
     assert (
         decision.line
@@ -307,25 +303,50 @@ def test_a_silent_node_ends_the_step_and_stays_out(tmp_path: Path) -> None:
     assert supervisor.place().nodes == ("n1", "n3")  # never picked again in this allocation
 
 
-def test_a_refused_drop_is_one_warning_and_the_step_still_ends(tmp_path: Path) -> None:
+def flagged_after(polls: int) -> tuple[list[float], Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """A controller that lists n2 up for the first ``polls`` answers, then NOT_RESPONDING."""
+    slept: list[float] = []
+
+    def ask() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return NODES, NODES if len(slept) < polls else ("n1", "n3", "n4")
+
+    return slept, ask
+
+
+@pytest.mark.parametrize("polls", [0, 3])
+def test_a_silent_node_leaves_the_job_once_slurm_lists_it_unusable(polls: int) -> None:
+    slept, ask = flagged_after(polls)
+    kept: list[tuple[str, ...]] = []
+    line = drop_silent(ask, lambda nodes: kept.append(tuple(nodes)), ("n2",), 7, sleep=slept.append)
+    assert len(slept) == polls and kept == [("n1", "n3", "n4")]
+    assert line == (
+        "node n2 dropped from job 7 (scontrol update NodeList=n[1,3-4]): "
+        "the job can end without waiting for Slurm to set it DOWN"
+    )
+
+
+def test_a_silent_node_slurm_still_lists_up_stays_in_the_job() -> None:
+    """Dropped while listed up, it would go back to Slurm's pool as idle: the next job
+    given it would hang."""
+    slept, ask = flagged_after(1000)
+    kept: list[tuple[str, ...]] = []
+    line = drop_silent(ask, lambda nodes: kept.append(tuple(nodes)), ("n2",), 7, sleep=slept.append)
+    assert kept == [] and len(slept) == 25
+    assert line == (
+        "node n2 still listed up by Slurm 25 s on: kept in job 7 so that no other job is given it; "
+        "the job ends when Slurm sets it DOWN"
+    )
+
+
+def test_a_refused_drop_is_one_warning() -> None:
     def refuse(nodes: Sequence[str]) -> None:
         raise ControllerError("scontrol update failed (exit 1): Access/permission denied")
 
-    out = io.StringIO()
-    supervisor = Supervisor(
-        [str(hanging_srun(tmp_path))], parse(spares="1"), lambda: (NODES, NODES), os.environ,
-        job=NO_KILL, out=out, err=io.StringIO(), prober=FakeProber(("n2",)), drop=refuse,
-    )  # fmt: skip
-    placement = supervisor.place()
-    assert supervisor.launch(placement) == 137
-    lines = [line for line in out.getvalue().splitlines() if line.startswith("tfslurm:")]
-    assert re.match(r"tfslurm: node n2 silent: ", lines[-2]), lines
-    assert lines[-1] == (
-        "tfslurm: warning: could not drop the silent node(s) from job 7: scontrol update failed "
+    slept, ask = flagged_after(0)
+    assert drop_silent(ask, refuse, ("n2",), 7, sleep=slept.append) == (
+        "warning: could not drop the silent node(s) from job 7: scontrol update failed "
         "(exit 1): Access/permission denied; the job ends when Slurm sets them DOWN"
     )
-    decision = supervisor.decide(placement, 137, 3)
-    assert decision.action == "relaunch" and decision.placement == Placement(("n1", "n3", "n4"))
 
 
 def test_without_a_prober_nothing_is_probed_and_errors_pass_untouched(tmp_path: Path) -> None:
@@ -334,7 +355,7 @@ def test_without_a_prober_nothing_is_probed_and_errors_pass_untouched(tmp_path: 
         "import sys; print('srun: error: node2: task 1: Exited with exit code 1', file=sys.stderr)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from tfslurm.runtime.nodeloss import Supervisor, Recovery; "
+        [sys.executable, "-c", "import sys; from tfslurm.runtime.nodeloss import Recovery; from tfslurm.runtime.supervisor import Supervisor; "
          f"sys.exit(Supervisor([sys.executable, {str(fake)!r}], Recovery(), lambda: ((), ()), {{}}).launch(None))"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from tfslurm.controller import controller
 from tfslurm.errors import NodeLossError
-from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings, Supervisor
+from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings
 from tfslurm.runtime.probe import Prober, read_conf, slurmd_port
+from tfslurm.runtime.supervisor import Supervisor
 from tfslurm.settings import Settings
 from tfslurm.step import slurm_conf_path
 

@@ -9,6 +9,7 @@ silent node, the job ends COMPLETED with its batch script.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
@@ -25,20 +26,44 @@ def nodes_kept(job_nodes: Sequence[str], silent: Sequence[str]) -> tuple[str, ..
     return kept if kept and len(kept) < len(job_nodes) else None
 
 
+#: Seconds the supervisor waits, after the training, for Slurm to list the silent nodes
+#: unusable before it drops them (Slurm flags a node NOT_RESPONDING 10-25 s after its
+#: death, at the first message to it that fails).
+FLAG_WAIT_S = 25.0
+
+
 def drop_silent(
     ask: Callable[[], tuple[tuple[str, ...], tuple[str, ...]]],
     drop: Callable[[Sequence[str]], None] | None,
     silent: Sequence[str],
     job_id: int | None,
+    wait: float = FLAG_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
     """Drop the ``silent`` nodes from the running job: the job's nodes now (``ask()``, as
     the supervisor's view) less those, kept with ``drop``. The line that says it, a warning
     line when the controller refused (the job then ends when Slurm sets them DOWN), None
-    when there was nothing to drop."""
+    when there was nothing to drop.
+
+    A node leaves the job only once the controller lists it unusable (NOT_RESPONDING,
+    DOWN): one it still lists up would go back to Slurm's pool as idle, and the next job
+    given it would hang. The controller is asked every second for up to ``wait`` seconds;
+    after that the nodes stay in the job, in one line."""
     if drop is None:
         return None
     try:
-        job_nodes, _ = ask()
+        job_nodes, usable = ask()
+        for _ in range(max(int(wait), 0)):
+            if not any(n in usable for n in silent if n in job_nodes):
+                break
+            sleep(1.0)
+            job_nodes, usable = ask()
+        listed_up = [n for n in silent if n in job_nodes and n in usable]
+        if listed_up:
+            return (
+                f"node {','.join(listed_up)} still listed up by Slurm {wait:g} s on: kept in job {job_id} "
+                "so that no other job is given it; the job ends when Slurm sets it DOWN"
+            )
         kept = nodes_kept(job_nodes, silent)
         if kept is None:
             return None
