@@ -398,3 +398,10 @@ def test_short_of_spares_names_only_nodes_worth_asking_about(
     placement = Placement(("n1", "n2"))
     decision = after_failure(parse(spares="1"), placement, job_nodes, usable, 1, 3)
     assert short_of_spares(decision, placement, job_nodes, usable, dead) == expected
+
+
+def test_a_silent_node_slurm_took_out_itself_is_said_in_one_line() -> None:
+    kept: list[tuple[str, ...]] = []
+    line = drop_silent(lambda: (("n1", "n3"), ("n1", "n3")), lambda n: kept.append(tuple(n)), ("n2",), 7)
+    assert kept == []
+    assert line == "node n2 no longer in job 7 (Slurm took it out): the job can end with its script"
