@@ -231,13 +231,13 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     assert "node2" not in hostlist.expand(job_field(cluster, job, "NodeList")), job_field(
         cluster, job, "NodeList"
     )
-    # once flagged NOT_RESPONDING, 24.11 takes the node out of a --no-kill job itself;
-    # 22.05 and 26.05 keep it until it is DOWN, and the supervisor drops it
+    # Slurm takes the node out of the --no-kill job itself once it sets it DOWN, which on
+    # this cluster (SlurmdTimeout 10 s) may come before the training's end: then the
+    # supervisor has nothing to drop and says so
     line = (
-        rf"tfslurm: node node2 no longer in job {job} \(Slurm took it out\): the job can end with its script\n"
-        if slurm_version() == "24.11"
-        else rf"tfslurm: node node2 dropped from job {job} \(scontrol update NodeList=node\[1,3-4\]\): "
-        r"the job can end without waiting for Slurm to set it DOWN\n"
+        rf"tfslurm: node node2 (no longer in job {job} \(Slurm took it out\): the job can end with its script"
+        rf"|dropped from job {job} \(scontrol update NodeList=node\[1,3-4\]\): the job can end without "
+        r"waiting for Slurm to set it DOWN)\n"
     )
     assert re.search(line, text), text[-4000:]
     assert job_end < 30, job_end

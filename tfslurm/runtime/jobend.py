@@ -64,7 +64,7 @@ def drop_silent(
                 f"node {','.join(listed_up)} still listed up by Slurm {wait:g} s on: kept in job {job_id} "
                 "so that no other job is given it; the job ends when Slurm sets it DOWN"
             )
-        if not any(n in job_nodes for n in silent):  # Slurm 24.11 takes a flagged node out itself
+        if not any(n in job_nodes for n in silent):  # Slurm took them out itself (DOWN by now)
             return f"node {','.join(silent)} no longer in job {job_id} (Slurm took it out): the job can end with its script"
         kept = nodes_kept(job_nodes, silent)
         if kept is None:
