@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
 from tfslurm.errors import ControllerError
+from tfslurm.runtime.nodeloss import ask_until
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -24,6 +25,11 @@ def nodes_kept(job_nodes: Sequence[str], silent: Sequence[str]) -> tuple[str, ..
     them is the job's (nothing to drop) or none of the job's would be left."""
     kept = tuple(n for n in job_nodes if n not in silent)
     return kept if kept and len(kept) < len(job_nodes) else None
+
+
+def _listed_up(silent: Sequence[str], job_nodes: Sequence[str], usable: Sequence[str]) -> list[str]:
+    """The silent nodes still in the job that the controller lists usable."""
+    return [n for n in silent if n in job_nodes and n in usable]
 
 
 #: Seconds the supervisor waits, after the training, for Slurm to list the silent nodes
@@ -52,13 +58,8 @@ def drop_silent(
     if drop is None:
         return None
     try:
-        job_nodes, usable = ask()
-        for _ in range(max(int(wait), 0)):
-            if not any(n in usable for n in silent if n in job_nodes):
-                break
-            sleep(1.0)
-            job_nodes, usable = ask()
-        listed_up = [n for n in silent if n in job_nodes and n in usable]
+        job_nodes, usable = ask_until(ask, lambda view: not _listed_up(silent, *view), wait, sleep=sleep)
+        listed_up = _listed_up(silent, job_nodes, usable)
         if listed_up:
             return (
                 f"node {','.join(listed_up)} still listed up by Slurm {wait:g} s on: kept in job {job_id} "

@@ -24,7 +24,8 @@ This module holds the settings and the decisions (:func:`first_placement`,
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, TypeVar
 
 from tfslurm.errors import NodeLossError
 from tfslurm.errors import clip as _clip
@@ -41,7 +42,7 @@ from tfslurm.step import batch_job
 from tfslurm.value import Value
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Final
 
 
@@ -295,6 +296,29 @@ def shrink_line(before: Placement, after: Placement, batch_per_worker: int | Non
 #: as not usable, not found silent and not lost from the step: a slurmd slow to answer
 #: Slurm's ping (a loaded node) is flagged NOT_RESPONDING until its next answer.
 SPARE_WAIT_S = 15.0
+
+
+T = TypeVar("T")
+
+
+def ask_until(
+    ask: Callable[[], T],
+    settled: Callable[[T], bool],
+    seconds: float,
+    *,
+    answer: T | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """The controller's answer once ``settled`` holds for it, asking every second for up to
+    ``seconds`` (``answer``: one already in hand); the last answer either way."""
+    if answer is None:
+        answer = ask()
+    for _ in range(max(int(seconds), 0)):
+        if settled(answer):
+            break
+        sleep(1.0)
+        answer = ask()
+    return answer
 
 
 def short_of_spares(

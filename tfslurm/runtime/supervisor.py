@@ -27,6 +27,7 @@ from tfslurm.runtime.nodeloss import (
     Recovery,
     after_failure,
     again_line,
+    ask_until,
     first_placement,
     short_of_spares,
     shrink_line,
@@ -329,12 +330,13 @@ class Supervisor:
                 f"node {','.join(waiting)} of the job not usable now: asking the controller again "
                 f"for up to {SPARE_WAIT_S:g} s before giving up on it"
             )
-            deadline = time.monotonic() + SPARE_WAIT_S
-            while waiting and time.monotonic() < deadline:
-                time.sleep(1.0)
-                job_nodes, usable = self._view()
-                decision = after_failure(self.recovery, placement, job_nodes, usable, status, left)
-                waiting = short_of_spares(decision, placement, job_nodes, usable, self._dead)
+
+            def settled(view: tuple[tuple[str, ...], tuple[str, ...]]) -> bool:
+                again = after_failure(self.recovery, placement, *view, status, left)
+                return not short_of_spares(again, placement, *view, self._dead)
+
+            job_nodes, usable = ask_until(self._view, settled, SPARE_WAIT_S, answer=(job_nodes, usable))
+            decision = after_failure(self.recovery, placement, job_nodes, usable, status, left)
         if not as_given:
             return decision
         if decision.lost:
