@@ -13,6 +13,7 @@ instead, so a CI run can never pass by skipping the tests that matter.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from xdist.scheduler import LoadScopeScheduling
 
 from tfslurm.errors import ClusterError
 from tfslurm.localcluster import (
@@ -161,6 +163,46 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = _skip_reason(report)
         report.outcome = "failed"
         report.longrepr = f"CI=true: cluster test was skipped ({reason}); skips count as failures in CI"
+
+
+# What marks a module `pure`: this line, exactly, at its top level. The xdist scheduler
+# below sees only test ids, not marks, so it reads the modules; the collection hook checks
+# that both readings agree.
+PURE_LINE = "pytestmark = pytest.mark.pure"
+SLURM_GROUP = "slurm"
+
+
+@functools.cache
+def pure_module(path: Path) -> bool:
+    """Whether the test module at ``path`` is marked ``pure`` for all its tests."""
+    try:
+        return PURE_LINE in path.read_text().splitlines()
+    except OSError:
+        return False
+
+
+class SlurmTestsInOneWorker(LoadScopeScheduling):
+    """Every test not marked ``pure`` in one work unit: they run in one worker, in order,
+    never beside each other (two clusters at once would share the CPUs that their timing
+    assertions were measured with). The ``pure`` tests fill the other workers, which the
+    cluster tests' waits leave mostly idle."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = self.config.rootpath / nodeid.split("::", 1)[0]
+        return nodeid if pure_module(module) else SLURM_GROUP
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmTestsInOneWorker:
+    return SlurmTestsInOneWorker(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if (item.get_closest_marker("pure") is not None) != pure_module(item.path):
+            raise pytest.UsageError(
+                f"{item.nodeid}: mark a module pure only with the top-level line {PURE_LINE!r} "
+                "(the scheduler that keeps the Slurm tests in one worker reads that line)"
+            )
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
