@@ -189,6 +189,49 @@ def task_pids(cluster: Any, job: int, procid: int) -> list[int]:
     ]
 
 
+def program_pids(cluster: Any, job: int, procid: int) -> list[int]:
+    """PIDs of the program of task ``procid`` of ``job``: ``tfslurm run`` forks it, so it is
+    the one of the task's ``tfslurm run`` processes whose parent is another."""
+    pids = task_pids(cluster, job, procid)
+    parents = {}
+    for pid in pids:
+        try:
+            parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return [pid for pid, parent in parents.items() if parent in pids]
+
+
+def step_processes(cluster: Any, job: int, step: int, node: str) -> list[bytes]:
+    """Command lines of what runs of step ``job.step`` on ``node``: its tasks (their
+    environment names the step) and its slurmstepd."""
+    from tfslurm.localcluster import procs
+
+    inode = os.stat(cluster._network.ns_file(node, "net")).st_ino
+    wanted = {f"SLURM_JOB_ID={job}".encode(), f"SLURM_STEP_ID={step}".encode()}
+    found = []
+    for pid in procs.pids_in_netns([inode]):
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if wanted <= environ or cmdline.startswith(f"slurmstepd: [{job}.{step}]".encode()):
+            found.append(cmdline)
+    return found
+
+
+def gone(what: Any, timeout: float) -> float:
+    """Poll ``what()`` until it returns nothing; the time (clock) it first did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = what()
+        if not left:
+            return time.time()
+        time.sleep(0.1)
+    raise AssertionError(f"still there after {timeout} s: {left}")
+
+
 def kill_task(cluster: Any, job: int, procid: int) -> None:
     pids = task_pids(cluster, job, procid)
     assert pids, f"no process of task {procid} of job {job}"

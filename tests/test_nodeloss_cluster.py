@@ -12,7 +12,9 @@ the acceptance tests run the TF examples (MWMS and PS).
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,12 @@ from jobs import (
     example,
     final_digests,
     finish_times,
+    gone,
     job_env,
     job_field,
+    program_pids,
     ps_done,
+    step_processes,
     wait_for,
     wait_requeued_then_release,
 )
@@ -63,11 +68,14 @@ def cluster(slurm_cluster_factory: Any) -> Any:
 @pytest.fixture
 def lose(cluster: Any) -> Any:
     """``lose(node)`` sets it DOWN (``lose(node, kill=True)``: SIGKILLs its slurmd and
-    processes; ``silent=True``: its links go down first, nothing tells Slurm) and returns
+    processes; ``silent=True``: its links go down first, nothing tells Slurm;
+    ``partition=True``: only its links go down, its processes go on) and returns
     the time; every node is back and idle after the test."""
 
-    def down(node: str, kill: bool = False, silent: bool = False) -> float:
-        if silent:
+    def down(node: str, kill: bool = False, silent: bool = False, partition: bool = False) -> float:
+        if partition:
+            nodefail.partition_node(cluster, node)
+        elif silent:
             nodefail.silence_node(cluster, node)
         elif kill:
             nodefail.kill_node(cluster, node)
@@ -254,6 +262,79 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     print(
         f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after, "
         f"job ended {job_end:.2f} s after the training"
+    )
+
+
+@pytest.mark.tf
+@needs("tensorflow")
+def test_hung_rank_is_named_run_again_then_its_node_replaced(cluster, lose, tmp_path):
+    """2 workers + 1 spare; worker 1's program SIGSTOPped twice. Each time the supervisor
+    finds it by its heartbeats alone (no step line is missed by the others yet, and TF's
+    health check would end the step only ~10 s later), names it in one line with its node
+    and last step, and ends the step. The first hang runs the step again on the same
+    nodes; the second leaves node2 out and the spare takes its place; the training ends."""
+    steps = 200
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
+    hung = (
+        r"tfslurm: rank 1 \(worker:1 on node2\) hung: no heartbeat for ([\d.]+) s \(window ([\d.]+) s\), "
+        r"last step (\d+); the other 1 rank\(s\) beat, at step (\d+): ending the step"
+    )
+    for run, after in enumerate((r"\[worker:0\] step 20/", r"\[worker:0\] restart 0: resumed from")):
+        wait_for(log, after, timeout=120)
+        if run:  # a few steps into the second launch, so that its step times are known
+            wait_for(log, r"relaunch 1 \(no node lost\)", timeout=60)
+        pids = program_pids(cluster, job, 1)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGSTOP)
+        wait_for(log, hung + (r" \(node node2: 2 hangs in this allocation, left out\)" if run else r"\n"), 60)
+    text = ended(cluster, job, log)
+    found = re.findall(hung, text)
+    assert len(found) == 2, text[-4000:]
+    for silent, window, _last, _at in found:
+        assert float(window) == 5.0 and 5.0 <= float(silent) < 8.0, found  # before TF's 10 s
+    assert re.search(
+        r"tfslurm: step failed \(exit \d+\): running it again in this allocation \(2 more\)", text
+    )
+    assert "relaunching on node1,node3 (spare node3 in; 0 spare(s) left)" in text, text[-4000:]
+    assert "still listed up" not in text and "dropped from job" not in text  # alive: not a silent node
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(f"\nhung rank found {', '.join(f'{float(s):.1f}' for s, *_ in found)} s after its last heartbeat")
+
+
+@pytest.mark.tf
+@needs("tensorflow")
+def test_partitioned_node_ends_its_side_and_the_step_goes_on_without_it(cluster, lose, tmp_path):
+    """2 workers + 1 spare; node2's links cut at step 20 with its processes alive. The
+    supervisor finds node2 silent and relaunches on node1 and the spare; on node2, the
+    task's ``tfslurm run`` finds it cannot reach the supervisor and ends its program before
+    TF's own health check would (10 s), so nothing of the old step trains or writes on there
+    once the link is back; the training ends with both workers' weights equal."""
+    steps = 150
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
+    wait_for(log, r"\[worker:0\] step 20/", timeout=120)
+    cut = lose("node2", partition=True)
+    program_ended = gone(lambda: [c for c in step_processes(cluster, job, 0, "node2") if b"tfslurm" in c], 30)
+    found = wait_for(log, RELAUNCH, timeout=60)
+    nodefail.heal_node(cluster, "node2")
+    healed = time.time()
+    text = ended(cluster, job, log)
+    # its slurmstepd too, once it hears from the controller: 37 s after the link was back on 22.05
+    gone(lambda: step_processes(cluster, job, 0, "node2"), 90)
+    assert re.search(
+        r"tfslurm: node node2 silent: no answer from its slurmd .*ending the step without waiting", text
+    )
+    assert "relaunching on node1,node3 (spare node3 in; 0 spare(s) left)" in text, text[-4000:]
+    assert program_ended - cut < 8, program_ended - cut  # its own fence, before TF's health check
+    assert program_ended < float(found.group(8)), (program_ended, found.group(0))
+    finals = final_digests(text, steps)
+    assert len(finals) == 2 and len(set(finals.values())) == 1, text[-3000:]
+    print(
+        f"\npartition of node2: its program ended {program_ended - cut:.1f} s after the cut, first step "
+        f"trained again {float(found.group(8)) - cut:.1f} s after it, old step gone {time.time() - healed:.1f} s "
+        "after the link was back"
     )
 
 

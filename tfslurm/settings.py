@@ -89,6 +89,8 @@ ON_NODE_LOSS_VARIABLE = "TFSLURM_ON_NODE_LOSS"
 STEP_RESTARTS_VARIABLE = "TFSLURM_STEP_RESTARTS"
 HEARTBEAT_VARIABLE = "TFSLURM_HEARTBEAT_TIMEOUT"
 STEP_LINE_VARIABLE = "TFSLURM_STEP_LINE"
+#: Set by tfslurm supervise for its srun: where each rank sends its heartbeats and steps.
+PROGRESS_VARIABLE = "TFSLURM_PROGRESS"
 
 DEFAULT_PEER_TIMEOUT = 300.0
 DEFAULT_PREEMPT_SIGNAL = "USR1"
@@ -123,6 +125,7 @@ class Settings(Value):
         "controller_text",
         "container",
         "watched_in_container",
+        "progress_text",
     )
     __slots__ = __match_args__
 
@@ -146,6 +149,7 @@ class Settings(Value):
         controller_text: str | None = None,
         container: str | None = None,
         watched_in_container: bool = False,
+        progress_text: str | None = None,
     ) -> None:
         #: The jobs spec of ``--tf-dist`` (TFSLURM_TF_DIST) as set; None when unset or empty.
         self.tf_dist: Final = tf_dist or None
@@ -165,6 +169,7 @@ class Settings(Value):
         self.controller_text: Final = controller_text  # TFSLURM_CONTROLLER, as set
         self.container: Final = container  # TFSLURM_CONTAINER; a blank one is None
         self.watched_in_container: Final = watched_in_container  # TFSLURM_WATCHED=container
+        self.progress_text: Final = progress_text  # TFSLURM_PROGRESS (tfslurm supervise sets it)
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -191,6 +196,7 @@ class Settings(Value):
             controller_text=source.get(CONTROLLER_VARIABLE),
             container=source.get(CONTAINER_VARIABLE, "").strip() or None,
             watched_in_container=source.get(WATCHED_VARIABLE) == WATCHED_IN_CONTAINER,
+            progress_text=source.get(PROGRESS_VARIABLE) or None,
         )
 
     @property

@@ -537,3 +537,10 @@ def batch_job(env: Mapping[str, str] | None = None) -> tuple[int | None, int | N
         _int(source, "SLURM_NTASKS_PER_NODE", positive=True),
         no_kill,
     )
+
+
+def batch_host(env: Mapping[str, str] | None = None) -> str | None:
+    """The node a batch script runs on (``SLURMD_NODENAME``), by the name the job's other
+    nodes know it by; None outside Slurm."""
+    source = os.environ if env is None else env
+    return source.get("SLURMD_NODENAME") or None

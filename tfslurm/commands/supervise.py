@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 from functools import partial
 from typing import TYPE_CHECKING
@@ -23,9 +24,10 @@ from tfslurm.controller import controller
 from tfslurm.errors import NodeLossError
 from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings
 from tfslurm.runtime.probe import Prober, read_conf, slurmd_port
+from tfslurm.runtime.progress import ProgressBoard
 from tfslurm.runtime.supervisor import Supervisor
 from tfslurm.settings import Settings
-from tfslurm.step import slurm_conf_path
+from tfslurm.step import batch_host, slurm_conf_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,16 +88,13 @@ def run(args: argparse.Namespace) -> int:
     recovers = job.no_kill and (recovery.places_nodes or recovery.restarts > 0)
     prober = Prober(slurmd_port(read_conf(slurm_conf_path(env) or DEFAULT_CONF))) if recovers else None
     drop = partial(ctl.shrink, str(job.job_id)) if ctl is not None and prober is not None else None
+    # where the ranks send heartbeats: the batch host, by the name the nodes know it by
+    board = ProgressBoard() if recovers else None
+    host = batch_host(env) or socket.gethostname()
     supervisor = Supervisor(
-        command,
-        recovery,
-        ask,
-        env,
-        job=job,
-        batch_per_worker=args.batch_per_worker,
-        prober=prober,
-        drop=drop,
-    )
+        command, recovery, ask, env, job=job, batch_per_worker=args.batch_per_worker, prober=prober,
+        drop=drop, board=board, host=host,
+    )  # fmt: skip
     preempt = settings.preempt_signal()
     for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:
         # srun is in the batch step with this process and gets Slurm's SIGTERM itself (a

@@ -112,6 +112,7 @@ def mwms_train_step(tf: Any, ctx: Any, args: argparse.Namespace, w: Any, b: Any,
 def stepped(ctx: Any, tag: str, args: argparse.Namespace, current: int, mse: float) -> None:
     """After step ``current`` of an MWMS worker: the chief reports progress every
     ``--log-every`` steps and at the last; every worker waits ``--step-delay``."""
+    ctx.step(current)
     if ctx.is_chief and (current % args.log_every == 0 or current == args.steps):
         say(tag, f"step {current}/{args.steps} loss {mse:.5f}")
     if args.step_delay:

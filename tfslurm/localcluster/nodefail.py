@@ -51,6 +51,17 @@ def silence_node(cluster: LocalCluster, node: str) -> list[int]:
     return kill_node(cluster, node)
 
 
+def partition_node(cluster: LocalCluster, node: str) -> None:
+    """A network partition: ``node``'s links go down with every process on it alive (they
+    go on, cut off). :func:`heal_node` brings the links back, :func:`restore_node` too."""
+    _set_links(cluster, node, "down")
+
+
+def heal_node(cluster: LocalCluster, node: str) -> None:
+    """The links of a :func:`partition_node` back up."""
+    _set_links(cluster, node, "up")
+
+
 def restore_node(cluster: LocalCluster, node: str, timeout: float = 30) -> None:
     """Bring a node back after :func:`silence_node` (or any loss): links up, then
     :func:`revive_node`."""

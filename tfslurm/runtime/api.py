@@ -33,6 +33,7 @@ from tfslurm.runtime.checkpoints import Checkpoints
 from tfslurm.runtime.environ import install_environ, task_environ
 from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
 from tfslurm.runtime.peers import ChiefWatch
+from tfslurm.runtime.progress import Beacon
 from tfslurm.runtime.roles import Role
 from tfslurm.runtime.stops import ignore_signals
 from tfslurm.runtime.tfimport import tensorflow
@@ -78,6 +79,7 @@ class RunContext:
     """What ``main(ctx)`` gets: the role, the strategy and the preemption/checkpoint help."""
 
     __slots__ = (
+        "_beacon",
         "_chief_watch",
         "_coordinator",
         "peer_timeout",
@@ -94,8 +96,10 @@ class RunContext:
         preemption: _preemption.Preemption,
         restart_count: int,
         peer_timeout: float,
+        beacon: Beacon | None = None,
     ) -> None:
         self.role = role
+        self._beacon = beacon  # under tfslurm supervise: heartbeats and steps to it
         self.strategy = strategy
         self.preemption = preemption
         self.restart_count = restart_count
@@ -111,6 +115,13 @@ class RunContext:
     def preempted(self) -> bool:
         """This process received the preemption signal."""
         return self.preemption.requested
+
+    def step(self, number: int) -> None:
+        """Say that step ``number`` is done (call it on every rank, every step: a few
+        microseconds). Under ``tfslurm supervise`` it times the steps, from which the
+        window that finds a hung rank is derived; elsewhere it does nothing."""
+        if self._beacon is not None:
+            self._beacon.step(number)
 
     def should_stop(self) -> bool:
         """True on every worker once any worker was signalled (call it at step boundaries;
@@ -225,12 +236,16 @@ def run(
     handled = config.watched and not config.in_container
     flag = life.install_preemption(also=() if handled else config.stop_signals)
     prepare(role, os.environ)
+    beacon = None
+    if config.progress is not None:
+        node = role.cluster.nodes[role.cluster.rank_node[role.rank]]
+        beacon = Beacon(config.progress, role.rank, f"{role.job}:{role.index}", node).start()
     if role.is_server:
         life.serve(role)
     if not config.watched:  # tfslurm run's parent already watches
         start_watcher(role, config.peer_timeout)
     strategy = make_strategy(role)
-    ctx = RunContext(role, strategy, flag, config.restarts, config.peer_timeout)
+    ctx = RunContext(role, strategy, flag, config.restarts, config.peer_timeout, beacon)
     if role.job == "evaluator":  # watch from the start: the chief may finish early
         ctx._chief_watch = watch_chief(role, config.peer_timeout)
     with ps_failure_exit(role, config, settings):

@@ -19,6 +19,7 @@ from tfslurm.runtime import preemption
 from tfslurm.runtime.container import container_prefix
 from tfslurm.runtime.exits import EXIT_RESTART_CAP
 from tfslurm.runtime.preemption import Preemption
+from tfslurm.runtime.progress import ProgressTarget
 from tfslurm.runtime.roles import Role, resolve_role
 from tfslurm.runtime.servers import serve
 from tfslurm.runtime.stops import ignore_signals, restart_cap_message
@@ -59,6 +60,7 @@ class RunConfig(Value):
         "container",
         "watched",
         "in_container",
+        "progress",
     )
     __slots__ = __match_args__
 
@@ -77,6 +79,7 @@ class RunConfig(Value):
         container: tuple[str, ...] = (),
         watched: bool = False,
         in_container: bool = False,
+        progress: ProgressTarget | None = None,
     ) -> None:
         self.jobs: Final = jobs  # the jobs spec (jobs_spec); None: every task a worker
         self.peer_timeout: Final = peer_timeout  # seconds a missing peer is waited for
@@ -90,6 +93,7 @@ class RunConfig(Value):
         self.container: Final = container  # TFSLURM_CONTAINER's words; empty: no container
         self.watched: Final = watched  # tfslurm run's parent watches this process (TFSLURM_WATCHED)
         self.in_container: Final = in_container  # ... from outside the container it started
+        self.progress: Final = progress  # where the program's heartbeats go (tfslurm supervise)
 
     @property
     def forwarded(self) -> tuple[int, ...]:
@@ -133,6 +137,7 @@ class RunConfig(Value):
             requeue=requeue,
             requeue_job=requeue_job_name(environ) if requeue else "",
             container=container_prefix(settings.container) if settings.container else (),
+            progress=ProgressTarget.parse(settings.progress_text) if settings.progress_text else None,
         )
 
     @classmethod
@@ -165,6 +170,7 @@ class RunConfig(Value):
             requeue_job=requeue_job_name(environ) if requeue else "",
             watched=settings.watched,
             in_container=settings.watched_in_container,
+            progress=ProgressTarget.parse(settings.progress_text) if settings.progress_text else None,
         )
 
 

@@ -34,6 +34,7 @@ from tfslurm.runtime.container import ContainerStart
 from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT, EXIT_STOPPED
 from tfslurm.runtime.life import RunConfig
 from tfslurm.runtime.peers import wait_for_peers
+from tfslurm.runtime.progress import watch_reach
 from tfslurm.runtime.roles import Role
 
 TERM_GRACE = 5.0
@@ -250,6 +251,20 @@ def run_parent(
         gave_up.set()  # after the message: the main thread exits as soon as it is set
         parent.kill()
 
+    if config.progress is not None:  # under tfslurm supervise: end the program if cut off
+        target = config.progress
+
+        def on_cut_off(silent: float) -> None:
+            print(
+                f"tfslurm run: {role.job}:{role.index}: cut off from the supervisor on {target.host} "
+                f"(no answer for {silent:.1f} s): ending the program, so that nothing of this step runs on",
+                file=sys.stderr,
+                flush=True,
+            )
+            parent.kill()
+            _kill_group(child)
+
+        threading.Thread(target=watch_reach, args=(target, on_cut_off), daemon=True).start()
     wait_for_peers(role, config.peer_timeout, on_missing)
     _, raw = os.waitpid(child, 0)
     parent.reaped()

@@ -33,15 +33,19 @@ from tfslurm.runtime.nodeloss import (
     shrink_line,
 )
 from tfslurm.runtime.probe import TROUBLE, probe_due
-from tfslurm.settings import HEARTBEAT_VARIABLE
+from tfslurm.runtime.progress import hang_window, hung_ranks
+from tfslurm.settings import HEARTBEAT_VARIABLE, PROGRESS_VARIABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import IO, TextIO
 
     from tfslurm.runtime.probe import Prober
+    from tfslurm.runtime.progress import ProgressBoard
 
 
+#: Hangs of a node's ranks after which the node is left out for the rest of the allocation.
+HANGS_PER_BAD_NODE = 2
 #: Seconds between pairs of SIGINTs to the srun of a stuck step, until it exits.
 END_AGAIN_S = 2.0
 #: Seconds srun may take to end a step with a silent node before it is killed: srun ends
@@ -63,8 +67,9 @@ class Supervisor:
     (:func:`tfslurm.runtime.jobend.drop_silent`) takes them out of the job."""
 
     __slots__ = (
-        "_dead", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped", "_stopping",
-        "_trouble", "argv", "ask", "batch_per_worker", "drop", "env", "err", "job", "out", "prober", "recovery",
+        "_bad", "_dead", "_hangs", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped",
+        "_stopping", "_trouble", "argv", "ask", "batch_per_worker", "board", "drop", "env", "err", "host", "job",
+        "out", "prober", "recovery",
     )  # fmt: skip
 
     def __init__(
@@ -80,8 +85,13 @@ class Supervisor:
         batch_per_worker: int | None = None,
         prober: Prober | None = None,
         drop: Callable[[Sequence[str]], None] | None = None,
+        board: ProgressBoard | None = None,
+        host: str = "",
     ) -> None:
         self.argv = list(argv)
+        self.board = board  # the ranks' heartbeats and steps: a hung rank is found there
+        self.host = host  # this host's name as the ranks reach it (the board's address)
+        self._hangs: dict[str, int] = {}  # node -> hangs of its ranks in this allocation
         self.recovery = recovery
         self.ask = ask
         self.env = dict(env)
@@ -100,6 +110,7 @@ class Supervisor:
         self._pending: tuple[int, tuple[str, ...], float, float, float] | None = None
         self._job_nodes: tuple[str, ...] = ()
         self._dead: dict[str, None] = {}  # silent nodes, never used again in this allocation
+        self._bad: dict[str, None] = {}  # nodes whose ranks hung too often: alive, left out too
         self._stepped = False  # the step printed a step line
         self._trouble = False  # srun reported a task's failure since the last probe
 
@@ -137,6 +148,8 @@ class Supervisor:
         gone; without it srun waits ("Requested nodes are busy")."""
         env = dict(self.env)
         argv = list(self.argv)
+        if self.board is not None:
+            env[PROGRESS_VARIABLE] = self.board.address(self.host)
         if placement is not None:
             argv[1:1] = placement.srun_options() + (["--overlap"] if relaunch else [])
             # the batch environment holds the job's node count at its start, which srun
@@ -179,6 +192,8 @@ class Supervisor:
 
     def launch(self, placement: Placement | None, relaunch: bool = False) -> int:
         """Run srun once on ``placement`` (None: as the command line says); its status."""
+        if self.board is not None:
+            self.board.next_launch()
         argv, env = self.command(placement, relaunch)
         self._last_line = time.monotonic()
         self._stepped = self._trouble = False
@@ -208,7 +223,10 @@ class Supervisor:
                     if self._probe(step_nodes, now - self._last_line):
                         self._abandon(proc)
                         continue
-            if beat and not ending and not self._stopping and now - self._last_line > beat:
+            hung = self._hung(now) if not ending and not self._stopping else None
+            if hung:
+                self.say(hung)
+            elif beat and not ending and not self._stopping and now - self._last_line > beat:
                 self.say(f"no step line for {beat:g} s ({HEARTBEAT_VARIABLE}): ending the stuck step")
             elif not ending or now - ending < END_AGAIN_S:
                 continue
@@ -222,6 +240,35 @@ class Supervisor:
         for pump in pumps:
             pump.join(timeout=5)
         return 128 - raw if raw < 0 else raw
+
+    def _hung(self, now: float) -> str | None:
+        """The line that names the hung ranks of the step, None when no rank is hung. The
+        second hang on a node leaves it out like a silent one (a spare takes its place)."""
+        if self.board is None:
+            return None
+        states, intervals = self.board.snapshot()
+        window = hang_window(intervals)
+        hung = hung_ranks(states, now, window)
+        if not hung:
+            return None
+        others = [s for s in states.values() if s not in hung]
+        steps = sorted({s.step for s in others})
+        at = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+        names = "; ".join(
+            f"rank {s.rank} ({s.task} on {s.node}) hung: no heartbeat for {now - s.beat:.1f} s "
+            f"(window {window:.1f} s), last step {s.step}"
+            for s in hung
+        )
+        bad = []
+        for node in dict.fromkeys(s.node for s in hung):
+            self._hangs[node] = self._hangs.get(node, 0) + 1
+            if self._hangs[node] >= HANGS_PER_BAD_NODE:
+                self._bad[node] = None
+                bad.append(node)
+        line = f"{names}; the other {len(others)} rank(s) beat, at {at}: ending the step"
+        if bad:
+            line += f" (node {','.join(bad)}: {HANGS_PER_BAD_NODE} hangs in this allocation, left out)"
+        return line
 
     def _probe(self, step_nodes: Sequence[str], quiet: float) -> bool:
         """Probe the step's nodes and the job's idle ones; keep the silent ones out from now
@@ -261,7 +308,7 @@ class Supervisor:
         """The controller's view, less the nodes found silent (Slurm may list them up)."""
         job_nodes, usable = self.ask()
         self._job_nodes = tuple(job_nodes)
-        return self._job_nodes, tuple(n for n in usable if n not in self._dead)
+        return self._job_nodes, tuple(n for n in usable if n not in self._dead and n not in self._bad)
 
     def place(self) -> Placement:
         """The first launch's nodes (a NodeLossError when the spares leave none); says them."""
