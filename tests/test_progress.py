@@ -167,7 +167,7 @@ def test_tfslurm_run_cut_off_from_its_supervisor_ends_its_program(silent_port):
     run`` ends its program (SIGKILL) after 3 unanswered connects, in one line."""
     started = time.monotonic()
     proc = tfslurm_run(
-        "--", "python", "-c", "import time; time.sleep(60)", TFSLURM_PROGRESS=f"127.0.0.1:{silent_port}/1"
+        "--", "python", "-c", "import signal; signal.pause()", TFSLURM_PROGRESS=f"127.0.0.1:{silent_port}/1"
     )
     _, err = proc.communicate(timeout=30)
     took = time.monotonic() - started
