@@ -33,6 +33,7 @@ from tfslurm.errors import clip as _clip
 from tfslurm.layout import layout_for
 from tfslurm.numbers import ascii_int
 from tfslurm.plan import PlanOptions, gpu_plan_for, plan_for
+from tfslurm.settings import TF_DIST_VARIABLE
 from tfslurm.step import MAX_TASKS, Step
 from tfslurm.value import Value
 
@@ -61,20 +62,21 @@ _MODELLED: Final[dict[str, str]] = {
 }  # fmt: skip
 
 # Options that leave the rank -> node map, the jobs and the GPUs as they are.
-_NO_EFFECT_VALUE: Final = frozenset(
-    "-J --job-name -t --time -p --partition -A --account -q --qos -o --output -e --error "
-    "-i --input -D --chdir --mem --mem-per-cpu --mem-per-gpu --mail-type --mail-user "
-    "--comment --export --signal --begin --open-mode --time-min --wckey --nice".split()
-)
-_NO_EFFECT_FLAG: Final = frozenset(
-    "-l --label -u --unbuffered -v --verbose -Q --quiet --requeue --no-requeue -H --hold "
-    "-K --kill-on-bad-exit -k --no-kill".split()
-)
+_NO_EFFECT_VALUE: Final = frozenset((
+    "-J", "--job-name", "-t", "--time", "-p", "--partition", "-A", "--account", "-q", "--qos", "-o",
+    "--output", "-e", "--error", "-i", "--input", "-D", "--chdir", "--mem", "--mem-per-cpu",
+    "--mem-per-gpu", "--mail-type", "--mail-user", "--comment", "--export", "--signal", "--begin",
+    "--open-mode", "--time-min", "--wckey", "--nice",
+))  # fmt: skip
+_NO_EFFECT_FLAG: Final = frozenset((
+    "-l", "--label", "-u", "--unbuffered", "-v", "--verbose", "-Q", "--quiet", "--requeue",
+    "--no-requeue", "-H", "--hold", "-K", "--kill-on-bad-exit", "-k", "--no-kill",
+))  # fmt: skip
 # Options that may change the plan but take no value (the next word is the program).
-_UNMODELLED_FLAG: Final = frozenset(
-    "--exclusive -O --overcommit --spread-job --use-min-nodes --contiguous -s --oversubscribe "
-    "-Z --no-allocate --whole".split()
-)
+_UNMODELLED_FLAG: Final = frozenset((
+    "--exclusive", "-O", "--overcommit", "--spread-job", "--use-min-nodes", "--contiguous", "-s",
+    "--oversubscribe", "-Z", "--no-allocate", "--whole",
+))  # fmt: skip
 
 # The job id of a modelled step. Ports derived from the job id are not part of a dry run's
 # plan (the real id is known once the job is queued): :attr:`DryRun.ports` says so.
@@ -137,27 +139,31 @@ def parse_options(args: Sequence[str]) -> SlurmOptions:
     values: dict[str, str] = {}
     notes: list[str] = []
     resv_ports = False
+    if ":" in args:
+        raise PlanError("heterogeneous steps (':') are not modelled: plan each component on its own")
     i = 0
     while i < len(args):
         word = args[i]
         i += 1
-        if word == ":":
-            raise PlanError("heterogeneous steps (':') are not modelled: plan each component on its own")
         if not word.startswith("-") or word in ("-", "--"):
             break
         name, value = _split(word)
-        if name in _NO_EFFECT_FLAG or name == "--resv-ports":
-            resv_ports = resv_ports or name == "--resv-ports"
-            continue
+        flag = name in _NO_EFFECT_FLAG or name in _UNMODELLED_FLAG or name == "--resv-ports"
+        if flag and value is not None and not word.startswith("--"):
+            args = [*args[:i], "-" + value, *args[i:]]  # short flags run together: -lN2
         if name in _UNMODELLED_FLAG:
             notes.append(f"{name}: not modelled; the plan is the step's without it")
+        if flag:
+            resv_ports = resv_ports or name == "--resv-ports"
             continue
-        if value is None:
+        known = name in _MODELLED or name in _NO_EFFECT_VALUE
+        if value is None and (known or (i < len(args) and not args[i].startswith("-"))):
             if i >= len(args):
                 raise PlanError(f"srun option {name} needs a value")
             value = args[i]
             i += 1
         if name in _MODELLED:
+            assert value is not None
             values[_MODELLED[name]] = value
         elif name not in _NO_EFFECT_VALUE:
             notes.append(f"{name}: not modelled; the plan is the step's without it")
@@ -180,7 +186,9 @@ def _options(values: dict[str, str], notes: list[str], resv_ports: bool) -> Slur
     if "nodelist" in values:
         text = values["nodelist"]
         if "/" in text:
-            raise PlanError(f"-w {_clip(text)!r}: a node list read from a file is not modelled; list the nodes")
+            raise PlanError(
+                f"-w {_clip(text)!r}: a node list read from a file is not modelled; list the nodes"
+            )
         try:
             nodelist = tuple(hostlist.expand(text))
         except HostlistError as exc:
@@ -253,7 +261,7 @@ def _distribution(text: str | None, notes: list[str]) -> tuple[str | None, int |
     levels, _comma, extra = text.partition(",")
     if extra:
         notes.append(f"-m {text}: ',{extra}' is not modelled")
-    first, colon, rest = levels.partition(":")
+    first, colon, _rest = levels.partition(":")
     if colon:
         notes.append(f"-m {text}: the levels after ':' bind CPUs, not ranks to nodes; not modelled")
     if first in ("", "*"):
@@ -289,11 +297,14 @@ def step_environments(
         step_nodes = _pick_nodes(options, nodes, cpus_per_node)
         counts = _task_counts(options, len(step_nodes), cpus_per_node)
         order = None
+    nodelist = hostlist.compress(step_nodes)
+    tasks_per_node = hostlist.compress_counts(counts)
+    arbitrary = None if order is None else ",".join(order)
     shared = {
         "SLURM_JOB_ID": _JOB_ID,
         "SLURM_STEP_ID": "0",
-        "SLURM_STEP_NODELIST": hostlist.compress(step_nodes),
-        "SLURM_STEP_TASKS_PER_NODE": hostlist.compress_counts(counts),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node,
         "SLURM_STEP_NUM_TASKS": str(sum(counts)),
         "SLURM_STEP_NUM_NODES": str(len(step_nodes)),
     }
@@ -301,20 +312,20 @@ def step_environments(
         shared["SLURM_DISTRIBUTION"] = options.distribution
     if options.plane_size is not None:
         shared["SLURM_DIST_PLANESIZE"] = str(options.plane_size)
-    if order is not None:
-        shared["SLURM_ARBITRARY_NODELIST"] = ",".join(order)
+    if arbitrary is not None:
+        shared["SLURM_ARBITRARY_NODELIST"] = arbitrary
     if options.tf_dist is not None:
-        shared["TFSLURM_TF_DIST"] = options.tf_dist
+        shared[TF_DIST_VARIABLE] = options.tf_dist  # what the SPANK plugin's --tf-dist sets
     layout = layout_for(  # the layout engine, as every task runs it
         Step(
             "step",
-            nodelist=shared["SLURM_STEP_NODELIST"],
-            tasks_per_node=shared["SLURM_STEP_TASKS_PER_NODE"],
+            nodelist=nodelist,
+            tasks_per_node=tasks_per_node,
             num_tasks=sum(counts),
             num_nodes=len(step_nodes),
             distribution=options.distribution,
             plane_size=options.plane_size,
-            arbitrary_nodelist=shared.get("SLURM_ARBITRARY_NODELIST"),
+            arbitrary_nodelist=arbitrary,
         )
     )
     _check_gpus(options, step_nodes, counts, gpus_available)
@@ -338,7 +349,7 @@ def _pick_nodes(options: SlurmOptions, nodes: Sequence[str], cpus_per_node: int 
     _check_named(named, nodes)
     count = options.nodes
     if count is None:
-        count = len(named) or _nodes_for_tasks(options, cpus_per_node)
+        count = len(named) or (1 if len(nodes) == 1 else _nodes_for_tasks(options, cpus_per_node))
     if count < len(named):
         raise PlanError(f"-w names {len(named)} nodes but -N asks for {count}")
     if count > len(nodes):
@@ -398,7 +409,9 @@ def _task_counts(options: SlurmOptions, num_nodes: int, cpus_per_node: int | Non
         ntasks = options.ntasks if options.ntasks is not None else num_nodes
         allocated = _allocate(ntasks, num_nodes, capacity)
     if ntasks < num_nodes:
-        raise PlanError(f"-n {ntasks} is fewer than the {num_nodes} nodes of the step: Slurm gives each a task")
+        raise PlanError(
+            f"-n {ntasks} is fewer than the {num_nodes} nodes of the step: Slurm gives each a task"
+        )
     return _deal(ntasks, allocated, options.plane_size or 1)
 
 

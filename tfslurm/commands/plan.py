@@ -90,7 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     dry.add_argument("--cpus-per-node", metavar="N", type=int, help="CPUs of each node (how -n spreads)")
     dry.add_argument(
-        "--gpus-per-node-available", metavar="N", type=int, help="GPUs of each node (checked against the request)"
+        "--gpus-per-node-available",
+        metavar="N",
+        type=int,
+        help="GPUs of each node (checked against the request)",
     )
     dry.add_argument("slurm_options", nargs="*", metavar="-- OPTIONS", help="srun/sbatch options (--dry-run)")
 
@@ -153,12 +156,12 @@ def _dry_run(args: argparse.Namespace) -> int:
 
 def _dry_table(rows: Sequence[Mapping[str, object]]) -> str:
     """The modelled step's rows, aligned: rank, job, task index, node, local id, GPUs."""
-    lines = [("RANK", "JOB", "TASK", "NODE", "LOCAL", "GPUS")]
+    lines = [["RANK", "JOB", "TASK", "NODE", "LOCAL", "GPUS"]]
     for row in rows:
         gpus = row["gpus"]
         shown = ",".join(gpus) if isinstance(gpus, list) else "?"
         cells = (row["rank"], row["job"], row["index"], row["node"], row["local_id"])
-        lines.append((*(str(cell) for cell in cells), shown or "-"))
+        lines.append([*(str(cell) for cell in cells), shown or "-"])
     widths = [max(len(line[i]) for line in lines) for i in range(5)]
     return "\n".join(
         "  ".join(
