@@ -143,7 +143,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     # each task's variables read as that task reads its own
     result = dry_run([Step.from_environ(env) for env in envs], slurm, args.jobs, plan_options(args))
     for note in result.notes:
-        print(f"tfslurm plan: not modelled: {note}", file=sys.stderr)
+        print(f"tfslurm plan: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps({"ranks": list(result.rows), "ports": result.ports}))
         return 0
