@@ -329,6 +329,10 @@ def step_environments(
         )
     )
     _check_gpus(options, step_nodes, counts, gpus_available)
+    by_node: list[list[str]] = [[] for _ in step_nodes]
+    for rank, node in enumerate(layout.rank_node):
+        by_node[node].append(str(rank))
+    gtids = [",".join(ranks) for ranks in by_node]  # SLURM_GTIDS: the ranks on the node
     envs = []
     for rank, (node, local) in enumerate(zip(layout.rank_node, layout.rank_local, strict=True)):
         env = dict(shared)
@@ -337,7 +341,7 @@ def step_environments(
             SLURM_LOCALID=str(local),
             SLURM_NODEID=str(node),
             SLURMD_NODENAME=step_nodes[node],
-            SLURM_GTIDS=",".join(map(str, layout.ranks_on(node))),
+            SLURM_GTIDS=gtids[node],
         )
         env.update(_gpu_variables(options, counts[node], local))
         envs.append(env)
