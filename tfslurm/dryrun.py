@@ -27,6 +27,8 @@ a note (:attr:`DryRun.notes`), and input that gives no plan is a :class:`PlanErr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
 from tfslurm.errors import clip as _clip
@@ -37,7 +39,6 @@ from tfslurm.settings import TF_DIST_VARIABLE
 from tfslurm.step import MAX_TASKS, Step
 from tfslurm.value import Value
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Final

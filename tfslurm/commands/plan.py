@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
 from tfslurm.plan import Plan, PlanOptions, resolve_plan
 from tfslurm.step import Step
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
