@@ -261,6 +261,21 @@ class Plan:
             self.gpus_of(rank),
         )
 
+    def row(self, rank: int) -> dict[str, object]:
+        """A rank as ``tfslurm plan --json`` prints it: ``rank``, ``node``, ``local_id``,
+        ``job``, ``index`` and ``gpus`` (a list; None when this task cannot know them)."""
+        cluster = self.cluster
+        job, index = cluster.job_of(rank)
+        gpus = self.gpus_of(rank)
+        return {
+            "rank": rank,
+            "node": cluster.nodes[cluster.rank_node[rank]],
+            "local_id": cluster.rank_local[rank],
+            "job": job,
+            "index": index,
+            "gpus": None if gpus is None else list(gpus),
+        }
+
     @property
     def tasks(self) -> tuple[TaskPlan, ...]:
         """Every rank as a TaskPlan."""
