@@ -50,14 +50,32 @@ RELAUNCH = (
 )
 
 
-def assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps):
+@pytest.fixture(scope="module")
+def uninterrupted(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``uninterrupted(program, steps)``: the digest the 3 workers of ``program`` end with
+    on three nodes without a failure, run once per program in this module."""
+    digests: dict[tuple[str, ...], str] = {}
+
+    def digest(program: tuple[str, ...], steps: int) -> str:
+        if program not in digests:
+            tmp = tmp_path_factory.mktemp("whole")
+            job, log = submit(cluster, tmp, "mwms.sbatch", program, "-N3")
+            whole = final_digests(ended(cluster, job, log), steps)
+            assert len(whole) == 3 and len(set(whole.values())) == 1, whole
+            digests[program] = next(iter(whole.values()))
+        return digests[program]
+
+    return digest
+
+
+def assert_weights_of_an_uninterrupted_run(
+    uninterrupted: Any, program: tuple[str, ...], text: str, steps: int
+) -> None:
     """The 3 workers of a recovered run end with one set of weights, the one the same run
     without a failure, on three nodes, ends with."""
     recovered = final_digests(text, steps)
     assert len(recovered) == 3 and len(set(recovered.values())) == 1, text[-3000:]
-    job2, log2 = submit(cluster, tmp_path / "whole", "mwms.sbatch", program, "-N3")
-    whole = final_digests(ended(cluster, job2, log2), steps)
-    assert set(whole.values()) == set(recovered.values()), (whole, recovered)
+    assert set(recovered.values()) == {uninterrupted(program, steps)}, recovered
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +170,11 @@ def step_nodes(cluster: Any, job: int) -> list[tuple[str, ...]]:
 # ---------------------------------------------------------------- the acceptance runs (TF)
 @pytest.mark.tf
 @needs("tensorflow")
-def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
+def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, uninterrupted, tmp_path):
     """3 workers + 1 spare, a worker's node set DOWN at step 45: relaunched on the two
     survivors and the spare, resumed from the checkpoint at 40, the same final weights as an
     uninterrupted run, COMPLETED, and the lost node in no later step."""
-    steps, every = 120, 10
+    steps, every = 100, 10
     program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=every)
     job, log = submit(cluster, tmp_path / "lost", "mwms.sbatch", program, "-N4",
                       TFSLURM_SPARE_NODES="1")  # fmt: skip
@@ -184,7 +202,7 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, tmp_path):
     # TF's start after the relaunch: 5-7 s on an idle 2-CPU machine (bench/nodeloss.py), more
     # while the suite's other versions run beside it
     assert first < 30, first
-    assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps)
+    assert_weights_of_an_uninterrupted_run(uninterrupted, program, text, steps)
     print(
         f"\nMWMS 3+1 spare, node DOWN at step {last}: step failed {detect:.2f} s after DOWN, "
         f"first step trained again {first:.2f} s after DOWN, {failed - at} steps trained again"
@@ -219,7 +237,7 @@ def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
 
 @pytest.mark.tf
 @needs("tensorflow")
-def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path):
+def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, uninterrupted, tmp_path):
     """3 workers + 1 spare, node2 goes silent at step 45 (links down, every process
     SIGKILLed, nothing said to Slurm): the supervisor finds it by itself within 10 s, names
     it in one line, ends the step without waiting for it and relaunches on node1,node3 and
@@ -258,7 +276,7 @@ def test_silent_node_is_found_without_slurm_and_replaced(cluster, lose, tmp_path
     detect, first = float(silent[0]) - killed, float(found.group(8)) - killed
     assert detect < 10, detect
     assert first < 40, first  # 20 s or less on an idle machine (bench/nodeloss.py --silent)
-    assert_weights_of_an_uninterrupted_run(cluster, tmp_path, program, text, steps)
+    assert_weights_of_an_uninterrupted_run(uninterrupted, program, text, steps)
     print(
         f"\nMWMS 3+1, node2 silent: found {detect:.2f} s after, first step trained again {first:.2f} s after, "
         f"job ended {job_end:.2f} s after the training"
@@ -273,7 +291,7 @@ def test_hung_rank_is_named_run_again_then_its_node_replaced(cluster, lose, tmp_
     health check would end the step only ~10 s later), names it in one line with its node
     and last step, and ends the step. The first hang runs the step again on the same
     nodes; the second leaves node2 out and the spare takes its place; the training ends."""
-    steps = 200
+    steps = 100
     program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
     job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
     hung = (
@@ -311,7 +329,7 @@ def test_partitioned_node_ends_its_side_and_the_step_goes_on_without_it(cluster,
     task's ``tfslurm run`` finds it cannot reach the supervisor and ends its program before
     TF's own health check would (10 s), so nothing of the old step trains or writes on there
     once the link is back; the training ends with both workers' weights equal."""
-    steps = 150
+    steps = 100
     program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
     job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
     wait_for(log, r"\[worker:0\] step 20/", timeout=120)
@@ -346,7 +364,7 @@ def test_killed_node_is_replaced_by_the_spare(cluster, lose, tmp_path):
     at once (its peer is gone) but the step ends only when the controller sets node2 DOWN,
     SlurmdTimeout later; the relaunch on node1,node3 shares the CPUs of the failed step,
     whose record Slurm keeps while node2 is silent, and the training finishes."""
-    steps = 400
+    steps = 120
     program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
     job, log = submit(cluster, tmp_path, "mwms.sbatch", program, "-N3", TFSLURM_SPARE_NODES="1")
     wait_for(log, r"\[worker:0\] step 20/", timeout=120)
