@@ -1,6 +1,6 @@
 """What a lost node costs a job with a hot spare (root, Debian slurm-wlm, tensorflow-cpu).
 
-    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill | --silent] [--ps]
+    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill | --silent | --partition | --hang] [--ps]
 
 Starts a 4-node local cluster (SlurmdTimeout 5 s) and submits ``mwms.sbatch`` with
 ``SBATCH_NO_KILL=set TFSLURM_SPARE_NODES=1``: three workers and one spare, the MWMS
@@ -8,9 +8,12 @@ example with a checkpoint every 10 steps. When worker 0 logs step 45, node2 is s
 (``scontrol update``; ``--kill``: its slurmd and processes SIGKILLed instead; ``--silent``:
 its links taken down, then every process on it SIGKILLed, on a cluster with Slurm's default
 SlurmdTimeout of 300 s, so that only the supervisor's own probe finds it; node2 is brought
-back once the training finished, which ends the job). Prints, per run and as medians: the
-seconds from the loss to the step's failure (detection; ``--silent``: the supervisor's line
-naming the node), to the relaunch, to the first step trained again, and the steps trained
+back once the training finished, which ends the job; ``--partition``: only its links taken
+down, its processes alive, on that cluster, and brought back once the relaunch trained;
+``--hang``: worker 1's program SIGSTOPped, nothing else). Prints, per run and as medians
+and maxima: the
+seconds from the loss to the step's failure (detection; ``--silent``, ``--partition``,
+``--hang``: the supervisor's line naming the node or the rank), to the relaunch, to the first step trained again, and the steps trained
 twice. ``--ps``:
 ``ps.sbatch`` with two tasks per node instead (chief and ps on node1, two workers on each of
 node2 and node3, node4 the spare), node2 lost when the chief logs step 45. These are the
@@ -22,22 +25,42 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tfslurm.localcluster import LocalCluster, missing_requirements, nodefail
+from tfslurm.localcluster import LocalCluster, missing_requirements, nodefail, procs
 from tfslurm.runtime.templates import template_path
 
 RELAUNCH = re.compile(
-    r"tfslurm: relaunch 1 \(node node2 lost\): controller asked in [\d.]+ s, srun started ([\d.]+) s, "
+    r"tfslurm: relaunch 1 \((?:node node2 lost|no node lost)\): controller asked in [\d.]+ s, srun started ([\d.]+) s, "
     r"first step trained again \(step \d+\) [\d.]+ s after the step failed \(failed at ([\d.]+), step at ([\d.]+)\)"
 )
 
 
-SILENT = re.compile(r"tfslurm: node node2 silent: .* \(at ([\d.]+)\)")
+SILENT = re.compile(r"tfslurm: (?:node node2 silent|rank 1 \(worker:1 on node2\) hung): .* \(at ([\d.]+)\)")
+NAMED = ("silent", "partition", "hang")  # the ways the supervisor finds itself and names
+
+
+def program_of(cluster: LocalCluster, job: int, procid: int) -> int:
+    """The PID of task ``procid``'s program: the process ``tfslurm run`` forked, the one of
+    the task's processes whose parent is another of them."""
+    pids = []
+    for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if {f"SLURM_JOB_ID={job}".encode(), f"SLURM_PROCID={procid}".encode()} <= environ:
+            pids.append(pid)
+    for pid in pids:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        if parent in pids:
+            return pid
+    raise SystemExit(f"no program of task {procid} of job {job}")
 
 
 def wait_for(path: Path, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
@@ -95,6 +118,12 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
     if how == "silent":
         nodefail.silence_node(cluster, "node2")
         lost = time.time()
+    elif how == "partition":
+        nodefail.partition_node(cluster, "node2")
+        lost = time.time()
+    elif how == "hang":
+        os.kill(program_of(cluster, job, 1), signal.SIGSTOP)
+        lost = time.time()
     elif how == "kill":
         nodefail.kill_node(cluster, "node2")
         lost = time.time()
@@ -102,7 +131,9 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
         cluster.run(["scontrol", "update", "NodeName=node2", "State=DOWN", "Reason=bench"])
         lost = time.time()
     found = wait_for(log, RELAUNCH, 180)
-    silent = SILENT.search(log.read_text()) if how == "silent" else None
+    silent = SILENT.search(log.read_text()) if how in NAMED else None
+    if how == "partition":
+        nodefail.heal_node(cluster, "node2")
     if how == "silent":  # the job ends when Slurm hears from node2 again (its old step)
         wait_for(log, re.compile(r"tfslurm run: .*program finished, exit 0|final step 200"), 300)
         nodefail.restore_node(cluster, "node2")
@@ -135,6 +166,8 @@ def main() -> int:
     how.add_argument(
         "--silent", action="store_true", help="take node2's links down, then kill it (SlurmdTimeout 300 s)"
     )
+    how.add_argument("--partition", action="store_true", help="take node2's links down, its processes alive")
+    how.add_argument("--hang", action="store_true", help="SIGSTOP worker 1's program (on node2)")
     parser.add_argument(
         "--ps", action="store_true", help="ParameterServerStrategy (ps.sbatch) instead of MWMS"
     )
@@ -146,27 +179,31 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tfslurm-nodeloss-") as tmp:
         os.chmod(tmp, 0o755)
-        how = "silent" if args.silent else "kill" if args.kill else "down"
-        with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=300 if args.silent else 5) as cluster:
+        how = next((h for h in ("silent", "partition", "hang", "kill") if getattr(args, h)), "down")
+        quiet_slurm = how in ("silent", "partition")  # only the supervisor's own finding counts
+        with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=300 if quiet_slurm else 5) as cluster:
             for n in range(args.runs):
                 row = one_run(cluster, Path(tmp) / f"run{n}", how, "ps" if args.ps else "mwms")
                 rows.append(row)
                 print("  ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
     how = {
         "silent": "links down, then every process killed (SlurmdTimeout 300 s)",
+        "partition": "links down, processes alive (SlurmdTimeout 300 s)",
+        "hang": "worker 1's program SIGSTOPped",
         "kill": "slurmd and processes killed (SlurmdTimeout 5 s)",
         "down": "scontrol update State=DOWN",
     }[how]
     what = "PS chief+ps, 4 workers + 1 spare" if args.ps else "MWMS 3 workers + 1 spare"
-    print(f"{what}, node2 lost at step 45 ({how}), median of {args.runs}:")
+    print(f"{what}, node2 lost at step 45 ({how}), median (max) of {args.runs}:")
     for key, label in (
         ("detect", "loss -> step failed"),
         ("relaunch", "loss -> srun relaunched"),
         ("first_step", "loss -> first step trained"),
         ("steps_again", "steps trained again"),
     ):
-        value = statistics.median(r[key] for r in rows)
-        print(f"  {label:<28} {value:6.2f}{'' if key == 'steps_again' else ' s'}")
+        values = [r[key] for r in rows]
+        unit = "" if key == "steps_again" else " s"
+        print(f"  {label:<28} {statistics.median(values):6.2f}{unit} ({max(values):.2f}{unit})")
     return 0
 
 

@@ -43,6 +43,7 @@ from tfslurm.runtime.templates import template_path
 pytestmark = [pytest.mark.cluster]
 
 STEPPER = str(Path(__file__).with_name("tasks") / "stepper.py")
+AT = r" \(at [\d.]+\)\n"  # the clock time a supervisor line ends with
 RELAUNCH = (
     r"tfslurm: relaunch (\d+) \(node (\S+) lost\): controller asked in ([\d.]+) s, srun started "
     r"([\d.]+) s, first step trained again \(step (\d+)\) ([\d.]+) s after the step failed "
@@ -305,7 +306,7 @@ def test_hung_rank_is_named_run_again_then_its_node_replaced(cluster, lose, tmp_
         pids = program_pids(cluster, job, 1)
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGSTOP)
-        wait_for(log, hung + (r" \(node node2: 2 hangs in this allocation, left out\)" if run else r"\n"), 60)
+        wait_for(log, hung + (r" \(node node2: 2 hangs in this allocation, left out\)" if run else "") + AT, 60)
     text = ended(cluster, job, log)
     found = re.findall(hung, text)
     assert len(found) == 2, text[-4000:]

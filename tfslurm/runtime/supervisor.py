@@ -268,7 +268,7 @@ class Supervisor:
         line = f"{names}; the other {len(others)} rank(s) beat, at {at}: ending the step"
         if bad:
             line += f" (node {','.join(bad)}: {HANGS_PER_BAD_NODE} hangs in this allocation, left out)"
-        return line
+        return f"{line} (at {time.time():.3f})"
 
     def _probe(self, step_nodes: Sequence[str], quiet: float) -> bool:
         """Probe the step's nodes and the job's idle ones; keep the silent ones out from now
