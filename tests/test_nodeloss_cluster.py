@@ -306,7 +306,9 @@ def test_hung_rank_is_named_run_again_then_its_node_replaced(cluster, lose, tmp_
         pids = program_pids(cluster, job, 1)
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGSTOP)
-        wait_for(log, hung + (r" \(node node2: 2 hangs in this allocation, left out\)" if run else "") + AT, 60)
+        wait_for(
+            log, hung + (r" \(node node2: 2 hangs in this allocation, left out\)" if run else "") + AT, 60
+        )
     text = ended(cluster, job, log)
     found = re.findall(hung, text)
     assert len(found) == 2, text[-4000:]
