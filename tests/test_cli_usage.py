@@ -10,6 +10,7 @@ import pytest
 from conftest import tfslurm_cli
 from tfslurm.cli import COMMANDS
 from tfslurm.commands.requeue import JOB_IDS
+from tfslurm.runtime import exits
 
 # Bad input each command finds itself (argparse's own errors are the cases below).
 # "{tmp}" is a fresh directory of the test.
@@ -75,3 +76,29 @@ def test_requeue_takes_every_form_of_job_id_scontrol_takes(job: str) -> None:
 @pytest.mark.parametrize("job", ["abc", "1234_", "12 13", "-1", "1234.0", "1234_[a]", "12,", "$SLURM_JOB_ID"])
 def test_requeue_refuses_what_is_no_job_id(job: str) -> None:
     assert not JOB_IDS.fullmatch(job)
+
+
+def _exit_rows(command: str) -> dict[str, str]:
+    """The rows of ``tfslurm COMMAND --help``'s ``exit status`` section: status -> meaning."""
+    done = tfslurm_cli(command, "--help")
+    assert done.returncode == 0, done.stderr
+    _, found, section = done.stdout.partition("\nexit status:\n")
+    assert found, done.stdout
+    return dict(line.split(None, 1) for line in section.splitlines() if line.strip())
+
+
+def test_every_exit_status_has_a_meaning() -> None:
+    defined = {value for name, value in vars(exits).items() if name.startswith("EXIT_")}
+    assert set(exits.MEANINGS) == defined
+
+
+def test_run_help_lists_every_exit_status() -> None:
+    rows = _exit_rows("run")
+    assert rows.pop("other").startswith("the program's own status")
+    assert rows == {str(status): meaning for status, meaning in exits.MEANINGS.items()}
+
+
+def test_supervise_help_lists_its_exit_statuses() -> None:
+    rows = _exit_rows("supervise")
+    assert rows.pop("other").startswith("srun's status")
+    assert rows == {str(status): exits.MEANINGS[status] for status in (exits.EXIT_USAGE, exits.EXIT_STOPPED)}
