@@ -23,6 +23,7 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("env",),
     ("env", "--for", "nope"),
     ("prolog", "--write-wrapper", "{tmp}/missing/wrapper.sh"),
+    ("prolog", "--print-wrapper", "--python", "python-not-installed-anywhere"),
     ("run", "--max-restarts", "abc", "--", "true"),
     ("run", "--peer-timeout", "-1", "--", "true"),
     ("supervise", "--batch-per-worker", "0", "--", "srun", "true"),
