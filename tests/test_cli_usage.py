@@ -3,6 +3,7 @@ no traceback, whether argparse or the command itself finds the mistake."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,10 @@ from conftest import tfslurm_cli
 from tfslurm.cli import COMMANDS
 from tfslurm.commands.requeue import JOB_IDS
 from tfslurm.runtime import exits
+
+ROOT = Path(__file__).resolve().parents[1]
+# `eval "$(tfslurm ...)"`: its status is eval's, 0 when tfslurm failed, and nothing is set.
+HIDDEN_FAILURE = re.compile(r'eval\s+"?\$\(\s*"?(?:\$\{?TFSLURM\b|[\w./-]*tfslurm\s)')
 
 # Bad input each command finds itself (argparse's own errors are the cases below).
 # "{tmp}" is a fresh directory of the test.
@@ -103,3 +108,40 @@ def test_supervise_help_lists_its_exit_statuses() -> None:
     rows = _exit_rows("supervise")
     assert rows.pop("other").startswith("srun's status")
     assert rows == {str(status): exits.MEANINGS[status] for status in (exits.EXIT_USAGE, exits.EXIT_STOPPED)}
+
+
+def _shown_to_users() -> list[Path]:
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "sbatch_templates").iterdir()),
+        *sorted((ROOT / "tfslurm").rglob("*.py")),
+    ]
+
+
+def test_no_example_evals_tfslurm_output_unchecked() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _shown_to_users()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if HIDDEN_FAILURE.search(line)
+    ]
+    assert found == [], 'use: vars=$(tfslurm env) || exit; eval "$vars"'
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'eval "$(tfslurm env)"',
+        "eval $(tfslurm env --for torch)",
+        'eval "$("$TFSLURM" env)"',
+        'eval "$(${TFSLURM} env)"',
+        'eval "$(/opt/venv/bin/tfslurm cluster up)"',
+    ],
+)
+def test_the_unchecked_eval_is_recognised(line: str) -> None:
+    assert HIDDEN_FAILURE.search(line)
+
+
+def test_the_checked_eval_is_not_flagged() -> None:
+    assert not HIDDEN_FAILURE.search('vars=$(tfslurm env) || exit; eval "$vars"')
