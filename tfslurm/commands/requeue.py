@@ -19,8 +19,8 @@ from tfslurm.step import requeue_job_name
 
 # What scontrol requeue takes: job IDs, comma-separated, each optionally an array task
 # (1234_7, 1234_[1-3], 1234_*) or a heterogeneous component (1234+1). Anything else is a
-# typo that Slurm would refuse after a round trip to the controller, with exit 1, which the
-# templates read as "requeue through RequeueExit instead".
+# typo, said at once as a usage error rather than as the controller's refusal (exit 1,
+# which means "Slurm did not take it").
 _ARRAY = r"(?:_(?:\d+|\*|\[[\d,\-]+\]))"
 _ITEM = rf"\d+(?:{_ARRAY}|\+\d+)?"
 JOB_IDS = re.compile(rf"{_ITEM}(?:,{_ITEM})*")
