@@ -429,6 +429,59 @@ def test_cli_writes_the_wrapper(tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr
 
 
+def test_the_wrapper_is_named_by_absolute_paths(tmp_path: Path) -> None:
+    """Slurm refuses a relative TaskProlog= or plugstack.conf path, and a wrapper runs with
+    the task's working directory: every path it is named by, and names, is absolute."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "work").mkdir()
+    python = tmp_path / "bin" / "python-site"  # a command name nothing else on PATH has
+    python.symlink_to(sys.executable)  # kept as a link: a venv's python is one
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tfslurm", "prolog", *args],
+            cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    done = cli("--write-wrapper", "hook.sh")
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "work" / "hook.sh"
+    assert f"spank_tfslurm.so prolog={target}\n" in done.stdout
+    assert f"TaskProlog={target}\n" in done.stdout and f"--task-prolog={target} " in done.stdout
+    assert target.read_text() == prolog.wrapper_script()
+    # a bare name is looked up on PATH, a name with a slash is taken from the working directory
+    for name in ("python-site", "../bin/python-site"):
+        done = cli("--print-wrapper", "--python", name)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == prolog.wrapper_script(str(python)), name
+    done = cli("--write-wrapper", "hook2.sh", "--python", "python-site")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "work" / "hook2.sh").read_text() == prolog.wrapper_script(str(python))
+    for args in (("--print-wrapper",), ("--write-wrapper", "hook3.sh")):
+        done = cli(*args, "--python", "python-not-installed-anywhere")
+        assert done.returncode == 2 and done.stdout == "", done.stdout
+        assert done.stderr == (
+            "tfslurm prolog: error: python 'python-not-installed-anywhere' is not found on PATH; "
+            "give --python the path of the interpreter tfslurm is installed for\n"
+        )
+    assert not (tmp_path / "work" / "hook3.sh").exists()
+
+
+def test_find_python_and_the_wrapper_refuse_what_is_no_interpreter_path(tmp_path: Path) -> None:
+    exe = tmp_path / "py"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    (tmp_path / "not-executable").write_text("")
+    assert prolog.find_python("py", str(tmp_path)) == str(exe)
+    assert prolog.find_python("rel/py", "") == os.path.join(os.getcwd(), "rel", "py")
+    for name, search_path in (("not-executable", str(tmp_path)), ("py", ""), ("", str(tmp_path))):
+        with pytest.raises(prolog.PrologError, match="is not found on PATH"):
+            prolog.find_python(name, search_path)
+    with pytest.raises(prolog.PrologError, match="'python3' is not a path"):
+        prolog.wrapper_script(python="python3")
+
+
 def test_cli_hook_prints_export_lines() -> None:
     env = fixture_env(rank=1, **{TF_DIST_VARIABLE: "worker:*", "PATH": os.environ.get("PATH", "")})
     done = subprocess.run(

@@ -43,6 +43,7 @@ __all__ = [
     "SLURM_ENV_STRLEN_MAX",
     "PrologError",
     "container_lines",
+    "find_python",
     "format_lines",
     "main",
     "node_output",
@@ -335,18 +336,42 @@ def _clip(text: str, limit: int = 60) -> str:
 # --- the shell wrapper for TaskProlog= ---------------------------------------------------
 
 
+def find_python(name: str, search_path: str) -> str:
+    """The absolute path the wrapper names for the interpreter ``name``, as a shell finds a
+    command: a bare name in the directories of ``search_path`` (a PATH value), a name with a
+    slash relative to the current directory. Symbolic links are kept: a virtual
+    environment's python is one, and only its own path starts that environment."""
+    import shutil
+
+    if "/" in name:
+        return os.path.abspath(name)
+    found = shutil.which(name, path=search_path) if name else None
+    if found is None:
+        raise PrologError(
+            f"python {clip(name)!r} is not found on PATH; give --python the path of the "
+            "interpreter tfslurm is installed for"
+        )
+    return os.path.abspath(found)  # a relative directory on PATH gives a relative path
+
+
 def wrapper_script(python: str | None = None, package_parent: str | None = None) -> str:
     """The text of the ``TaskProlog=`` wrapper for this installation.
 
     ``python`` (default: this interpreter) runs with ``-I -S`` (no user site, no
     ``PYTHON*`` variables, no ``site`` import: faster and immune to the job's Python
-    settings); ``package_parent`` (default: where this ``tfslurm`` package lives) is put on
-    ``sys.path`` instead.
+    settings); a path, relative ones to the current directory (:func:`find_python` turns a
+    bare command name into one). ``package_parent`` (default: where this ``tfslurm``
+    package lives) is put on ``sys.path`` instead.
     """
     import json
     import shlex
     from pathlib import Path
 
+    if python is not None and "/" not in python:
+        raise PrologError(
+            f"python {clip(python)!r} is not a path: the wrapper runs no PATH lookup "
+            "(tfslurm prolog --python looks a bare name up)"
+        )
     python = os.path.abspath(python or sys.executable)
     parent = package_parent or str(Path(__file__).resolve().parent.parent)
     for what, path in (("python", python), ("package directory", parent)):
@@ -371,7 +396,8 @@ def wrapper_script(python: str | None = None, package_parent: str | None = None)
 def write_wrapper(
     path: str | os.PathLike[str], python: str | None = None, package_parent: str | None = None
 ) -> Path:
-    """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return the path.
+    """Write the wrapper to ``path`` (mode 0755, replaced atomically) and return its
+    absolute path, which plugstack.conf and slurm.conf need (Slurm refuses a relative one).
 
     The interpreter must exist here: a wrapper naming a Python that is not there would fail
     every ``--tf-dist`` task with exit status 127. (``wrapper_script`` alone, for
@@ -379,7 +405,7 @@ def write_wrapper(
     """
     from pathlib import Path
 
-    target = Path(path)
+    target = Path(os.path.abspath(path))
     text = wrapper_script(python, package_parent)
     exe = os.path.abspath(python or sys.executable)
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):

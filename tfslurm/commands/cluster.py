@@ -2,6 +2,8 @@
 
 ``up`` leaves the daemons running after the command exits; ``down`` stops them again (only
 the PIDs recorded in the state dir). Both are idempotent. Needs root and Debian's slurm-wlm.
+``status`` exits 0 when the cluster is healthy, 1 when not (or its record cannot be read),
+2 when ``--state`` records no cluster.
 """
 
 from __future__ import annotations
@@ -105,6 +107,13 @@ def run(args: argparse.Namespace) -> int:
             cluster.stop(purge=args.purge)
             print(f"cluster in {state} stopped in {cluster.timings.get('stop', 0):.2f}s", file=sys.stderr)
             return 0
+        if not os.path.isfile(StateFiles(state).record):  # a wrong --state: a usage error
+            print(
+                f"tfslurm cluster status: error: --state {state}: no local cluster recorded there; "
+                "give the --state it was started with, or start one (tfslurm cluster up)",
+                file=sys.stderr,
+            )
+            return 2
         cluster = LocalCluster.attach(state)
         info = cluster.status()
         if args.json:

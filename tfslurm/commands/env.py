@@ -2,7 +2,9 @@
 
 ``TF_CONFIG`` (or, when it would exceed the 131,060 bytes a variable can carry through
 exec, ``TFSLURM_DESCRIPTOR``, from which tfslurm rebuilds the plan in-process) and this
-task's GPU variables (``CUDA_VISIBLE_DEVICES`` ...). ``eval "$(tfslurm env)"`` in a task.
+task's GPU variables (``CUDA_VISIBLE_DEVICES`` ...). In a task:
+``vars=$(tfslurm env) || exit; eval "$vars"`` (a bare ``eval "$(...)"`` would exit 0 when
+this command failed, with nothing set).
 ``--for keras,jax,torch`` adds (or, without ``tf``, gives instead of TF's) the variables
 of those runtimes from the same plan, and ``--iface NAME`` advertises every node by its
 address on that interface (``tfslurm.frameworks``, ``tfslurm.iface``).

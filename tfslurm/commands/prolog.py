@@ -4,12 +4,14 @@ Without options it prints this task's ``export`` lines (see :mod:`tfslurm.prolog
 runs it through the wrapper, which skips Python entirely for jobs without ``--tf-dist``.
 ``--node`` prints the lines of every task of the step on this node (the plugin's ``prolog=``
 mode runs the wrapper that way, once per node).
-``--write-wrapper PATH`` writes that wrapper for this installation's Python.
+``--write-wrapper PATH`` writes that wrapper for this installation's Python and prints the
+configuration lines that name it, by its absolute path.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tfslurm import prolog
@@ -31,20 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--python", metavar="EXE",
-        help="interpreter the wrapper runs (default: this one, %(default)s)",
+        help="interpreter the wrapper runs: a path, or a command name looked up on PATH "
+        "(default: this one, %(default)s)",
         default=sys.executable,
     )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    if not (args.print_wrapper or args.write_wrapper):
+        return prolog.main(argv=["--node"] if args.node else None)
+    python = prolog.find_python(args.python, os.environ.get("PATH", os.defpath))
     if args.print_wrapper:
-        sys.stdout.write(prolog.wrapper_script(args.python))
+        sys.stdout.write(prolog.wrapper_script(python))
         return 0
-    if args.write_wrapper:
-        path = prolog.write_wrapper(args.write_wrapper, args.python)
-        print(f"wrote {path}")
-        print(f"set-up A, plugstack.conf:  optional <LIBDIR>/spank_tfslurm.so prolog={path}")
-        print(f"set-up B, slurm.conf on every node:  TaskProlog={path}")
-        print(f"per job, no admin needed:  srun --task-prolog={path} ...")
-        return 0
-    return prolog.main(argv=["--node"] if args.node else None)
+    path = prolog.write_wrapper(args.write_wrapper, python)
+    print(f"wrote {path}")
+    print(f"set-up A, plugstack.conf:  optional <LIBDIR>/spank_tfslurm.so prolog={path}")
+    print(f"set-up B, slurm.conf on every node:  TaskProlog={path}")
+    print(f"per job, no admin needed:  srun --task-prolog={path} ...")
+    return 0

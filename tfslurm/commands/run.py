@@ -14,12 +14,24 @@ import argparse
 import os
 
 from tfslurm.errors import RestartCapReached
+from tfslurm.runtime import exits
 from tfslurm.runtime.launch import run_task
 from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
 from tfslurm.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the epilog's rows as they are
+    parser.epilog = exits.help_epilog(
+        [
+            exits.EXIT_USAGE,
+            exits.EXIT_PEER_TIMEOUT,
+            exits.EXIT_PS_FAILED,
+            exits.EXIT_STOPPED,
+            exits.EXIT_RESTART_CAP,
+        ],
+        "the program's own status (0: it finished; 128+N: killed by signal N)",
+    )
     parser.add_argument(
         "--jobs",
         metavar="SPEC",
@@ -49,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma list of signals that mean checkpoint and stop (default "
         "TFSLURM_STOP_SIGNALS or TERM; the preemption signal always counts): "
         "the program is told through the preemption signal and a run stopped "
-        "early exits 85, never 0",
+        f"early exits {exits.EXIT_STOPPED}, never 0",
     )
     parser.add_argument(
         "--stop-grace",
@@ -63,20 +75,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-restarts",
         metavar="N",
         default=None,
-        help="refuse to start (exit 86, one line) once the job was restarted "
+        help=f"refuse to start (exit {exits.EXIT_RESTART_CAP}, one line) once the job was restarted "
         "more than N times (SLURM_RESTART_COUNT; default TFSLURM_MAX_RESTARTS, "
         "else no cap)",
     )
     parser.add_argument(
         "--cap-check",
         action="store_true",
-        help="only check --max-restarts and exit 0 (go on) or 86 with one "
+        help=f"only check --max-restarts and exit 0 (go on) or {exits.EXIT_RESTART_CAP} with one "
         "line (the templates run this in the batch script, before srun)",
     )
     parser.add_argument(
         "--requeue-on-ps-failure",
         action="store_true",
-        help="when a parameter server fails, the chief requeues its job (as 'tfslurm requeue' does) before exiting 75",
+        help=f"when a parameter server fails, the chief requeues its job (as 'tfslurm requeue' does) before exiting {exits.EXIT_PS_FAILED}",
     )
     parser.add_argument(
         "--show-plan",

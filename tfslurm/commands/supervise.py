@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from tfslurm.controller import controller
 from tfslurm.errors import NodeLossError
+from tfslurm.runtime import exits
 from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings
 from tfslurm.runtime.probe import Prober, read_conf, slurmd_port
 from tfslurm.runtime.progress import ProgressBoard
@@ -40,6 +41,11 @@ DEFAULT_CONF = "/etc/slurm/slurm.conf"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the epilog's rows as they are
+    parser.epilog = exits.help_epilog(
+        [exits.EXIT_USAGE, exits.EXIT_STOPPED],
+        "srun's status, that of the tasks' tfslurm run (tfslurm run --help), after the last relaunch",
+    )
     parser.add_argument(
         "--batch-per-worker",
         metavar="N",

@@ -1,8 +1,8 @@
 """One collective per runtime, from nothing but the variables ``tfslurm env --for`` exports.
 
 ``python -m tfslurm.examples.collective jax|torch|keras`` in every task of a step, after
-``eval "$(tfslurm env --for RUNTIME)"`` (the sbatch templates do that) or with the site's
-TaskProlog and ``TFSLURM_FOR=RUNTIME``. Each process adds ``rank + 1`` over all processes
+``vars=$(tfslurm env --for RUNTIME) || exit; eval "$vars"`` (the sbatch templates do that)
+or with the site's TaskProlog and ``TFSLURM_FOR=RUNTIME``. Each process adds ``rank + 1`` over all processes
 (Keras: fits a one-weight model with ``DataParallel``) and prints
 ``rank R of N: sum S (expected E)``; a wrong sum exits 1, so the job fails.
 """
