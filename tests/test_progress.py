@@ -13,6 +13,7 @@ import pytest
 from conftest import tfslurm_run
 from tfslurm.errors import NodeLossError
 from tfslurm.runtime import progress
+from tfslurm.runtime.probe import answers
 from tfslurm.runtime.progress import (
     HANG_FLOOR_S,
     HANG_STEPS,
@@ -23,7 +24,6 @@ from tfslurm.runtime.progress import (
     RankState,
     hang_window,
     hung_ranks,
-    reaches,
     watch_reach,
 )
 from tfslurm.settings import PROGRESS_VARIABLE
@@ -110,9 +110,9 @@ def test_a_bad_variable_is_one_line_naming_it(text):
 
 def test_the_board_answers_a_reach_check_on_its_port():
     board = ProgressBoard()
-    assert reaches(("127.0.0.1", board.port))
+    assert answers("127.0.0.1", board.port, progress.FENCE_EVERY_S)
     for _ in range(100):  # more than the listen backlog: each connection is accepted and closed
-        assert reaches(("127.0.0.1", board.port))
+        assert answers("127.0.0.1", board.port, progress.FENCE_EVERY_S)
 
 
 @pytest.fixture
@@ -137,8 +137,8 @@ def test_a_refused_connect_is_an_answer_and_no_answer_is_not(silent_port):
     with socket.socket() as probe:  # a port nothing listens on: the kernel refuses
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
-    assert reaches(("127.0.0.1", closed))
-    assert not reaches(("127.0.0.1", silent_port))
+    assert answers("127.0.0.1", closed, progress.FENCE_EVERY_S)
+    assert not answers("127.0.0.1", silent_port, progress.FENCE_EVERY_S)
 
 
 def test_cut_off_is_called_once_after_the_tries_in_a_row(monkeypatch, silent_port):

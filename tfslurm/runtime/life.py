@@ -19,7 +19,7 @@ from tfslurm.runtime import preemption
 from tfslurm.runtime.container import container_prefix
 from tfslurm.runtime.exits import EXIT_RESTART_CAP
 from tfslurm.runtime.preemption import Preemption
-from tfslurm.runtime.progress import ProgressTarget
+from tfslurm.runtime.progress import ProgressTarget, progress_target
 from tfslurm.runtime.roles import Role, resolve_role
 from tfslurm.runtime.servers import serve
 from tfslurm.runtime.stops import ignore_signals, restart_cap_message
@@ -137,7 +137,7 @@ class RunConfig(Value):
             requeue=requeue,
             requeue_job=requeue_job_name(environ) if requeue else "",
             container=container_prefix(settings.container) if settings.container else (),
-            progress=ProgressTarget.parse(settings.progress_text) if settings.progress_text else None,
+            progress=progress_target(settings.progress_text),
         )
 
     @classmethod
@@ -170,7 +170,7 @@ class RunConfig(Value):
             requeue_job=requeue_job_name(environ) if requeue else "",
             watched=settings.watched,
             in_container=settings.watched_in_container,
-            progress=ProgressTarget.parse(settings.progress_text) if settings.progress_text else None,
+            progress=progress_target(settings.progress_text),
         )
 
 

@@ -17,6 +17,7 @@ and is never taken for a hang. The window is derived from the step times seen so
 from __future__ import annotations
 
 import atexit
+import collections
 import socket
 import statistics
 import threading
@@ -24,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tfslurm.errors import NodeLossError
+from tfslurm.runtime.probe import answers
 from tfslurm.settings import PROGRESS_VARIABLE
 from tfslurm.value import Value
 
@@ -41,6 +43,8 @@ HANG_STEPS = 3
 #: The window before any rank reported a step: imports and the first compilation can hold
 #: the GIL for seconds at a time.
 STARTUP_S = 60.0
+#: Step intervals the window is the median of: the latest ones.
+INTERVALS_KEPT = 200
 
 
 class ProgressTarget(Value):
@@ -64,6 +68,12 @@ class ProgressTarget(Value):
                 f"{PROGRESS_VARIABLE}={text!r}: expected HOST:PORT/LAUNCH (tfslurm supervise sets it; unset it)"
             )
         return cls(host, int(port), int(launch))
+
+
+def progress_target(text: str | None) -> ProgressTarget | None:
+    """The target of TFSLURM_PROGRESS's text (``Settings.progress_text``); None when unset:
+    no supervisor listens."""
+    return ProgressTarget.parse(text) if text else None
 
 
 class Beacon:
@@ -159,7 +169,9 @@ class ProgressBoard:
         self._lock = threading.Lock()
         self.launch = 0
         self.states: dict[int, RankState] = {}
-        self.intervals: list[float] = []  # between a rank's consecutive step reports
+        # between a rank's consecutive step reports: the latest INTERVALS_KEPT, so that a
+        # long training neither grows the supervisor nor keeps the window on its first steps
+        self.intervals: collections.deque[float] = collections.deque(maxlen=INTERVALS_KEPT)
         self._steps: dict[int, float] = {}  # rank -> when its last step report came
         threading.Thread(target=self._receive, name="tfslurm-progress", daemon=True).start()
         threading.Thread(target=self._answer, name="tfslurm-fence", daemon=True).start()
@@ -179,7 +191,7 @@ class ProgressBoard:
         """The ranks heard from in this launch, and the step intervals seen so far (none
         before this launch's first step report: its start-up gets the allowance)."""
         with self._lock:
-            return dict(self.states), list(self.intervals[-200:]) if self._steps else []
+            return dict(self.states), list(self.intervals) if self._steps else []
 
     def _answer(self) -> None:
         """Accept and close every connection: a rank's parent connects to learn that it can
@@ -234,21 +246,8 @@ def _bound_pair() -> tuple[socket.socket, socket.socket]:
 #: Connects in a row that the supervisor's host leaves unanswered before a rank's
 #: ``tfslurm run`` counts itself cut off from the job (a partition) and ends its program.
 FENCE_TRIES = 3
-#: Seconds between two connects, and the most one may take.
+#: Seconds between two connects, and the most one may take (:func:`probe.answers`).
 FENCE_EVERY_S = 1.0
-
-
-def reaches(address: tuple[str, int]) -> bool:
-    """Whether the host at ``address`` answers a TCP connect: accepted, or refused (the
-    supervisor has ended, but the network is up). A timeout or an unreachable network is
-    no answer."""
-    try:
-        with socket.create_connection(address, timeout=FENCE_EVERY_S):
-            return True
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
 
 
 def watch_reach(target: ProgressTarget, on_cut_off: Callable[[float], None]) -> None:
@@ -257,14 +256,15 @@ def watch_reach(target: ProgressTarget, on_cut_off: Callable[[float], None]) -> 
     ``on_cut_off(seconds since the last answer)`` once and return. The supervisor ends the
     step on its side when it finds the node silent; this ends the node's side, so that
     nothing of the old step runs on there (or writes a checkpoint) once the link is back."""
-    try:
-        address = (socket.gethostbyname(target.host), target.port)
+    try:  # once: a lookup that fails in a partition is not an unanswered connect
+        host = socket.gethostbyname(target.host)
     except OSError:  # the name does not resolve here: no check is possible
         return
     answered, misses = time.monotonic(), 0
     while misses < FENCE_TRIES:
         start = time.monotonic()
-        if reaches(address):
+        # a refusal is an answer too: the supervisor has ended, but the network is up
+        if answers(host, target.port, FENCE_EVERY_S):
             answered, misses = time.monotonic(), 0
         else:
             misses += 1
