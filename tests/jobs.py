@@ -159,16 +159,18 @@ def wait_requeued_then_release(cluster: Any, job: int, restarts: int = 1, timeou
     )
 
 
-def node_processes(cluster: Any) -> list[tuple[int, list[bytes], bytes]]:
+def node_processes(cluster: Any, node: str | None = None) -> list[tuple[int, list[bytes], bytes]]:
     """(pid, environment entries, command line) of every process running in the cluster's
-    nodes. All "nodes" of a test cluster share this machine's PID namespace, and so do other
-    clusters running at the same time: only processes in this cluster's node network
-    namespaces count (its SLURM_CONF path alone is not enough, as the versions matrix runs
-    the same test at the same /tmp path in another root)."""
+    nodes (``node``: in that one only). All "nodes" of a test cluster share this machine's
+    PID namespace, and so do other clusters running at the same time: only processes in this
+    cluster's node network namespaces count (its SLURM_CONF path alone is not enough, as the
+    versions matrix runs the same test at the same /tmp path in another root)."""
     from tfslurm.localcluster import procs
 
+    network = cluster._network
+    inodes = network.netns_inodes() if node is None else [os.stat(network.ns_file(node, "net")).st_ino]
     found = []
-    for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
+    for pid in procs.pids_in_netns(inodes):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -205,20 +207,13 @@ def program_pids(cluster: Any, job: int, procid: int) -> list[int]:
 def step_processes(cluster: Any, job: int, step: int, node: str) -> list[bytes]:
     """Command lines of what runs of step ``job.step`` on ``node``: its tasks (their
     environment names the step) and its slurmstepd."""
-    from tfslurm.localcluster import procs
-
-    inode = os.stat(cluster._network.ns_file(node, "net")).st_ino
     wanted = {f"SLURM_JOB_ID={job}".encode(), f"SLURM_STEP_ID={step}".encode()}
-    found = []
-    for pid in procs.pids_in_netns([inode]):
-        try:
-            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if wanted <= environ or cmdline.startswith(f"slurmstepd: [{job}.{step}]".encode()):
-            found.append(cmdline)
-    return found
+    stepd = f"slurmstepd: [{job}.{step}]".encode()
+    return [
+        cmdline
+        for _, environ, cmdline in node_processes(cluster, node)
+        if wanted <= set(environ) or cmdline.startswith(stepd)
+    ]
 
 
 def gone(what: Any, timeout: float) -> float:
