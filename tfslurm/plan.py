@@ -38,7 +38,7 @@ from tfslurm.value import Value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Final, Literal
 
     from tfslurm.gpus import GpuAssignment
@@ -296,19 +296,7 @@ class Plan:
             shown = "?" if gpus is None else (",".join(gpus) or "-")
             mark = " *" if rank == self.rank else ""
             rows.append((str(rank), job, str(index), addresses[rank], shown + mark))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        return "\n".join(
-            "  ".join(
-                [
-                    row[0].rjust(widths[0]),
-                    row[1].ljust(widths[1]),
-                    row[2].rjust(widths[2]),
-                    row[3].ljust(widths[3]),
-                    row[4],
-                ]
-            ).rstrip()
-            for row in rows
-        )
+        return aligned(rows, right=(True, False, True, False))
 
     @classmethod
     def from_descriptor(cls, text: str, rank: int | None = None) -> Plan:
@@ -537,4 +525,22 @@ def gpu_plan_for(
         warnings=gpu_warnings(
             step, layout, assignment, gpus_per_task=gpus_per_task, gpus_per_node=gpus_per_node
         ),
+    )
+
+
+def aligned(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    """``rows`` of cells as text for people: two spaces between columns, column ``i``
+    right-aligned where ``right[i]``, else left; the last column (past ``right``) unpadded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(right))]
+    return "\n".join(
+        "  ".join(
+            [
+                *(
+                    cell.rjust(w) if r else cell.ljust(w)
+                    for cell, w, r in zip(row[: len(right)], widths, right, strict=True)
+                ),
+                row[len(right)],
+            ]
+        ).rstrip()
+        for row in rows
     )

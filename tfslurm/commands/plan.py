@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
-from tfslurm.plan import Plan, PlanOptions, resolve_plan
+from tfslurm.plan import Plan, PlanOptions, aligned, resolve_plan
 from tfslurm.step import Step
 
 if TYPE_CHECKING:
@@ -162,17 +162,4 @@ def _dry_table(rows: Sequence[Mapping[str, object]]) -> str:
         shown = ",".join(gpus) if isinstance(gpus, list) else "?"
         cells = (row["rank"], row["job"], row["index"], row["node"], row["local_id"])
         lines.append([*(str(cell) for cell in cells), shown or "-"])
-    widths = [max(len(line[i]) for line in lines) for i in range(5)]
-    return "\n".join(
-        "  ".join(
-            [
-                line[0].rjust(widths[0]),
-                line[1].ljust(widths[1]),
-                line[2].rjust(widths[2]),
-                line[3].ljust(widths[3]),
-                line[4].rjust(widths[4]),
-                line[5],
-            ]
-        ).rstrip()
-        for line in lines
-    )
+    return aligned(lines, right=(True, False, True, False, True))
