@@ -212,6 +212,38 @@ def test_mwms_spare_takes_the_lost_nodes_place(cluster, lose, uninterrupted, tmp
 
 @pytest.mark.tf
 @needs("tensorflow")
+def test_straggler_is_named_and_its_node_swapped_for_the_spare(cluster, uninterrupted, tmp_path):
+    """3 workers + 1 spare, TFSLURM_STRAGGLER=replace, the worker on node2 1.5 times slower
+    in its own part of every step: named within 100 steps, the step stopped at a checkpoint,
+    relaunched with the spare in node2's place from that checkpoint (no step lost), the
+    weights of the same run without a straggler, COMPLETED."""
+    steps = 100
+    program = example("mwms", steps=steps, step_delay=0.05, log_every=1, checkpoint_every=10)
+    slow = (*program, "--slow-node", "node2", "--slow-by", "1.5")
+    job, log = submit(cluster, tmp_path, "mwms.sbatch", slow, "-N4",
+                      TFSLURM_SPARE_NODES="1", TFSLURM_STRAGGLER="replace")  # fmt: skip
+    found = wait_for(
+        log,
+        r"tfslurm: rank (\d) \((\S+) on (\S+)\) straggles: ([\d.]+) ms of its own work a step, "
+        r"([\d.]+)x the others' ([\d.]+) ms, in each of the last 50 steps \(to step (\d+)\): "
+        r"TFSLURM_STRAGGLER=replace: stopping the step at a checkpoint, node node2 left out for a spare" + AT,
+        timeout=120,
+    )
+    assert found.group(1, 2, 3) == ("1", "worker:1", "node2"), found.group(0)
+    ratio, named_at = float(found.group(5)), int(found.group(7))
+    assert 1.2 <= ratio < 2.5 and 50 <= named_at <= 100, found.group(0)
+    wait_for(log, r"relaunching on node1,node3,node4 \(spare node4 in; 0 spare\(s\) left\)", timeout=60)
+    text = ended(cluster, job, log)
+    assert step_nodes(cluster, job) == [] and text.count(" straggles: ") == 1, text[-4000:]
+    saved = re.findall(r"preempted: checkpoint \S+ saved at step (\d+)", text)
+    resumed = re.findall(r"\[worker:\d\] restart 0: resumed from \S+ at step (\d+)", text)
+    assert len(saved) == 1 and resumed == saved * 3 and int(saved[0]) >= named_at, text[-4000:]
+    assert_weights_of_an_uninterrupted_run(uninterrupted, program, text, steps)
+    print(f"\nstraggler 1.5x named at step {named_at} (ratio {ratio}), swapped at step {saved[0]}")
+
+
+@pytest.mark.tf
+@needs("tensorflow")
 def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
     """ParameterServerStrategy, chief+ps on node1, two workers on node2, spare node3: node2
     DOWN, the step relaunched on node1,node3 and all steps scheduled, COMPLETED."""

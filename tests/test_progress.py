@@ -63,11 +63,17 @@ def test_a_rank_whose_program_ended_is_never_hung():
 def test_the_board_keeps_this_launchs_ranks_and_their_step_intervals():
     board = ProgressBoard()
     board.next_launch()
-    board.record(b"step 0 1 worker:1 node2 3", 10.0)  # an earlier launch's process: dropped
-    board.record(b"step 1 1 worker:1 node2 3", 10.0)
-    board.record(b"step 1 1 worker:1 node2 4", 10.5)
-    board.record(b"beat 1 0 worker:0 node1 4", 10.6)
-    for junk in (b"", b"step 1 x worker:1 node2 4", b"hello 1 1 w n 1", b"step 1 1 w n"):
+    board.record(b"step 0 1 worker:1 node2 3 0", 10.0)  # an earlier launch's process: dropped
+    board.record(b"step 1 1 worker:1 node2 3 0", 10.0)
+    board.record(b"step 1 1 worker:1 node2 4 2500", 10.5)
+    board.record(b"beat 1 0 worker:0 node1 4 0", 10.6)
+    for junk in (
+        b"",
+        b"step 1 x worker:1 node2 4 0",
+        b"hello 1 1 w n 1 0",
+        b"step 1 1 w n 0",
+        b"step 1 1 w n 5 -3",
+    ):
         board.record(junk, 11.0)
     states, intervals = board.snapshot()
     assert states == {
@@ -75,8 +81,11 @@ def test_the_board_keeps_this_launchs_ranks_and_their_step_intervals():
         1: RankState(1, "worker:1", "node2", 4, 10.5),
     }
     assert intervals == [0.5]
+    assert board.own_times() == {4: {1: 0.0025}}  # only reports with own time marked
     board.next_launch()
-    assert board.snapshot() == ({}, [])  # the next launch starts with the start-up allowance
+    assert (
+        board.snapshot() == ({}, []) and board.own_times() == {}
+    )  # the next launch starts with the start-up allowance
 
 
 def test_a_beacon_reaches_the_board_over_udp():

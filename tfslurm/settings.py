@@ -89,6 +89,7 @@ ON_NODE_LOSS_VARIABLE = "TFSLURM_ON_NODE_LOSS"
 STEP_RESTARTS_VARIABLE = "TFSLURM_STEP_RESTARTS"
 HEARTBEAT_VARIABLE = "TFSLURM_HEARTBEAT_TIMEOUT"
 STEP_LINE_VARIABLE = "TFSLURM_STEP_LINE"
+STRAGGLER_VARIABLE = "TFSLURM_STRAGGLER"
 #: Set by tfslurm supervise for its srun: where each rank sends its heartbeats and steps.
 PROGRESS_VARIABLE = "TFSLURM_PROGRESS"
 
@@ -357,6 +358,7 @@ if TYPE_CHECKING:
         step_restarts: str | None
         heartbeat: str | None
         step_line: str | None
+        straggler: str | None
 
 
 def recovery_settings(env: Mapping[str, str]) -> RecoveryVariables:
@@ -368,4 +370,5 @@ def recovery_settings(env: Mapping[str, str]) -> RecoveryVariables:
         "step_restarts": env.get(STEP_RESTARTS_VARIABLE) or None,
         "heartbeat": env.get(HEARTBEAT_VARIABLE) or None,
         "step_line": env.get(STEP_LINE_VARIABLE) or None,
+        "straggler": env.get(STRAGGLER_VARIABLE) or None,
     }

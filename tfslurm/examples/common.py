@@ -42,8 +42,15 @@ def parser(description: str) -> argparse.ArgumentParser:
         "--step-delay",
         type=float,
         default=0.0,
-        help="sleep this long after each step (to watch or preempt a short run)",
+        help="sleep this long after each step (to watch or preempt a short run); "
+        "the sleep counts as the rank's own work (ctx.own_time)",
     )
+    p.add_argument(
+        "--slow-node",
+        default=None,
+        help="the rank on this node sleeps --slow-by times longer after each step: a straggler, to test",
+    )
+    p.add_argument("--slow-by", type=float, default=1.5, help="how much longer --slow-node sleeps (a factor)")
     return p
 
 
@@ -54,6 +61,8 @@ def parse(
     for name in ("batch", "log_every", "check_every"):  # divisors and tensor shapes
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.slow_by < 1:
+        p.error(f"--slow-by {args.slow_by}: must be at least 1 (a factor)")
     if args.checkpoint_every < 0:
         p.error(f"--checkpoint-every {args.checkpoint_every}: must be 0 (off) or more")
     if args.checkpoint_dir is None:
@@ -111,12 +120,15 @@ def mwms_train_step(tf: Any, ctx: Any, args: argparse.Namespace, w: Any, b: Any,
 
 def stepped(ctx: Any, tag: str, args: argparse.Namespace, current: int, mse: float) -> None:
     """After step ``current`` of an MWMS worker: the chief reports progress every
-    ``--log-every`` steps and at the last; every worker waits ``--step-delay``."""
+    ``--log-every`` steps and at the last; every worker waits ``--step-delay`` (the one on
+    ``--slow-node`` ``--slow-by`` times longer) as its own work in the next step."""
     ctx.step(current)
     if ctx.is_chief and (current % args.log_every == 0 or current == args.steps):
         say(tag, f"step {current}/{args.steps} loss {mse:.5f}")
     if args.step_delay:
-        time.sleep(args.step_delay)
+        slow = args.slow_node is not None and ctx.role.address().node == args.slow_node
+        with ctx.own_time():
+            time.sleep(args.step_delay * (args.slow_by if slow else 1.0))
 
 
 def restored_checkpoints(ctx: Any, args: argparse.Namespace, tag: str, checkpoint: Any) -> Any:

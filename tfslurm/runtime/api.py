@@ -123,6 +123,15 @@ class RunContext:
         if self._beacon is not None:
             self._beacon.step(number)
 
+    def own_time(self) -> contextlib.AbstractContextManager[None]:
+        """``with ctx.own_time(): ...`` around this rank's own work in a step, the part
+        before it waits for the others (its input, its host-side work): under ``tfslurm
+        supervise`` a rank whose own time stays well above the others' is named a
+        straggler (two clock reads per block); elsewhere it does nothing."""
+        if self._beacon is None:
+            return contextlib.nullcontext()
+        return self._beacon.own_time()
+
     def should_stop(self) -> bool:
         """True on every worker once any worker was signalled (call it at step boundaries;
         under MWMS every worker must call it at the same steps: it is a collective)."""

@@ -36,6 +36,7 @@ from tfslurm.settings import (
     SPARE_NODES_VARIABLE,
     STEP_LINE_VARIABLE,
     STEP_RESTARTS_VARIABLE,
+    STRAGGLER_VARIABLE,
     recovery_settings,
 )
 from tfslurm.step import batch_job
@@ -56,8 +57,8 @@ PREFIX = "tfslurm:"  # as the templates' own lines
 class RecoverySettings(Value):
     """The ``tfslurm supervise`` variables as set (None: unset), parsed by :class:`Recovery`."""
 
-    __slots__ = ("heartbeat", "on_node_loss", "spares", "step_line", "step_restarts")
-    __match_args__ = ("spares", "on_node_loss", "step_restarts", "heartbeat", "step_line")
+    __slots__ = ("heartbeat", "on_node_loss", "spares", "step_line", "step_restarts", "straggler")
+    __match_args__ = ("spares", "on_node_loss", "step_restarts", "heartbeat", "step_line", "straggler")
 
     def __init__(
         self,
@@ -66,12 +67,14 @@ class RecoverySettings(Value):
         step_restarts: str | None = None,
         heartbeat: str | None = None,
         step_line: str | None = None,
+        straggler: str | None = None,
     ) -> None:
         self.spares: Final = spares
         self.on_node_loss: Final = on_node_loss
         self.step_restarts: Final = step_restarts
         self.heartbeat: Final = heartbeat
         self.step_line: Final = step_line
+        self.straggler: Final = straggler
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str]) -> RecoverySettings:
@@ -118,10 +121,11 @@ NO_JOB = BatchJob(None, None, None, False)
 
 class Recovery(Value):
     """What to do when a step fails: spares kept idle, shrink allowed, relaunches allowed,
-    seconds without a step line that mean a stuck step (None: no heartbeat), the step line."""
+    seconds without a step line that mean a stuck step (None: no heartbeat), the step line;
+    and whether a straggler's node is swapped for a spare (else it is only named)."""
 
-    __slots__ = ("heartbeat", "restarts", "shrink", "spares", "step_line")
-    __match_args__ = ("spares", "shrink", "restarts", "heartbeat", "step_line")
+    __slots__ = ("heartbeat", "replace_stragglers", "restarts", "shrink", "spares", "step_line")
+    __match_args__ = ("spares", "shrink", "restarts", "heartbeat", "step_line", "replace_stragglers")
 
     def __init__(
         self,
@@ -130,12 +134,14 @@ class Recovery(Value):
         restarts: int = 0,
         heartbeat: float | None = None,
         step_line: str = DEFAULT_STEP_LINE,
+        replace_stragglers: bool = False,
     ) -> None:
         self.spares: Final = spares
         self.shrink: Final = shrink
         self.restarts: Final = restarts
         self.heartbeat: Final = heartbeat
         self.step_line: Final = step_line
+        self.replace_stragglers: Final = replace_stragglers
 
     @property
     def places_nodes(self) -> bool:
@@ -171,13 +177,23 @@ class Recovery(Value):
             raise NodeLossError(
                 f"{STEP_LINE_VARIABLE}={_clip(step_line)!r} is not a regular expression: {exc}"
             ) from None
+        straggler = (settings.straggler or "name").strip().lower()
+        if straggler not in ("name", "replace"):
+            raise NodeLossError(
+                f"{STRAGGLER_VARIABLE}={_clip(settings.straggler or '')!r}: expected name or replace"
+            )
+        if straggler == "replace" and not spares:
+            raise NodeLossError(
+                f"{STRAGGLER_VARIABLE}=replace swaps a straggler's node for a spare: "
+                f"set {SPARE_NODES_VARIABLE} to 1 or more, or {STRAGGLER_VARIABLE}=name"
+            )
         if (spares or shrink) and not job.no_kill:
             what = f"{SPARE_NODES_VARIABLE}={spares}" if spares else f"{ON_NODE_LOSS_VARIABLE}=shrink"
             raise NodeLossError(
                 f"{what} needs a job that keeps its allocation when a node fails: submit with "
                 "SBATCH_NO_KILL=set sbatch ... (sbatch --no-kill alone is invisible to the job)"
             )
-        return cls(spares, shrink, restarts, heartbeat, step_line)
+        return cls(spares, shrink, restarts, heartbeat, step_line, straggler == "replace")
 
 
 def _count(name: str, text: str | None, default: int) -> int:

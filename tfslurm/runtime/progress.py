@@ -3,8 +3,9 @@
 The supervisor listens on a UDP port of the batch host and gives srun
 ``TFSLURM_PROGRESS=<host>:<port>/<launch>``. In each program ``tfslurm.run`` then starts a
 :class:`Beacon`: a daemon thread that sends one datagram a second (``beat``), and
-``ctx.step(n)`` sends one at once (``step``). A datagram costs a few microseconds and is
-never waited for: a lost one is only a later heartbeat.
+``ctx.step(n)`` sends one at once (``step``), with the rank's own time in that step
+(``ctx.own_time()``, :mod:`tfslurm.runtime.straggler`). A datagram costs a few microseconds
+and is never waited for: a lost one is only a later heartbeat.
 
 A rank that stops (SIGSTOP, a debugger, a call that holds the GIL) stops beating. Ranks
 that wait in a collective for it keep beating: TensorFlow's waits release the GIL. So the
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from tfslurm.errors import NodeLossError
 from tfslurm.runtime.probe import answers
+from tfslurm.runtime.straggler import OwnTimes
 from tfslurm.settings import PROGRESS_VARIABLE
 from tfslurm.value import Value
 
@@ -80,7 +82,7 @@ class Beacon:
     """The program's side: a heartbeat thread and :meth:`step`. Sending never blocks and
     never raises: the training must not depend on the supervisor's port."""
 
-    __slots__ = ("_address", "_socket", "_step", "node", "rank", "target", "task")
+    __slots__ = ("_address", "_own", "_socket", "_step", "node", "rank", "target", "task")
 
     def __init__(self, target: ProgressTarget, rank: int, task: str, node: str) -> None:
         self.target = target
@@ -88,6 +90,7 @@ class Beacon:
         self.task = task
         self.node = node
         self._step = -1
+        self._own = 0.0  # seconds of own work marked since the last step report
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._socket.setblocking(False)
         try:  # once: a name lookup per datagram would cost more than the datagram
@@ -102,24 +105,47 @@ class Beacon:
         return self
 
     def step(self, number: int) -> None:
-        """Step ``number`` is done."""
+        """Step ``number`` is done; the own time marked since the last one goes with it."""
         self._step = number
-        self._send("step")
+        self._send("step", round(self._own * 1e6))
+        self._own = 0.0
+
+    def own_time(self) -> _OwnTime:
+        """``with beacon.own_time():`` counts the block's time as the rank's own work in
+        the current step (a plain object, not a generator: two clock reads and an add)."""
+        return _OwnTime(self)
+
+    def add_own(self, seconds: float) -> None:
+        self._own += seconds
 
     def _beat(self) -> None:
         while True:
             self._send("beat")
             time.sleep(BEAT_S)
 
-    def _send(self, kind: str) -> None:
+    def _send(self, kind: str, own_us: int = 0) -> None:
         if self._address is None:
             return
         t = self.target
-        message = f"{kind} {t.launch} {self.rank} {self.task} {self.node} {self._step}"
+        message = f"{kind} {t.launch} {self.rank} {self.task} {self.node} {self._step} {own_us}"
         try:
             self._socket.sendto(message.encode(), self._address)
         except OSError:
             pass
+
+
+class _OwnTime:
+    __slots__ = ("_beacon", "_start")
+
+    def __init__(self, beacon: Beacon) -> None:
+        self._beacon = beacon
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._beacon.add_own(time.perf_counter() - self._start)
 
 
 class RankState(Value):
@@ -161,7 +187,7 @@ class ProgressBoard:
     """The supervisor's side: a UDP socket on every interface and a thread that keeps
     each rank's latest :class:`RankState` for the current launch."""
 
-    __slots__ = ("_listener", "_lock", "_socket", "_steps", "intervals", "launch", "port", "states")
+    __slots__ = ("_listener", "_lock", "_own", "_socket", "_steps", "intervals", "launch", "port", "states")
 
     def __init__(self) -> None:
         self._socket, self._listener = _bound_pair()
@@ -173,6 +199,7 @@ class ProgressBoard:
         # long training neither grows the supervisor nor keeps the window on its first steps
         self.intervals: collections.deque[float] = collections.deque(maxlen=INTERVALS_KEPT)
         self._steps: dict[int, float] = {}  # rank -> when its last step report came
+        self._own = OwnTimes()
         threading.Thread(target=self._receive, name="tfslurm-progress", daemon=True).start()
         threading.Thread(target=self._answer, name="tfslurm-fence", daemon=True).start()
 
@@ -186,12 +213,18 @@ class ProgressBoard:
             self.launch += 1
             self.states = {}
             self._steps = {}
+            self._own = OwnTimes()
 
     def snapshot(self) -> tuple[dict[int, RankState], list[float]]:
         """The ranks heard from in this launch, and the step intervals seen so far (none
         before this launch's first step report: its start-up gets the allowance)."""
         with self._lock:
             return dict(self.states), list(self.intervals) if self._steps else []
+
+    def own_times(self) -> dict[int, dict[int, float]]:
+        """This launch's own times: step -> rank -> seconds (ranks that mark their own work)."""
+        with self._lock:
+            return self._own.table()
 
     def _answer(self) -> None:
         """Accept and close every connection: a rank's parent connects to learn that it can
@@ -208,10 +241,10 @@ class ProgressBoard:
     def record(self, data: bytes, now: float) -> None:
         """Take one datagram (malformed ones and other launches' are dropped)."""
         fields = data.decode(errors="replace").split()
-        if len(fields) != 6 or fields[0] not in ("beat", "step", "exit"):
+        if len(fields) != 7 or fields[0] not in ("beat", "step", "exit"):
             return
-        kind, launch, rank, task, node, step = fields
-        if not (launch.isdigit() and rank.isdigit() and step.lstrip("-").isdigit()):
+        kind, launch, rank, task, node, step, own_us = fields
+        if not (launch.isdigit() and rank.isdigit() and step.lstrip("-").isdigit() and own_us.isdigit()):
             return
         with self._lock:
             if int(launch) != self.launch:
@@ -223,6 +256,8 @@ class ProgressBoard:
                 if last is not None:
                     self.intervals.append(now - last)
                 self._steps[number] = now
+                if int(own_us):
+                    self._own.add(number, int(step), int(own_us) / 1e6)
 
 
 def _bound_pair() -> tuple[socket.socket, socket.socket]:

@@ -34,7 +34,8 @@ from tfslurm.runtime.nodeloss import (
 )
 from tfslurm.runtime.probe import TROUBLE, probe_due
 from tfslurm.runtime.progress import hang_window, hung_ranks
-from tfslurm.settings import HEARTBEAT_VARIABLE, PROGRESS_VARIABLE
+from tfslurm.runtime.straggler import STRAGGLER_STEPS, stragglers
+from tfslurm.settings import HEARTBEAT_VARIABLE, PROGRESS_VARIABLE, STRAGGLER_VARIABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -67,8 +68,8 @@ class Supervisor:
     (:func:`tfslurm.runtime.jobend.drop_silent`) takes them out of the job."""
 
     __slots__ = (
-        "_bad", "_dead", "_hangs", "_job_nodes", "_last_line", "_pattern", "_pending", "_proc", "_stepped",
-        "_stopping", "_trouble", "argv", "ask", "batch_per_worker", "board", "drop", "env", "err", "host", "job",
+        "_bad", "_dead", "_hangs", "_job_nodes", "_last_line", "_named", "_pattern", "_pending", "_proc",
+        "_stepped", "_stopping", "_swapping", "_trouble", "argv", "ask", "batch_per_worker", "board", "drop", "env", "err", "host", "job",
         "out", "prober", "recovery",
     )  # fmt: skip
 
@@ -113,6 +114,8 @@ class Supervisor:
         self._bad: dict[str, None] = {}  # nodes whose ranks hung too often: alive, left out too
         self._stepped = False  # the step printed a step line
         self._trouble = False  # srun reported a task's failure since the last probe
+        self._named: set[int] = set()  # ranks named stragglers in this launch
+        self._swapping = False  # the step was stopped to swap a straggler's node for a spare
 
     def say(self, text: str) -> None:
         self.out.write(f"{PREFIX} {text}\n")
@@ -196,7 +199,8 @@ class Supervisor:
             self.board.next_launch()
         argv, env = self.command(placement, relaunch)
         self._last_line = time.monotonic()
-        self._stepped = self._trouble = False
+        self._stepped = self._trouble = self._swapping = False
+        self._named = set()
         errors = subprocess.PIPE if self.prober is not None else None
         self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=errors)
         assert proc.stdout is not None
@@ -224,6 +228,8 @@ class Supervisor:
                         self._abandon(proc)
                         continue
             hung = self._hung(now) if not ending and not self._stopping else None
+            if not hung and not ending and not self._stopping and not self._swapping:
+                self._straggling(proc, step_nodes)
             if hung:
                 self.say(hung)
             elif beat and not ending and not self._stopping and now - self._last_line > beat:
@@ -269,6 +275,39 @@ class Supervisor:
         if bad:
             line += f" (node {','.join(bad)}: {HANGS_PER_BAD_NODE} hangs in this allocation, left out)"
         return f"{line} (at {time.time():.3f})"
+
+    def _straggling(self, proc: subprocess.Popen[bytes], step_nodes: Sequence[str]) -> None:
+        """Name each rank found a straggler (once a launch); with ``TFSLURM_STRAGGLER=replace``
+        and a spare free, stop the step with SIGTERM (the ranks checkpoint) and leave the
+        straggler's node out, so that the relaunch puts a spare in its place."""
+        if self.board is None:
+            return
+        found = [s for s in stragglers(self.board.own_times()) if s.rank not in self._named]
+        if not found:
+            return
+        states = self.board.snapshot()[0]
+        for slow in found:
+            self._named.add(slow.rank)
+            state = states.get(slow.rank)
+            task, node = (state.task, state.node) if state is not None else ("?", "?")
+            line = (
+                f"rank {slow.rank} ({task} on {node}) straggles: {slow.own * 1000:.1f} ms of its own "
+                f"work a step, {slow.ratio:.2f}x the others' {slow.others * 1000:.1f} ms, in each of "
+                f"the last {STRAGGLER_STEPS} steps (to step {slow.step})"
+            )
+            if self.recovery.replace_stragglers and not self._swapping and node in step_nodes:
+                spares = [n for n in self._view()[1] if n not in step_nodes]
+                if spares:
+                    self._bad[node] = None
+                    self._swapping = True
+                    proc.send_signal(signal.SIGTERM)
+                    line += (
+                        f": {STRAGGLER_VARIABLE}=replace: stopping the step at a checkpoint, node "
+                        f"{node} left out for a spare"
+                    )
+                else:
+                    line += f": {STRAGGLER_VARIABLE}=replace, but no spare node is free: training goes on"
+            self.say(f"{line} (at {time.time():.3f})")
 
     def _probe(self, step_nodes: Sequence[str], quiet: float) -> bool:
         """Probe the step's nodes and the job's idle ones; keep the silent ones out from now
@@ -341,7 +380,9 @@ class Supervisor:
             started_on = self._job_nodes
             status = self.launch(placement, relaunch=number > 0)
             self._pending = None
-            if status in FINAL_STATUSES or self._stopping:
+            # a step stopped to swap a straggler's node ends like a preempted one (85)
+            swapped = self._swapping and status == EXIT_STOPPED
+            if (status in FINAL_STATUSES and not swapped) or self._stopping:
                 return status
             failed = time.time()
             decision = self.decide(placement or Placement(started_on), status, left, placement is None)
