@@ -35,6 +35,8 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
         current = int(step.numpy())
         common.stepped(ctx, tag, args, current, loss)
         if checkpoints is not None and args.checkpoint_every and (current % args.checkpoint_every == 0):
+            if current == args.slow_save_at:  # a save that takes long (a slow filesystem)
+                time.sleep(args.slow_save)
             checkpoints.save(current)
         if current % args.check_every == 0 and ctx.should_stop():
             if checkpoints is not None:
@@ -51,7 +53,12 @@ def main(ctx: RunContext, args: argparse.Namespace) -> int:
 
 
 def cli(argv: Sequence[str] | None = None) -> int:
-    args = common.parse(common.parser("MWMS custom-loop example"), argv)
+    p = common.parser("MWMS custom-loop example")
+    p.add_argument(
+        "--slow-save", type=float, default=0.0, help="seconds the save at --slow-save-at takes more, to test"
+    )
+    p.add_argument("--slow-save-at", type=int, default=-1, help="the periodic checkpoint's step that is slow")
+    args = common.parse(p, argv)
     return tfslurm.run(lambda ctx: main(ctx, args))
 
 
