@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
     # where the ranks send heartbeats: the batch host, by the name the nodes know it by
     board = ProgressBoard() if recovers else None
     host = batch_host(env) or socket.gethostname()
+    preempt = settings.preempt_signal()
     supervisor = Supervisor(
         command, recovery, ask, env, job=job, batch_per_worker=args.batch_per_worker, prober=prober,
-        drop=drop, board=board, host=host,
+        drop=drop, board=board, host=host, checkpoint_signal=preempt,
     )  # fmt: skip
-    preempt = settings.preempt_signal()
     for signum in {preempt, *settings.stop_signals(preempt), signal.SIGINT}:
         # srun is in the batch step with this process and gets Slurm's SIGTERM itself (a
         # second one would reach every task twice); this process only stops relaunching

@@ -69,7 +69,8 @@ class Supervisor:
 
     __slots__ = (
         "_bad", "_dead", "_hangs", "_job_nodes", "_last_line", "_named", "_pattern", "_pending", "_proc",
-        "_stepped", "_stopping", "_swapping", "_trouble", "argv", "ask", "batch_per_worker", "board", "drop", "env", "err", "host", "job",
+        "_stepped", "_stopping", "_swapping", "_trouble", "argv", "ask", "batch_per_worker", "board", "checkpoint_signal",
+        "drop", "env", "err", "host", "job",
         "out", "prober", "recovery",
     )  # fmt: skip
 
@@ -88,10 +89,14 @@ class Supervisor:
         drop: Callable[[Sequence[str]], None] | None = None,
         board: ProgressBoard | None = None,
         host: str = "",
+        checkpoint_signal: int = signal.SIGUSR1,
     ) -> None:
         self.argv = list(argv)
         self.board = board  # the ranks' heartbeats and steps: a hung rank is found there
         self.host = host  # this host's name as the ranks reach it (the board's address)
+        # the preemption signal: srun passes it on to every task, which checkpoint and exit 85
+        # (srun itself ends the step on a SIGTERM)
+        self.checkpoint_signal = checkpoint_signal
         self._hangs: dict[str, int] = {}  # node -> hangs of its ranks in this allocation
         self.recovery = recovery
         self.ask = ask
@@ -278,7 +283,7 @@ class Supervisor:
 
     def _straggling(self, proc: subprocess.Popen[bytes], step_nodes: Sequence[str]) -> None:
         """Name each rank found a straggler (once a launch); with ``TFSLURM_STRAGGLER=replace``
-        and a spare free, stop the step with SIGTERM (the ranks checkpoint) and leave the
+        and a spare free, stop the step with the preemption signal (the ranks checkpoint) and leave the
         straggler's node out, so that the relaunch puts a spare in its place."""
         if self.board is None:
             return
@@ -300,7 +305,7 @@ class Supervisor:
                 if spares:
                     self._bad[node] = None
                     self._swapping = True
-                    proc.send_signal(signal.SIGTERM)
+                    proc.send_signal(self.checkpoint_signal)
                     line += (
                         f": {STRAGGLER_VARIABLE}=replace: stopping the step at a checkpoint, node "
                         f"{node} left out for a spare"
