@@ -3,6 +3,10 @@ how a program marks them (over real UDP to a real board), and TFSLURM_STRAGGLER.
 
 from __future__ import annotations
 
+import io
+import re
+import signal
+import subprocess
 import time
 
 import pytest
@@ -20,6 +24,7 @@ from tfslurm.runtime.straggler import (
     Straggler,
     stragglers,
 )
+from tfslurm.runtime.supervisor import Supervisor
 
 pytestmark = pytest.mark.pure
 
@@ -122,3 +127,56 @@ def test_straggler_mode_is_read_and_replace_needs_a_spare():
 def test_the_variable_is_read_at_the_entry():
     env = {"TFSLURM_STRAGGLER": "replace", "TFSLURM_SPARE_NODES": "1"}
     assert RecoverySettings.from_environ(env) == RecoverySettings(spares="1", straggler="replace")
+
+
+def supervisor_with_a_straggler(recovery, ask):
+    """A supervisor whose board has heard 60 steps of 3 ranks, the one on node2 1.5 times
+    slower in its own time, and what it says."""
+    board = ProgressBoard()
+    board.next_launch()
+    for step in range(1, 61):
+        for rank, node in enumerate(("node1", "node2", "node3")):
+            own = 15000 if node == "node2" else 10000
+            board.record(f"step 1 {rank} worker:{rank} {node} {step} {own}".encode(), float(step))
+    out = io.StringIO()
+    supervisor = Supervisor(["srun", "true"], recovery, ask, {}, out=out, board=board)
+    return supervisor, out
+
+
+def test_by_default_a_straggler_is_named_once_and_the_step_goes_on():
+    supervisor, out = supervisor_with_a_straggler(Recovery(), lambda: ((), ()))
+    with subprocess.Popen(["sleep", "30"]) as step:
+        supervisor._straggling(step, ("node1", "node2", "node3"))
+        supervisor._straggling(step, ("node1", "node2", "node3"))
+        assert step.poll() is None
+        step.kill()
+    assert re.fullmatch(
+        r"tfslurm: rank 1 \(worker:1 on node2\) straggles: 15\.0 ms of its own work a step, 1\.50x the "
+        r"others' 10\.0 ms, in each of the last 50 steps \(to step 60\) \(at [\d.]+\)\n",
+        out.getvalue(),
+    ), out.getvalue()
+
+
+def test_replace_stops_the_step_with_the_preemption_signal_when_a_spare_is_free():
+    nodes = ("node1", "node2", "node3", "node4")
+    replace = Recovery(spares=1, restarts=3, replace_stragglers=True)
+    supervisor, out = supervisor_with_a_straggler(replace, lambda: (nodes, nodes))
+    with subprocess.Popen(["sleep", "30"]) as step:
+        supervisor._straggling(step, nodes[:3])
+        assert step.wait(timeout=10) == -signal.SIGUSR1
+    assert out.getvalue().endswith(
+        ": TFSLURM_STRAGGLER=replace: stopping the step at a checkpoint, node node2 left out for a spare"
+        + out.getvalue()[out.getvalue().rindex(" (at ") :]
+    )
+    assert supervisor._view() == (nodes, ("node1", "node3", "node4"))  # node2 left out
+
+
+def test_replace_without_a_free_spare_names_it_and_goes_on():
+    nodes = ("node1", "node2", "node3", "node4")
+    replace = Recovery(spares=1, restarts=3, replace_stragglers=True)
+    supervisor, out = supervisor_with_a_straggler(replace, lambda: (nodes, nodes[:3]))
+    with subprocess.Popen(["sleep", "30"]) as step:
+        supervisor._straggling(step, nodes[:3])
+        assert step.poll() is None
+        step.kill()
+    assert ": TFSLURM_STRAGGLER=replace, but no spare node is free: training goes on (at " in out.getvalue()
