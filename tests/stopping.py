@@ -21,7 +21,9 @@ from jobs import (
 )
 from tfslurm.localcluster import slurm_version
 
-GRACE = 8  # GraceTime of the low partitions: enough for TF to checkpoint on 2 busy cores
+# GraceTime of the low partitions: long enough for TF to checkpoint and exit on 2 cores shared
+# with the other Slurm versions' suites; a job that ends sooner costs nothing more
+GRACE = 20
 
 
 def preemption_outlives_requeue() -> bool:

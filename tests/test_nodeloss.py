@@ -32,6 +32,9 @@ from tfslurm.runtime.nodeloss import (
 from tfslurm.runtime.probe import Prober, answers, probe_due, silent_nodes, slurmd_port
 from tfslurm.runtime.supervisor import Supervisor
 
+# Uses nothing of the installed Slurm (fake sruns, recorded or written environments).
+pytestmark = pytest.mark.pure
+
 NO_KILL = BatchJob(job_id=7, ntasks=None, ntasks_per_node=None, no_kill=True)
 NODES = ("n1", "n2", "n3", "n4")
 

@@ -29,6 +29,9 @@ from tfslurm.runtime.roles import RoleError, parse_address, resolve_role, role_f
 from tfslurm.runtime.templates import TEMPLATES, template_path
 from tfslurm.settings import Settings, signal_number
 
+# Uses nothing of the installed Slurm (fake sruns, recorded or written environments).
+pytestmark = pytest.mark.pure
+
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 
 

@@ -25,6 +25,9 @@ from tfslurm.runtime.checkpoints import remove_leftovers
 from tfslurm.runtime.life import RunConfig
 from tfslurm.settings import Settings, signal_number, stop_signals
 
+# Uses nothing of the installed Slurm (fake sruns, recorded or written environments).
+pytestmark = pytest.mark.pure
+
 
 def one_line_error(proc: subprocess.Popen) -> str:
     _, err = proc.communicate(timeout=30)
