@@ -225,7 +225,7 @@ def test_straggler_is_named_and_its_node_swapped_for_the_spare(cluster, uninterr
     found = wait_for(
         log,
         r"tfslurm: rank (\d) \((\S+) on (\S+)\) straggles: ([\d.]+) ms of its own work a step, "
-        r"([\d.]+)x the others' ([\d.]+) ms, in each of the last 50 steps \(to step (\d+)\): "
+        r"([\d.]+)x the others' ([\d.]+) ms, over the last 50 steps \(to step (\d+)\): "
         r"TFSLURM_STRAGGLER=replace: stopping the step at a checkpoint, node node2 left out for a spare" + AT,
         timeout=120,
     )

@@ -43,9 +43,13 @@ def test_too_few_steps_name_no_one():
     assert stragglers(table(range(1, STRAGGLER_STEPS), lambda s, r: 0.05 if r == 1 else 0.01)) == []
 
 
-def test_one_fast_step_among_the_last_ones_clears_it():
-    slow = table(range(1, 61), lambda s, r: 0.015 if r == 1 and s != 30 else 0.010)
-    assert stragglers(slow) == []
+def test_a_few_noisy_steps_neither_make_nor_hide_a_straggler():
+    """The median step decides: rank 1 slow in 20 of the last 50 steps is not named; slow
+    in 45 of them (5 steps of noise) it is."""
+    sometimes = table(range(1, 51), lambda s, r: 0.03 if r == 1 and s % 5 in (1, 2) else 0.010)
+    mostly = table(range(1, 51), lambda s, r: 0.015 if r == 1 and s % 10 else 0.010)
+    assert stragglers(sometimes) == []
+    assert [s.rank for s in stragglers(mostly)] == [1]
 
 
 def test_just_under_the_ratio_is_not_a_straggler_and_at_it_is():
@@ -152,7 +156,7 @@ def test_by_default_a_straggler_is_named_once_and_the_step_goes_on():
         step.kill()
     assert re.fullmatch(
         r"tfslurm: rank 1 \(worker:1 on node2\) straggles: 15\.0 ms of its own work a step, 1\.50x the "
-        r"others' 10\.0 ms, in each of the last 50 steps \(to step 60\) \(at [\d.]+\)\n",
+        r"others' 10\.0 ms, over the last 50 steps \(to step 60\) \(at [\d.]+\)\n",
         out.getvalue(),
     ), out.getvalue()
 

@@ -6,10 +6,11 @@ each rank's own part of the step, before it waits: its input pipeline, its host-
 The program marks that part with ``ctx.own_time()``; the beacon adds up the marked time
 and sends it with the step's datagram (:mod:`tfslurm.runtime.progress`), two clock reads
 per section and nothing more. The supervisor keeps each step's own times by rank
-(:class:`OwnTimes`) and names a rank whose own time was at least :data:`STRAGGLER_RATIO`
-times the median of the other ranks' in each of the last :data:`STRAGGLER_STEPS` steps
-that every rank reported (:func:`stragglers`). A program that marks nothing reports no own
-time, and no rank is ever named.
+(:class:`OwnTimes`) and names a rank whose own time, over the last :data:`STRAGGLER_STEPS`
+steps that every rank reported, was at least :data:`STRAGGLER_RATIO` times the median of
+the other ranks' in the median step (:func:`stragglers`): a few steps of noise either way
+(a page-cache miss, a garbage collection, a loaded core) neither make a straggler nor
+hide one. A program that marks nothing reports no own time, and no rank is ever named.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Final
 
-#: How much longer than the other ranks' median a straggler's own time is, in each step.
+#: How much longer than the other ranks' median a straggler's own time is, in its median step.
 STRAGGLER_RATIO = 1.2
-#: Steps in a row a rank must be that slow to be named: a slow phase of a few steps (a
-#: page-cache miss, a garbage collection) is not a slow node.
+#: The steps a rank's ratio is the median over: a slow phase of a few steps is not a slow node.
 STRAGGLER_STEPS = 50
 #: Step numbers kept: enough for the last :data:`STRAGGLER_STEPS` complete ones while the
 #: latest steps' reports are still coming in.
@@ -54,7 +54,7 @@ class OwnTimes:
 
 class Straggler(Value):
     """A rank found slow: its own seconds per step and the others' (medians over the
-    steps that found it), their ratio, and the last of those steps."""
+    steps that found it), the median of its per-step ratios, and the last of those steps."""
 
     __slots__ = ("others", "own", "rank", "ratio", "step")
     __match_args__ = ("rank", "own", "others", "ratio", "step")
@@ -68,9 +68,9 @@ class Straggler(Value):
 
 
 def stragglers(table: Mapping[int, Mapping[int, float]]) -> list[Straggler]:
-    """The ranks of ``table`` (step -> rank -> own seconds) that were at least
-    :data:`STRAGGLER_RATIO` times slower than the median of the other ranks in each of the
-    last :data:`STRAGGLER_STEPS` steps reported by every rank; by rank."""
+    """The ranks of ``table`` (step -> rank -> own seconds) whose own time over the last
+    :data:`STRAGGLER_STEPS` steps reported by every rank was, in the median step, at least
+    :data:`STRAGGLER_RATIO` times the median of the other ranks'; by rank."""
     if not table:
         return []
     ranks = max(len(row) for row in table.values())
@@ -81,16 +81,13 @@ def stragglers(table: Mapping[int, Mapping[int, float]]) -> list[Straggler]:
         return []
     found = []
     for rank in sorted(table[steps[-1]]):
-        own, others = [], []
-        for step in steps:
-            row = table[step]
-            mine = row.get(rank)
-            rest = statistics.median(t for r, t in row.items() if r != rank)
-            if mine is None or rest <= 0 or mine < STRAGGLER_RATIO * rest:
-                break
-            own.append(mine)
-            others.append(rest)
-        else:
-            slow, usual = statistics.median(own), statistics.median(others)
-            found.append(Straggler(rank, slow, usual, slow / usual, steps[-1]))
+        if any(rank not in table[step] for step in steps):
+            continue
+        own = [table[step][rank] for step in steps]
+        others = [statistics.median(t for r, t in table[step].items() if r != rank) for step in steps]
+        if min(others) <= 0:  # a step with nothing marked on the others: no measure
+            continue
+        ratio = statistics.median(mine / rest for mine, rest in zip(own, others))
+        if ratio >= STRAGGLER_RATIO:
+            found.append(Straggler(rank, statistics.median(own), statistics.median(others), ratio, steps[-1]))
     return found

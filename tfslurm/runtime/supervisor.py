@@ -297,8 +297,8 @@ class Supervisor:
             task, node = (state.task, state.node) if state is not None else ("?", "?")
             line = (
                 f"rank {slow.rank} ({task} on {node}) straggles: {slow.own * 1000:.1f} ms of its own "
-                f"work a step, {slow.ratio:.2f}x the others' {slow.others * 1000:.1f} ms, in each of "
-                f"the last {STRAGGLER_STEPS} steps (to step {slow.step})"
+                f"work a step, {slow.ratio:.2f}x the others' {slow.others * 1000:.1f} ms, over the last "
+                f"{STRAGGLER_STEPS} steps (to step {slow.step})"
             )
             if self.recovery.replace_stragglers and not self._swapping and node in step_nodes:
                 spares = [n for n in self._view()[1] if n not in step_nodes]
