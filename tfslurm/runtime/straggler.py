@@ -87,7 +87,7 @@ def stragglers(table: Mapping[int, Mapping[int, float]]) -> list[Straggler]:
         others = [statistics.median(t for r, t in table[step].items() if r != rank) for step in steps]
         if min(others) <= 0:  # a step with nothing marked on the others: no measure
             continue
-        ratio = statistics.median(mine / rest for mine, rest in zip(own, others))
+        ratio = statistics.median(mine / rest for mine, rest in zip(own, others, strict=True))
         if ratio >= STRAGGLER_RATIO:
             found.append(Straggler(rank, statistics.median(own), statistics.median(others), ratio, steps[-1]))
     return found
