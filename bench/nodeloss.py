@@ -1,6 +1,6 @@
 """What a lost node costs a job with a hot spare (root, Debian slurm-wlm, tensorflow-cpu).
 
-    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill | --silent | --partition | --hang] [--ps]
+    PYTHONPATH=. python bench/nodeloss.py [--runs 3] [--kill | --silent | --partition | --hang | --straggler] [--ps]
 
 Starts a 4-node local cluster (SlurmdTimeout 5 s) and submits ``mwms.sbatch`` with
 ``SBATCH_NO_KILL=set TFSLURM_SPARE_NODES=1``: three workers and one spare, the MWMS
@@ -10,7 +10,10 @@ its links taken down, then every process on it SIGKILLed, on a cluster with Slur
 SlurmdTimeout of 300 s, so that only the supervisor's own probe finds it; node2 is brought
 back once the training finished, which ends the job; ``--partition``: only its links taken
 down, its processes alive, on that cluster, and brought back once the relaunch trained;
-``--hang``: worker 1's program SIGSTOPped, nothing else). Prints, per run and as medians
+``--hang``: worker 1's program SIGSTOPped, nothing else; ``--straggler``: nothing is lost,
+the worker on node2 is 1.5 times slower in its own part of every step from the start, with
+``TFSLURM_STRAGGLER=replace``: the step at which it is named stands for the loss, and the
+figures count from the line that names it). Prints, per run and as medians
 and maxima: the
 seconds from the loss to the step's failure (detection; ``--silent``, ``--partition``,
 ``--hang``: the supervisor's line naming the node or the rank), to the relaunch, to the first step trained again, and the steps trained
@@ -41,8 +44,11 @@ RELAUNCH = re.compile(
 )
 
 
-SILENT = re.compile(r"tfslurm: (?:node node2 silent|rank 1 \(worker:1 on node2\) hung): .* \(at ([\d.]+)\)")
-NAMED = ("silent", "partition", "hang")  # the ways the supervisor finds itself and names
+SILENT = re.compile(
+    r"tfslurm: (?:node node2 silent|rank 1 \(worker:1 on node2\) (?:hung|straggles)): .* \(at ([\d.]+)\)"
+)
+NAMED = ("silent", "partition", "hang", "straggler")  # the ways the supervisor finds itself and names
+STRAGGLER = re.compile(r"straggles: .* \(to step (\d+)\)")
 
 
 def program_of(cluster: LocalCluster, job: int, procid: int) -> int:
@@ -99,6 +105,9 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
     }
     program = ["python", "-m", example, "--steps", "200", "--step-delay", "0.05"]
     program += ["--log-every", "1", "--checkpoint-every", "10"]
+    if how == "straggler":
+        program += ["--slow-node", "node2", "--slow-by", "1.5"]
+        env["TFSLURM_STRAGGLER"] = "replace"
     out = cluster.run(
         [
             "sbatch",
@@ -114,8 +123,14 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
         cwd=str(work),
     )
     job, log = int(out.stdout.split(";")[0]), work / "job.out"
-    wait_for(log, re.compile(step_line.replace(r"(\d+)", "45")), 180)
-    if how == "silent":
+    if how == "straggler":
+        named = wait_for(log, SILENT, 180)
+        lost = float(named.group(1))
+    else:
+        wait_for(log, re.compile(step_line.replace(r"(\d+)", "45")), 180)
+    if how == "straggler":
+        pass
+    elif how == "silent":
         nodefail.silence_node(cluster, "node2")
         lost = time.time()
     elif how == "partition":
@@ -140,6 +155,19 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
     state = cluster.wait_job(job, timeout=180)
     text = log.read_text()
     failed_at = text.index("Node failure on node2" if silent is None else silent.group(0))
+    if how == "straggler":  # the step the straggler was named at, and no step trained twice
+        named_step = int(STRAGGLER.search(text).group(1))  # type: ignore[union-attr]
+        resumed = int(re.findall(resume_line, text)[0])
+        stepped = float(found.group(3))
+        nodefail.revive_node(cluster, "node2")
+        cluster.wait_idle()
+        if state != "COMPLETED":
+            raise SystemExit(f"job {job} ended {state}: {text[-2000:]}")
+        return {
+            "named_at_step": named_step,
+            "first_step": stepped - lost,
+            "steps_again": named_step - resumed,
+        }
     failed_step = int(re.findall(step_line, text[:failed_at])[-1])
     if strategy == "ps":  # the relaunched chief schedules from the step after its checkpoint
         resumed = int(re.findall(resume_line, text)[1]) - 1
@@ -168,6 +196,7 @@ def main() -> int:
     )
     how.add_argument("--partition", action="store_true", help="take node2's links down, its processes alive")
     how.add_argument("--hang", action="store_true", help="SIGSTOP worker 1's program (on node2)")
+    how.add_argument("--straggler", action="store_true", help="the worker on node2 1.5x slower; replace")
     parser.add_argument(
         "--ps", action="store_true", help="ParameterServerStrategy (ps.sbatch) instead of MWMS"
     )
@@ -179,7 +208,9 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tfslurm-nodeloss-") as tmp:
         os.chmod(tmp, 0o755)
-        how = next((h for h in ("silent", "partition", "hang", "kill") if getattr(args, h)), "down")
+        how = next(
+            (h for h in ("silent", "partition", "hang", "straggler", "kill") if getattr(args, h)), "down"
+        )
         quiet_slurm = how in ("silent", "partition")  # only the supervisor's own finding counts
         with LocalCluster(num_nodes=4, gpus=0, slurmd_timeout=300 if quiet_slurm else 5) as cluster:
             for n in range(args.runs):
@@ -190,19 +221,23 @@ def main() -> int:
         "silent": "links down, then every process killed (SlurmdTimeout 300 s)",
         "partition": "links down, processes alive (SlurmdTimeout 300 s)",
         "hang": "worker 1's program SIGSTOPped",
+        "straggler": "the worker on node2 1.5x slower in its own time, TFSLURM_STRAGGLER=replace",
         "kill": "slurmd and processes killed (SlurmdTimeout 5 s)",
         "down": "scontrol update State=DOWN",
     }[how]
     what = "PS chief+ps, 4 workers + 1 spare" if args.ps else "MWMS 3 workers + 1 spare"
     print(f"{what}, node2 lost at step 45 ({how}), median (max) of {args.runs}:")
     for key, label in (
+        ("named_at_step", "straggler named at step"),
         ("detect", "loss -> step failed"),
         ("relaunch", "loss -> srun relaunched"),
         ("first_step", "loss -> first step trained"),
         ("steps_again", "steps trained again"),
     ):
-        values = [r[key] for r in rows]
-        unit = "" if key == "steps_again" else " s"
+        values = [r[key] for r in rows if key in r]
+        if not values:
+            continue
+        unit = "" if key in ("steps_again", "named_at_step") else " s"
         print(f"  {label:<28} {statistics.median(values):6.2f}{unit} ({max(values):.2f}{unit})")
     return 0
 
