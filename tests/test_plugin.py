@@ -479,6 +479,12 @@ def test_deb_ships_the_plugin_its_line_and_the_hook(build_dir: Path, tmp_path: P
     source = Path(prolog.__file__).parent
     shipped = files_under(copy)
     assert shipped == files_under(source)  # data/sbatch_templates, a link in the tree, as files
+    example = "usr/share/tfslurm/tfslurm.conf"
+    assert (root / example).read_text() == (root / conffile.lstrip("/")).read_text()
+    assert files_under(root) == sorted(
+        [conffile.lstrip("/"), str(plugin.relative_to(root)), str(hook.relative_to(root)), example]
+        + [str((copy / name).relative_to(root)) for name in shipped]
+    )
     assert all((copy / name).read_bytes() == (source / name).read_bytes() for name in shipped)
 
 
