@@ -303,9 +303,12 @@ def test_c_parser_matches_python(build_dir: Path, batch: list[str]) -> None:
 def test_install_and_uninstall_with_destdir(build_dir: Path, tmp_path: Path) -> None:
     root = tmp_path / "root"
     variables = {"DESTDIR": str(root), "PREFIX": "/opt/tfslurm", "SYSCONFDIR": "/etc/slurm"}
-    done = make(build_dir, "install-conf", **variables)
+    done = make(build_dir, "install-conf", "install-hook", **variables)
     assert done.returncode == 0, done.stdout + done.stderr
     plugin = root / "opt/tfslurm/lib/slurm" / PLUGIN_NAME
+    hook, copy = root / "etc/slurm/tfslurm-taskprolog", root / "opt/tfslurm/lib/tfslurm/python/tfslurm"
+    assert hook.read_text() == prolog.wrapper_script("/usr/bin/python3", "/opt/tfslurm/lib/tfslurm/python")
+    assert (copy / "prolog.py").read_bytes() == Path(prolog.__file__).read_bytes()
     conf = root / "etc/slurm/plugstack.conf.d/tfslurm.conf"
     assert plugin.is_file() and os.access(plugin, os.X_OK)
     lines = [line for line in conf.read_text().splitlines() if line and not line.startswith("#")]
@@ -319,6 +322,7 @@ def test_install_and_uninstall_with_destdir(build_dir: Path, tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert not plugin.exists() and not conf.exists()
     assert not (root / "opt/tfslurm/share/tfslurm").exists()
+    assert not hook.exists() and not (root / "opt/tfslurm/lib/tfslurm").exists()
 
 
 def test_libdir_override(build_dir: Path, tmp_path: Path) -> None:
