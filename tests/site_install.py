@@ -130,7 +130,8 @@ def installed_deb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``make deb`` with every path under a directory of this test run, installed by dpkg
     itself (its own database there, not the host's; Slurm's Debian packages it depends on
     are not in that database, hence --force-depends): the files a site's nodes get, where
-    the site's would be."""
+    the site's would be. The hook runs this test's Python (the package's default,
+    /usr/bin/python3, is checked in test_plugin.py; here it may be absent or too old)."""
     missing = build_tools_missing() or (None if shutil.which("dpkg") else "dpkg not found")
     if missing:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
@@ -141,7 +142,7 @@ def installed_deb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     inst = work / "inst"
     done = make(
         work / "build", "deb", DEB_LIBDIR=f"{inst}/lib/slurm", DEB_SYSCONFDIR=f"{inst}/etc/slurm",
-        DEB_DATADIR=f"{inst}/share/tfslurm", DEB_PKGLIBDIR=f"{inst}/lib/tfslurm",
+        DEB_DATADIR=f"{inst}/share/tfslurm", DEB_PKGLIBDIR=f"{inst}/lib/tfslurm", DEB_HOOK_PYTHON=sys.executable,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (deb,) = (work / "build").glob("*.deb")
