@@ -92,10 +92,10 @@ def skip_or_fail(reason: str) -> None:
 
 
 def tfslurm_cli(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m tfslurm ARGS`` run to its end with ``env`` over this session's environment
-    less its SLURM_*, TFSLURM_*, TF_CONFIG and CUDA* variables."""
+    """``python -m tfslurm ARGS`` run to its end (in ``cwd``) with ``env`` over this session's
+    environment less its SLURM_*, TFSLURM_*, TF_CONFIG and CUDA* variables."""
     clean = {
         k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG", "CUDA"))
     }
@@ -107,6 +107,7 @@ def tfslurm_cli(
         text=True,
         timeout=60,
         check=False,
+        cwd=cwd,
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from plugin_build import build_plugin, build_tools_missing
+from plugin_build import build_plugin, build_tools_missing, make
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster
 
@@ -121,6 +123,40 @@ def built_site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     logged.chmod(0o755)
     return {"work": work, "plugin": plugin, "wrapper": wrapper, "dump": work / "dump.py",
             "envdump": work / "envdump.py", "logged_hook": logged, "hook_log": log}  # fmt: skip
+
+
+@pytest.fixture(scope="module", name="deb_install")
+def installed_deb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``make deb`` with every path under a directory of this test run, installed by dpkg
+    itself (its own database there, not the host's; Slurm's Debian packages it depends on
+    are not in that database, hence --force-depends): the files a site's nodes get, where
+    the site's would be. The hook runs this test's Python (the package's default,
+    /usr/bin/python3, is checked in test_plugin.py; here it may be absent or too old)."""
+    missing = build_tools_missing() or (None if shutil.which("dpkg") else "dpkg not found")
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
+            pytest.fail(f"CI=true and the .deb cannot be built: {missing}")
+        pytest.skip(f"cannot build the .deb: {missing}")
+    work = tmp_path_factory.mktemp("deb")
+    work.chmod(0o755)
+    inst = work / "inst"
+    done = make(
+        work / "build", "deb", DEB_LIBDIR=f"{inst}/lib/slurm", DEB_SYSCONFDIR=f"{inst}/etc/slurm",
+        DEB_DATADIR=f"{inst}/share/tfslurm", DEB_PKGLIBDIR=f"{inst}/lib/tfslurm", DEB_HOOK_PYTHON=sys.executable,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (deb,) = (work / "build").glob("*.deb")
+    admin = work / "dpkg"
+    for sub in ("info", "updates", "triggers"):
+        (admin / sub).mkdir(parents=True)
+    (admin / "status").touch()
+    (admin / "available").touch()
+    done = subprocess.run(
+        ["dpkg", f"--admindir={admin}", "--force-depends", "-i", str(deb)], capture_output=True, text=True, timeout=120
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {"admin": admin, "conf_dir": inst / "etc/slurm/plugstack.conf.d", "plugin": inst / "lib/slurm/spank_tfslurm.so",
+            "hook": inst / "lib/tfslurm/tfslurm-taskprolog", "python": inst / "lib/tfslurm/python"}  # fmt: skip
 
 
 @pytest.fixture(scope="module", name="site_cluster")

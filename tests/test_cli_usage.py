@@ -11,6 +11,7 @@ import pytest
 from conftest import tfslurm_cli
 from tfslurm.cli import COMMANDS
 from tfslurm.commands.requeue import JOB_IDS
+from tfslurm.commands.template import NAMES
 from tfslurm.runtime import exits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,11 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("cluster", "status", "--state", "{tmp}/file"),  # a file, not a state dir
     ("cluster", "up", "--nodes", "0", "--state", "{tmp}/state"),
     ("demo", "--nodes", "0"),
+    ("template", "nope"),
+    ("template",),  # no NAME
+    ("template", "--list", "mwms"),
+    ("template", "mwms", "{tmp}/file"),  # exists, no --force
+    ("template", "ps", "{tmp}/missing/ps.sbatch"),
 ]
 
 
@@ -82,6 +88,51 @@ def test_requeue_takes_every_form_of_job_id_scontrol_takes(job: str) -> None:
 @pytest.mark.parametrize("job", ["abc", "1234_", "12 13", "-1", "1234.0", "1234_[a]", "12,", "$SLURM_JOB_ID"])
 def test_requeue_refuses_what_is_no_job_id(job: str) -> None:
     assert not JOB_IDS.fullmatch(job)
+
+
+def test_template_writes_the_shipped_text(tmp_path: Path) -> None:
+    """NAME.sbatch in the current directory by default, DEST or DEST/NAME.sbatch otherwise."""
+    shipped = {name: (ROOT / "sbatch_templates" / f"{name}.sbatch").read_text() for name in ("mwms", "ps")}
+    (tmp_path / "dir").mkdir()
+    for args, written, name in [
+        (("mwms",), tmp_path / "mwms.sbatch", "mwms"),
+        (("ps.sbatch", "job.sh"), tmp_path / "job.sh", "ps"),
+        (("ps", "dir"), tmp_path / "dir" / "ps.sbatch", "ps"),
+    ]:
+        done = tfslurm_cli("template", *args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert written.read_text() == shipped[name]
+        shown = written.relative_to(tmp_path)
+        assert done.stdout == f"wrote {shown} (submit it: sbatch {shown} [PROGRAM [ARGS...]])\n"
+
+
+def test_template_keeps_an_existing_file_unless_forced(tmp_path: Path) -> None:
+    dest = tmp_path / "mwms.sbatch"
+    dest.write_text("my own job\n")
+    done = tfslurm_cli("template", "mwms", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "tfslurm template: error: 'mwms.sbatch' exists; give --force to overwrite it\n"
+    assert dest.read_text() == "my own job\n"
+    done = tfslurm_cli("template", "mwms", "--force", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert dest.read_text() == (ROOT / "sbatch_templates" / "mwms.sbatch").read_text()
+
+
+def test_template_unknown_name_lists_the_names() -> None:
+    done = tfslurm_cli("template", "mwm")
+    assert done.returncode == 2
+    assert done.stderr == f"tfslurm template: error: no template 'mwm'; the templates: {', '.join(NAMES)}\n"
+
+
+def test_template_list_names_every_shipped_template() -> None:
+    done = tfslurm_cli("template", "--list")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split(None, 1) for line in done.stdout.splitlines()]
+    shipped = sorted(p.stem for p in (ROOT / "sbatch_templates").glob("*.sbatch"))
+    assert sorted(name for name, _ in rows) == shipped
+    described = dict(rows)
+    assert described["mwms"] == "MultiWorkerMirroredStrategy (synchronous data-parallel training)."
+    assert all(text and not text.startswith("#") for text in described.values())
 
 
 def _exit_rows(command: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from site_install import (  # noqa: F401  (built_site_files, started_*: fixtures
     check_step,
     comparable,
     hook_runs,
+    installed_deb,
     out_dir,
     py,
     read_dumps,
@@ -216,3 +218,34 @@ def test_plugin_prolog_mode_with_a_wrapper_without_node_mode(
     runs = hook_runs(site_files)
     assert sorted(p for _, p, once in runs if not once) == [0, 1, 2, 3]
     assert len([r for r in runs if r[2]]) == 2
+
+
+# --- the .deb (make -C plugin deb), installed with dpkg --------------------------------
+
+
+def test_installed_deb_gives_tf_dist_from_its_own_files(
+    deb_install, slurm_cluster_factory: Callable[..., LocalCluster], site_files, tmp_path: Path
+) -> None:
+    """Slurm reads the package's plugstack.conf.d line through an include, as Debian's
+    plugstack.conf does; the step then runs on the package's plugin and hook (its own copy
+    of tfslurm, byte-compiled by postinst) alone. dpkg -r takes them away again and keeps
+    the line (a configuration file): --tf-dist is then unknown, nothing else fails."""
+    cluster = slurm_cluster_factory(
+        num_nodes=2, plugstack_lines=[f"include {deb_install['conf_dir']}/*.conf"]
+    )
+    assert "--tf-dist" in cluster.run(["srun", "--help"], timeout=30).stdout
+    rows = srun_dump(cluster, site_files, tmp_path, *PS_STEP, connect=True)
+    check_step(rows, "ps:1,worker:3", 4)
+    assert all(len(r["reached"]) == 3 for r in rows)
+    assert list(deb_install["python"].glob("tfslurm/__pycache__/prolog.*.pyc"))
+
+    done = subprocess.run(
+        ["dpkg", f"--admindir={deb_install['admin']}", "-r", "tfslurm-spank"], capture_output=True, text=True, timeout=60
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not deb_install["plugin"].exists() and not deb_install["hook"].exists()
+    assert not deb_install["python"].exists()
+    assert list(deb_install["conf_dir"].glob("*.conf"))
+    done = cluster.srun("--tf-dist", "-n1", "true", timeout=60)
+    assert done.returncode != 0 and "tf-dist" in done.stderr
+    assert cluster.srun("-N2", "true", timeout=60).returncode == 0

@@ -8,6 +8,7 @@ from importlib import resources
 from tfslurm.errors import TfslurmError
 
 TEMPLATES = ("mwms.sbatch", "ps.sbatch", "ps-evaluator.sbatch", "jax.sbatch", "torch.sbatch", "keras.sbatch")
+SUFFIX = ".sbatch"
 
 
 def template_path(name: str) -> str:
@@ -28,3 +29,21 @@ def template_path(name: str) -> str:
         f"sbatch template {name!r} not found in tfslurm/data/sbatch_templates or "
         f"{os.path.dirname(beside)}; reinstall tfslurm"
     )
+
+
+def template_text(name: str) -> str:
+    """The text of template ``name`` (one of :data:`TEMPLATES`), from the package data
+    where there is some (a wheel may be installed zipped: read through importlib.resources),
+    from the checkout's ``sbatch_templates/`` otherwise."""
+    packaged = resources.files("tfslurm") / "data" / "sbatch_templates" / name
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    with open(template_path(name), encoding="utf-8") as f:
+        return f.read()
+
+
+def summary(text: str) -> str:
+    """What a template is for: its second line's text after ``# tfslurm template:``."""
+    lines = text.splitlines()
+    line = lines[1] if len(lines) > 1 else ""
+    return line.removeprefix("#").strip().removeprefix("tfslurm template:").strip()
