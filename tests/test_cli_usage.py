@@ -41,6 +41,9 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("cluster", "status", "--state", "{tmp}/file"),  # a file, not a state dir
     ("cluster", "up", "--nodes", "0", "--state", "{tmp}/state"),
     ("demo", "--nodes", "0"),
+    ("doctor", "--framework", "tensorflow,nope"),
+    ("doctor", "--node-check", "127.0.0.1:1"),  # the step's own tasks only
+    ("doctor", "extra", "options"),  # sbatch options without --submit
 ]
 
 

@@ -27,7 +27,10 @@ import time
 from tfslurm import __version__, hostlist
 from tfslurm.doctor import findings, site
 from tfslurm.doctor.findings import Finding, Report
+from tfslurm.doctor.gather import REPORT_TIMEOUT_S, Gathering, step_report
+from tfslurm.doctor.node import FRAMEWORKS, MARKER_PREFIX, NodeCheck, run_node
 from tfslurm.errors import HostlistError, SlurmEnvError
+from tfslurm.plan import PlanOptions, plan_for
 from tfslurm.runtime.exits import EXIT_USAGE, help_epilog
 from tfslurm.step import Step, job_nodelist
 
@@ -47,8 +50,6 @@ _FINISHED = (
 
 
 def _frameworks(text: str) -> tuple[str, ...]:
-    from tfslurm.doctor.node import FRAMEWORKS
-
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in FRAMEWORKS]
     if unknown or not names:
@@ -124,8 +125,6 @@ def run(args: argparse.Namespace) -> int:
 def _allocation(
     args: argparse.Namespace, step: Step, env: dict[str, str], commands: site.Commands, here: str
 ) -> Report:
-    from tfslurm.doctor.gather import REPORT_TIMEOUT_S, Gathering, step_report
-
     text = job_nodelist(env)
     try:
         nodes = hostlist.expand(text or "")
@@ -160,9 +159,6 @@ def _wrappers(commands: site.Commands) -> list[str]:
 
 
 def _node(args: argparse.Namespace) -> int:
-    from tfslurm.doctor.node import MARKER_PREFIX, NodeCheck, run_node
-    from tfslurm.plan import PlanOptions, plan_for
-
     step = Step.from_environ()
     if step.context != "step":
         raise SlurmEnvError("--node-check is run by tfslurm doctor in its own step, not by hand")

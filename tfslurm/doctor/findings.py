@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, one_line
+from tfslurm.hostlist.natural import natural_sorted
 from tfslurm.value import Value
 
 if TYPE_CHECKING:
@@ -95,8 +96,6 @@ def merged(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def _natural(nodes: list[str]) -> list[str]:
-    from tfslurm.hostlist.natural import natural_sorted
-
     return natural_sorted(nodes)
 
 

@@ -229,7 +229,9 @@ def name_findings(reported: Sequence[str], replies: Mapping[str, Reply]) -> list
     for source in reported:
         for peer in _report(replies, source, "unresolved"):
             failing.setdefault(peer, []).append(source)
-    nowhere = [p for p, s in failing.items() if len(reported) > 1 and set(s) >= set(reported) - {p}]
+    nowhere = [
+        p for p in reported if p in failing and len(reported) > 1 and set(failing[p]) >= set(reported) - {p}
+    ]
     found = []
     if nowhere:
         hosts = ", ".join(str(replies[p].facts.get("host", p)) for p in nowhere if p in replies)

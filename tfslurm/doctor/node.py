@@ -26,7 +26,8 @@ import time
 from typing import TYPE_CHECKING
 
 from tfslurm.doctor.findings import Finding
-from tfslurm.errors import clip
+from tfslurm.errors import ContainerError, clip
+from tfslurm.runtime.container import container_prefix, container_start
 from tfslurm.runtime.probe import connect
 from tfslurm.value import Value
 
@@ -187,9 +188,6 @@ def container_findings(
 ) -> list[Finding]:
     """``env`` run in the container of ``TFSLURM_CONTAINER`` the way ``tfslurm run`` starts
     a program there: the plan's variables must reach it."""
-    from tfslurm.errors import ContainerError
-    from tfslurm.runtime.container import container_prefix, container_start
-
     if not check.container:
         return []
     shown = clip(check.container, 80)

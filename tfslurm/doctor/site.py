@@ -11,6 +11,7 @@ commands' texts; :func:`site_report` runs the commands through a :class:`Command
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shlex
@@ -137,8 +138,6 @@ def plugin_lines(path: str, read: Callable[[str], str | None], depth: int = 0) -
 def wrapper_parts(text: str) -> tuple[str, str] | None:
     """(Python, package directory) a tfslurm wrapper runs; None: the text is no tfslurm
     wrapper (another script, which may call one)."""
-    import json
-
     if _WRAPPER_MARK not in text:
         return None
     for line in text.splitlines():
