@@ -32,9 +32,12 @@ from tfslurm.doctor.node import FRAMEWORKS, MARKER_PREFIX, NodeCheck, run_node
 from tfslurm.errors import HostlistError, SlurmEnvError
 from tfslurm.plan import PlanOptions, plan_for
 from tfslurm.runtime.exits import EXIT_USAGE, help_epilog
+from tfslurm.settings import TF_DIST_VARIABLE
 from tfslurm.step import Step, job_nodelist
 
 DEFAULT_TIMEOUT_S = 120.0
+# how salloc and sbatch pass --tf-dist on to the steps (the plugin's SPANK option variable)
+_SPANK_OPTION = "_SLURM_SPANK_OPTION_tfslurm_"
 _FINISHED = (
     "",
     "COMPLETED",
@@ -142,7 +145,10 @@ def _allocation(
         argv += ["--framework", ",".join(args.framework)]
     for path in _wrappers(commands):
         argv += ["--wrapper", path]
-    tail = gathering.run(argv, env, args.timeout, REPORT_TIMEOUT_S)
+    # the doctor's step is no --tf-dist step, whatever the allocation asked for: its one
+    # task per node must not be refused by a spec that does not fit it
+    plain = {k: v for k, v in env.items() if k != TF_DIST_VARIABLE and _SPANK_OPTION not in k}
+    tail = gathering.run(argv, plain, args.timeout, REPORT_TIMEOUT_S)
     return step_report(nodes, gathering.replies, f"{here}:{gathering.port}", tail)
 
 

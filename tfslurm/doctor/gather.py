@@ -202,7 +202,7 @@ def step_report(
     findings += reach_findings(reported, replies)
     findings += clock_findings(present, replies, where.rsplit(":", 1)[0])
     findings += cwd_findings(reported, replies)
-    checked = [f"{node_list(present)}: {c}" for c in _node_checked(present, replies)] if present else []
+    checked = [f"{node_list(having)}: {c}" for c, having in _node_checked(present, replies).items()]
     if reported:
         checked += [
             f"{node_list(reported)}: names resolve, planned ports free and reached, clocks within {CLOCK_LIMIT_S:g} s, working directory shared"
@@ -210,10 +210,14 @@ def step_report(
     return Report(findings, checked)
 
 
-def _node_checked(present: Sequence[str], replies: Mapping[str, Reply]) -> list[str]:
-    return list(
-        dict.fromkeys(c for n in present for c in replies[n].facts.get("checked", ()) if isinstance(c, str))
-    )
+def _node_checked(present: Sequence[str], replies: Mapping[str, Reply]) -> dict[str, list[str]]:
+    """Each check a node said it made -> the nodes that said it."""
+    having: dict[str, list[str]] = {}
+    for node in present:
+        for check in replies[node].facts.get("checked", ()):
+            if isinstance(check, str):
+                having.setdefault(check, []).append(node)
+    return having
 
 
 def _report(replies: Mapping[str, Reply], node: str, key: str) -> list[str]:

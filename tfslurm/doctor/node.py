@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -299,6 +300,10 @@ def run_node(
     }
     try:
         return _talk(check, facts)
+    except (OSError, ValueError) as exc:  # said in srun's output, which the doctor quotes
+        host, port = check.gather
+        print(f"tfslurm doctor: {check.node} lost the gathering point {host}:{port}: {exc}", file=sys.stderr)
+        return 1
     finally:
         stop.set()
         if server is not None:
