@@ -171,8 +171,9 @@ def step_report(
     findings: list[Finding] = []
     missing = [n for n in nodes if n not in replies]
     if missing:
-        tail = [line for line in srun_tail.splitlines() if line.strip()]
-        said = f" (srun: {tail[-1].strip()})" if tail else ""
+        tail = [line.strip() for line in srun_tail.splitlines() if line.strip()]
+        errors = [line for line in tail if line.startswith("srun:") or "error" in line.lower()]
+        said = f" (srun: {(errors or tail)[-1]})" if tail else ""
         findings.append(
             Finding(
                 "node",

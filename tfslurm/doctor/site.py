@@ -313,26 +313,18 @@ def _wrappers_report(
         if release is not None:
             releases.append((path, release))
     for path, release in releases:
-        if release != ours or (plugin is not None and release != plugin):
-            other = plugin if plugin is not None and release != plugin else ours
-            whose = "the plugin" if other == plugin else "this tfslurm"
-            message = f"the hook's wrapper {path} runs tfslurm {release} but {whose} is {other}"
-            fix = f"install one release everywhere, then {WRITE_WRAPPER.format(path=path)}"
-            report = report.plus(Report([Finding("version", [where], message, fix)]))
+        if release == ours:
+            continue  # a plugin of another release is said once, against this tfslurm
+        whose, other = (
+            ("the plugin", plugin) if plugin is not None and plugin != release else ("this tfslurm", ours)
+        )
+        message = f"the hook's wrapper {path} runs tfslurm {release} but {whose} is {other}"
+        fix = f"install one release everywhere, then {WRITE_WRAPPER.format(path=path)}"
+        report = report.plus(Report([Finding("version", [where], message, fix)]))
     hooks = [path for path, _ in named]
     tf_task_prolog = task_prolog and wrapper_parts(read_text(task_prolog) or "") is not None
     if tf_task_prolog and len(hooks) > 1:
         message = f"the hook runs twice per --tf-dist task: TaskProlog={task_prolog} and prolog={hooks[0]}"
-        report = report.plus(
-            Report(
-                [
-                    Finding(
-                        "wrapper",
-                        [where],
-                        message,
-                        "keep one: remove TaskProlog= (set-up A, recommended) or prolog= (admin guide)",
-                    )
-                ]
-            )
-        )
+        fix = "keep one: remove TaskProlog= (set-up A, recommended) or prolog= (admin guide)"
+        report = report.plus(Report([Finding("wrapper", [where], message, fix)]))
     return report
