@@ -35,13 +35,13 @@ pytestmark = pytest.mark.cluster
 OTHER_RELEASE = "0.0.1+doctor"
 PORT = 23456  # TFSLURM_PORT_BASE of the faulty allocation: node3's squatter holds it
 SQUATTER = (
-    "import socket, time\n"
+    "import signal, socket\n"
     "s = socket.socket()\n"
     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
     f"s.bind(('0.0.0.0', {PORT}))\n"
     "s.listen(16)\n"
     "print('ready', flush=True)\n"
-    "time.sleep(300)\n"
+    "signal.pause()\n"
 )
 
 
