@@ -31,7 +31,7 @@ from tfslurm.doctor.gather import REPORT_TIMEOUT_S, Gathering, step_report
 from tfslurm.doctor.node import FRAMEWORKS, MARKER_PREFIX, NodeCheck, run_node
 from tfslurm.errors import HostlistError, SlurmEnvError
 from tfslurm.plan import PlanOptions, plan_for
-from tfslurm.runtime.exits import EXIT_USAGE, help_epilog
+from tfslurm.runtime.exits import EXIT_USAGE, MEANINGS
 from tfslurm.settings import TF_DIST_VARIABLE
 from tfslurm.step import Step, job_nodelist
 
@@ -81,7 +81,14 @@ def _address(text: str) -> tuple[str, int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = help_epilog((EXIT_USAGE,), "0: healthy; 1: a finding (one line each)")
+    parser.epilog = "\n".join(
+        [
+            "exit status:",
+            f"  {findings.EXIT_HEALTHY:<7}healthy: nothing found (one summary line)",
+            f"  {findings.EXIT_FINDING:<7}a finding: one line each, naming the nodes and the fix",
+            f"  {EXIT_USAGE:<7}{MEANINGS[EXIT_USAGE]}",
+        ]
+    )
     parser.add_argument("--json", action="store_true", help='print {"findings": [...], "checked": [...]}')
     parser.add_argument(
         "--framework", metavar="LIST", type=_frameworks, default=(),
