@@ -8,8 +8,9 @@ running another release of tfslurm, no hook at all, and no Slurm commands on PAT
 allocation's faults are made all in one allocation, one per node where they concern one:
 a program holding node3's planned port, node2's link on the plan's network down, node4's
 /etc/hosts without node1's name on it, node1's working directory a file system of its own,
-a CUDA_VISIBLE_DEVICES from the submitting shell, a framework that fails to import, and a
-container prefix that drops TF_CONFIG. Clocks cannot be skewed here: every node of the
+a framework that fails to import, and a container prefix that drops TF_CONFIG. GPUs that
+Slurm did not give (a CUDA_VISIBLE_DEVICES of the submitting shell) are found on the
+suite's CPU-only cluster. Clocks cannot be skewed here: every node of the
 local cluster shares this machine's clock (a time namespace shifts only the monotonic and
 boot clocks); the clock decision is tested in test_doctor.py.
 """
@@ -103,9 +104,11 @@ def lines(report: dict[str, Any]) -> dict[str, tuple[list[str], str]]:
     return {f["check"]: (f["nodes"], f["message"]) for f in report["findings"]}
 
 
-def workdir(tmp_path: Path) -> Path:
-    tmp_path.chmod(0o777)
-    return tmp_path
+def workdir(path: Path) -> Path:
+    """A directory every node's task may write to (tasks may run as another user)."""
+    path.mkdir(exist_ok=True)
+    path.chmod(0o777)
+    return path
 
 
 def test_a_healthy_site_and_allocation_have_no_finding(
@@ -209,7 +212,6 @@ def test_each_allocation_fault_is_its_own_line(
     env = {
         "TFSLURM_PORT_BASE": str(PORT),
         "TFSLURM_HOST_TEMPLATE": "{node}-eth1",
-        "CUDA_VISIBLE_DEVICES": "0,1",
         "PYTHONPATH": f"{files['work'] / 'broken'}:{os.environ.get('PYTHONPATH', '')}",
         "TFSLURM_CONTAINER": "env -u TF_CONFIG",
     }
@@ -220,10 +222,28 @@ def test_each_allocation_fault_is_its_own_line(
         "port": (["node3"], f"the planned port {PORT} cannot be bound: Address already in use"),
         "name": (["node4"], "does not resolve node1-eth1 (the planned host of node1)"),
         "reach": (["node2"], "reaches no other node at its planned port, and no other node reaches it"),
-        "gpus": (["node1", "node2", "node3", "node4"], "CUDA_VISIBLE_DEVICES=0,1 but Slurm gave this job no GPUs here (set by the submitting shell or the job script?)"),
         "framework": (["node1", "node2", "node3", "node4"], f"import jax fails in {sys.executable}: ImportError: seeded: jaxlib is missing"),
         "container": (["node1", "node2", "node3", "node4"], "TFSLURM_CONTAINER='env -u TF_CONFIG' does not pass TF_CONFIG into the container"),
         "cwd": (["node1"], f"the working directory {faulty_nodes} is not the one node[2-4] share: a file written there is not seen by the others"),
     }, report["findings"]  # fmt: skip
     for finding in report["findings"]:
         assert finding["fix"], finding
+
+
+def test_gpus_slurm_did_not_give_are_found(
+    slurm_cluster_factory: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """On nodes where Slurm manages no GPUs (no gres) a CUDA_VISIBLE_DEVICES of the
+    submitting shell reaches the tasks: they would use GPUs no one gave them. (Where Slurm
+    manages GPUs it removes such a value from a step that asked for none: observed.)"""
+    cpu_only = slurm_cluster_factory(gpus=0)  # the suite's CPU-only cluster, no plugin
+    cwd = workdir(tmp_path)
+    status, report, err = doctor(cpu_only, cwd, salloc=("-N2",), CUDA_VISIBLE_DEVICES="0,1")
+    assert status == 1, err
+    assert lines(report) == {
+        "plugin": ([os.uname().nodename], f"srun has no --tf-dist: no line of {cpu_only.files.plugstack_conf} loads spank_tfslurm.so"),
+        "gpus": (["node1", "node2"], "CUDA_VISIBLE_DEVICES=0,1 but Slurm gave this job no GPUs here (set by the submitting shell or the job script?)"),
+    }  # fmt: skip
+    status, report, err = doctor(cpu_only, cwd, salloc=("-N2",))
+    assert [f["check"] for f in report["findings"]] == ["plugin"], err
+    assert "node[1-2]: gpus (none given, none visible)" in report["checked"]
