@@ -40,8 +40,13 @@ if TYPE_CHECKING:
 
 #: The frameworks ``--framework`` may name, and the module each imports.
 FRAMEWORKS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "keras": "keras"}
-#: Seconds a connect to a peer's planned port may take (a live peer answers in microseconds).
-REACH_TIMEOUT_S = 2.0
+#: Seconds a node keeps trying to connect to a peer's planned port. A live peer's kernel
+#: answers at once, but 32 nodes starting at once on a loaded machine lost connects (an
+#: ARP request or a SYN dropped, retried by the kernel only a second later): tries are
+#: repeated until this deadline.
+REACH_TIMEOUT_S = 5.0
+#: Seconds between two tries of a connect that was refused or failed at once.
+RETRY_S = 0.2
 #: Seconds a node keeps looking for the others' marker files (a network file system may
 #: show another node's new file only after its attribute cache expires).
 MARKER_WAIT_S = 3.0
@@ -244,7 +249,7 @@ def peer_report(check: NodeCheck) -> dict[str, list[str]]:
     unreached: list[str] = []
 
     def knock(node: str, host: str, port: int) -> None:
-        if connect(host, port, REACH_TIMEOUT_S) is not True:
+        if not reaches(host, port, REACH_TIMEOUT_S):
             unreached.append(node)
 
     threads = [
@@ -258,6 +263,18 @@ def peer_report(check: NodeCheck) -> dict[str, list[str]]:
     for thread in threads:
         thread.join(REACH_TIMEOUT_S + 5)
     return {"unresolved": unresolved, "unreached": sorted(unreached), "seen": seen}
+
+
+def reaches(host: str, port: int, limit: float) -> bool:
+    """Whether a connect to ``host:port`` succeeds within ``limit`` s, tries repeated."""
+    deadline = time.monotonic() + limit
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if connect(host, port, left) is True:
+            return True
+        time.sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
 
 
 def _markers_seen(check: NodeCheck) -> list[str]:
