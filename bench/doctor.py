@@ -1,6 +1,6 @@
 """How long ``tfslurm doctor``'s step over every node takes as the allocation grows (root).
 
-    python bench/doctor.py [--nodes 4,32,128] [--runs 3]
+    python bench/doctor.py [--nodes 4,12,24] [--runs 3]
 
 For each size N it starts a local cluster of N nodes without GPUs (``tfslurm.localcluster``)
 and times, interleaved run by run, inside ``salloc -N<N>``:
@@ -15,6 +15,15 @@ Every doctor run must find nothing (the cluster is healthy). Prints the median o
 their difference: the doctor's own cost. On this machine all nodes share its CPUs, so both
 grow with N; on a real cluster each node runs on its own CPUs and the step's time is about
 one node's work plus the connects (at most ``REACH_TIMEOUT_S`` each, all at once).
+
+Why no 128 nodes: every node connects to every other, and all the local cluster's nodes
+share this machine's kernel, whose neighbour (ARP) table is one for all network namespaces
+(``net.ipv4.neigh.default.gc_thresh3``, 1024 entries by default). N nodes need about
+N x (N - 1) entries: from about 32 nodes the table overflows ("neighbor table overflow!"
+in the kernel log), the kernel drops the packets, and the doctor rightly finds ports that
+do not answer. Sizes past :data:`MAX_NODES` are refused. On a real cluster each node's
+kernel holds only its own N - 1 entries (a site of more than about 1,000 nodes raises
+``gc_thresh3`` anyway, for the same all-to-all traffic of a training run).
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ import sys
 import tempfile
 import time
 
+#: The most nodes whose all-to-all connects fit the shared kernel's default ARP table.
+MAX_NODES = 28
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -47,12 +58,18 @@ def timed(cluster: LocalCluster, argv: list[str], cwd: str) -> tuple[float, str]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", default="4,32,128", help="cluster sizes (default %(default)s)")
+    parser.add_argument(
+        "--nodes", default="4,12,24", help=f"cluster sizes, at most {MAX_NODES} (default %(default)s)"
+    )
     parser.add_argument(
         "--runs", type=int, default=3, help="runs of each setting per size (default %(default)s)"
     )
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",")]
+    if max(sizes) > MAX_NODES:
+        parser.error(
+            f"--nodes {max(sizes)}: at most {MAX_NODES} fit this kernel's ARP table (see the module doc)"
+        )
     python = sys.executable
     print(f"{'nodes':>5}  {'doctor s':>9}  {'floor s':>8}  {'doctor - floor s':>16}")
     for size in sizes:
