@@ -5,6 +5,11 @@ The real cluster's faults are in test_doctor_cluster.py."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +18,7 @@ from tfslurm import __version__, prolog
 from tfslurm.doctor import site
 from tfslurm.doctor.findings import EXIT_FINDING, EXIT_HEALTHY, Finding, Report
 from tfslurm.doctor.gather import (
+    Gathering,
     Reply,
     clock_findings,
     cwd_findings,
@@ -20,7 +26,7 @@ from tfslurm.doctor.gather import (
     reach_findings,
     step_report,
 )
-from tfslurm.doctor.node import device_ids, gpu_findings, missing_variables
+from tfslurm.doctor.node import device_ids, gpu_findings, missing_variables, reaches
 from tfslurm.step import GpuVariables
 
 pytestmark = pytest.mark.pure
@@ -311,3 +317,80 @@ def test_a_healthy_report_is_one_line() -> None:
 
 def test_a_finding_line_is_escaped() -> None:
     assert Finding("cwd", ["n1"], "dir /x\ny", "fix").line() == "cwd: n1: dir /x\\ny; fix: fix"
+
+
+# --- the gathering point and two nodes, on this machine's loopback ------------------------------
+NODES_PROGRAM = """
+import os, sys, threading
+from tfslurm.doctor.node import NodeCheck, run_node
+from tfslurm.step import GpuVariables
+
+gather, ports = int(sys.argv[1]), {"a": int(sys.argv[2]), "b": int(sys.argv[3])}
+
+def one(node):
+    peers = [(m, "127.0.0.1", p) for m, p in ports.items() if m != node]
+    check = NodeCheck(
+        node=node, host="127.0.0.1", port=ports[node], peers=peers, gather=("127.0.0.1", gather),
+        marker=".tfslurm-doctor-1.0-", gpus=GpuVariables.from_environ({}), cwd=os.getcwd(),
+        python=sys.executable, env=dict(os.environ, TF_CONFIG="{}"),
+        container="env -u TF_CONFIG" if node == "b" else None,
+    )
+    run_node(check, ["TF_CONFIG"], lambda: ([], ["the hook checked"]))
+
+threads = [threading.Thread(target=one, args=(n,)) for n in ports]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_gathering_point_holds_real_nodes_in_step(tmp_path: Path) -> None:
+    """Two nodes' tasks (threads of one process here) and the gathering point talk over
+    TCP; b's port is taken, so a cannot be said to miss it; b's container drops TF_CONFIG;
+    c never comes."""
+    program = tmp_path / "nodes.py"
+    program.write_text(NODES_PROGRAM)
+    squatter = socket.socket()
+    squatter.bind(("0.0.0.0", 0))
+    squatter.listen(1)
+    ports = (str(_free_port()), str(squatter.getsockname()[1]))
+    gathering = Gathering(["a", "b", "c"], "127.0.0.1")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    argv = [sys.executable, str(program), str(gathering.port), *ports]
+    with squatter:
+        tail = _in(tmp_path, lambda: gathering.run(argv, env, hello_s=5, report_s=10))
+    report = step_report(["a", "b", "c"], gathering.replies, f"127.0.0.1:{gathering.port}", tail)
+    assert [(f.check, f.nodes) for f in report.findings] == [
+        ("node", ("c",)),
+        ("port", ("b",)),
+        ("container", ("b",)),
+    ], report.text()
+    assert "a,b: the hook checked" in report.checked
+    assert not list(tmp_path.glob(".tfslurm-doctor-*"))  # each node removed its marker
+
+
+def _in(directory: Path, function: Callable[[], str]) -> str:
+    here = os.getcwd()
+    os.chdir(directory)
+    try:
+        return function()
+    finally:
+        os.chdir(here)
+
+
+def test_a_connect_is_tried_until_its_deadline() -> None:
+    port = _free_port()
+    started = time.monotonic()
+    assert not reaches("127.0.0.1", port, 0.5)  # refused every time
+    assert 0.5 <= time.monotonic() - started < 3
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        assert reaches("127.0.0.1", server.getsockname()[1], 0.5)
