@@ -9,8 +9,8 @@ allocation's faults are made all in one allocation, one per node where they conc
 a program holding node3's planned port, node2's link on the plan's network down, node4's
 /etc/hosts without node1's name on it, node1's working directory a file system of its own,
 a framework that fails to import, and a container prefix that drops TF_CONFIG. GPUs that
-Slurm did not give (a CUDA_VISIBLE_DEVICES of the submitting shell) are found on the
-suite's CPU-only cluster. Clocks cannot be skewed here: every node of the
+Slurm did not give (a CUDA_VISIBLE_DEVICES of the submitting shell), and a node where
+tfslurm is missing, are found on the suite's CPU-only cluster. Clocks cannot be skewed here: every node of the
 local cluster shares this machine's clock (a time namespace shifts only the monotonic and
 boot clocks); the clock decision is tested in test_doctor.py.
 """
@@ -21,12 +21,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tfslurm
 from plugin_build import build_plugin, build_tools_missing, make
 from tfslurm import __version__, prolog
 from tfslurm.localcluster import LocalCluster, nodefail
@@ -247,3 +249,29 @@ def test_gpus_slurm_did_not_give_are_found(
     status, report, err = doctor(cpu_only, cwd, salloc=("-N2",))
     assert [f["check"] for f in report["findings"]] == ["plugin"], err
     assert "node[1-2]: gpus (none given, none visible)" in report["checked"]
+
+
+def test_a_node_without_tfslurm_is_named_at_once(
+    slurm_cluster_factory: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """tfslurm's package hidden on node2 (an empty file system over it there): its task
+    fails, srun says so, and the doctor names node2 without waiting for its timeout."""
+    cpu_only = slurm_cluster_factory(gpus=0)
+    package = str(Path(tfslurm.__file__).resolve().parent)
+    done = cpu_only.on_node("node2", ["mount", "-t", "tmpfs", "doctor", package], timeout=30)
+    assert done.returncode == 0, done.stderr
+    try:
+        started = time.monotonic()
+        status, report, err = doctor(cpu_only, workdir(tmp_path), "--timeout", "100", salloc=("-N2",))
+        took = time.monotonic() - started
+    finally:
+        cpu_only.on_node("node2", ["umount", package], timeout=30)
+    assert status == 1, err
+    shown = lines(report)
+    assert sorted(shown) == ["node", "plugin"], report
+    assert shown["node"][0] == ["node2"] and shown["node"][1].startswith("its doctor task did not report"), (
+        shown
+    )
+    # srun's output says why: the import error, or srun's own line for the task
+    assert "(srun: " in shown["node"][1] and "rror" in shown["node"][1], shown
+    assert took < 60, took  # not the 100 s the nodes had to say hello

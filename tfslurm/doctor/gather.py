@@ -16,6 +16,7 @@ that window widened by the limit, so a slow network never makes a clock look wro
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -34,6 +35,8 @@ CLOCK_LIMIT_S = 1.0
 HELLO_TIMEOUT_S = 120.0
 #: Seconds the nodes have to report, after go (connects, markers).
 REPORT_TIMEOUT_S = 30.0
+# srun's line for a task that ended badly: its node, which will not report
+_TASK_ENDED = re.compile(r"^srun: error: (\S+): tasks? [\d,-]+: ")
 REACH_FIX = "open the planned ports between the nodes (firewall), check each node's link on the network the plan's host names are on"
 
 
@@ -63,6 +66,7 @@ class Gathering:
         self.nodes = tuple(nodes)
         self.host = host
         self.replies: dict[str, Reply] = {}
+        self.gone: set[str] = set()  # nodes whose task ended (srun said so)
         self.changed = threading.Condition()
         self.go = threading.Event()
         self.done = threading.Event()
@@ -125,6 +129,15 @@ class Gathering:
             while not ready() and time.monotonic() < until and (proc is None or proc.poll() is None):
                 self.changed.wait(0.1)
 
+    def _read(self, proc: subprocess.Popen[str], output: list[str]) -> None:
+        for line in proc.stdout or ():
+            output.append(line)
+            ended = _TASK_ENDED.match(line)
+            if ended:
+                with self.changed:
+                    self.gone.add(ended.group(1))
+                    self.changed.notify_all()
+
     def run(self, argv: Sequence[str], env: Mapping[str, str], hello_s: float, report_s: float) -> str:
         """Start the step ``argv`` and hold its nodes in step; the tail of its output."""
         proc = subprocess.Popen(
@@ -136,13 +149,18 @@ class Gathering:
             errors="replace",
         )
         output: list[str] = []
-        reader = threading.Thread(target=lambda: output.extend(proc.stdout or ()), daemon=True)
+        reader = threading.Thread(target=self._read, args=(proc, output), daemon=True)
         reader.start()
         try:
-            self._wait(lambda: len(self.replies) >= len(self.nodes), time.monotonic() + hello_s, proc)
+            # a node whose task ended will not say hello: waiting for it would cost the timeout
+            self._wait(
+                lambda: len(self.gone | set(self.replies)) >= len(self.nodes),
+                time.monotonic() + hello_s,
+                proc,
+            )
             self.go.set()
             self._wait(
-                lambda: all(r.report is not None for r in self.replies.values()),
+                lambda: all(r.report is not None or n in self.gone for n, r in self.replies.items()),
                 time.monotonic() + report_s,
                 proc,
             )
