@@ -105,7 +105,7 @@ def _wrapper(tmp: Path, text: str, mode: int = 0o755) -> str:
 
 def test_a_working_wrapper_states_its_release(tmp_path: Path) -> None:
     path = str(prolog.write_wrapper(tmp_path / "hook"))
-    report, release = site.wrapper_report(path, "TaskProlog=", __version__, site.Commands({}), "login")
+    report, release = site.wrapper_report(path, "TaskProlog=", site.Commands({}), "login")
     assert (report.findings, release) == ((), __version__)
     assert report.checked == (f"TaskProlog= {path} runs tfslurm {__version__}",)
 
@@ -128,7 +128,7 @@ def test_a_broken_wrapper_is_one_finding(tmp_path: Path, case: str, said: str) -
         path = _wrapper(tmp_path, prolog.wrapper_script(python="/nonexistent/python"))
     else:
         path = _wrapper(tmp_path, prolog.wrapper_script(package_parent="/nonexistent/pkg"))
-    report, release = site.wrapper_report(path, "prolog=", __version__, site.Commands({}), "login")
+    report, release = site.wrapper_report(path, "prolog=", site.Commands({}), "login")
     assert release is None and len(report.findings) == 1, report
     finding = report.findings[0]
     assert (finding.check, finding.nodes) == ("wrapper", ("login",))
@@ -137,7 +137,7 @@ def test_a_broken_wrapper_is_one_finding(tmp_path: Path, case: str, said: str) -
 
 def test_a_site_script_is_not_checked_further(tmp_path: Path) -> None:
     path = _wrapper(tmp_path, "#!/bin/sh\nexit 0\n")
-    report, release = site.wrapper_report(path, "TaskProlog=", __version__, site.Commands({}), "login")
+    report, release = site.wrapper_report(path, "TaskProlog=", site.Commands({}), "login")
     assert (report.findings, release) == ((), None) and "not a tfslurm wrapper" in report.checked[0]
 
 
@@ -365,7 +365,7 @@ def test_the_gathering_point_holds_real_nodes_in_step(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     argv = [sys.executable, str(program), str(gathering.port), *ports]
     with squatter:
-        tail = _in(tmp_path, lambda: gathering.run(argv, env, hello_s=5, report_s=10))
+        tail = _in(tmp_path, lambda: gathering.run(argv, env, hello_s=3, report_s=10))
     report = step_report(["a", "b", "c"], gathering.replies, f"127.0.0.1:{gathering.port}", tail)
     assert [(f.check, f.nodes) for f in report.findings] == [
         ("node", ("c",)),

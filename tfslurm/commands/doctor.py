@@ -199,7 +199,14 @@ def _node(args: argparse.Namespace) -> int:
     def wrappers() -> tuple[list[Finding], list[str]]:
         report = Report()
         for path in args.wrapper:
-            report = report.plus(site.wrapper_report(path, "the hook", __version__, commands, node)[0])
+            found, release = site.wrapper_report(path, "the hook", commands, node)
+            report = report.plus(found)
+            if release is not None and release != __version__:
+                message = (
+                    f"the hook's wrapper {path} runs tfslurm {release} here but this tfslurm is {__version__}"
+                )
+                fix = f"install one release everywhere, then {site.WRITE_WRAPPER.format(path=path)}"
+                report = report.plus(Report([Finding("version", [node], message, fix)]))
         return list(report.findings), list(report.checked)
 
     return run_node(check, list(planned), wrappers)

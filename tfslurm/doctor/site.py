@@ -169,7 +169,7 @@ WRITE_WRAPPER = (
 
 
 def wrapper_report(
-    path: str, source: str, ours: str, run: Callable[[Sequence[str]], Ran], where: str
+    path: str, source: str, run: Callable[[Sequence[str]], Ran], where: str
 ) -> tuple[Report, str | None]:
     """The wrapper at ``path`` (``source`` says who names it) on this machine, named
     ``where`` in the findings: the report and the tfslurm release it runs (None: unknown)."""
@@ -308,7 +308,7 @@ def _wrappers_report(
     report = Report()
     releases: list[tuple[str, str]] = []
     for path, source in named:
-        found, release = wrapper_report(path, source, ours, run, where)
+        found, release = wrapper_report(path, source, run, where)
         report = report.plus(found)
         if release is not None:
             releases.append((path, release))
