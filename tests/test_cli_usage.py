@@ -47,6 +47,9 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("template", "--list", "mwms"),
     ("template", "mwms", "{tmp}/file"),  # exists, no --force
     ("template", "ps", "{tmp}/missing/ps.sbatch"),
+    ("doctor", "--framework", "tensorflow,nope"),
+    ("doctor", "--node-check", "127.0.0.1:1"),  # the step's own tasks only
+    ("doctor", "extra", "options"),  # sbatch options without --submit
 ]
 
 

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "supervise": ("supervise", "run the training step from a batch script; relaunch it when a node is lost"),
     "requeue": ("requeue", "put this job back in the queue (the templates' requeue)"),
     "template": ("template", "write an sbatch template (mwms, ps, ...) to start a job from"),
+    "doctor": ("doctor", "check the site or an allocation before a training run (one line per finding)"),
     "cluster": ("cluster", "start or stop a throwaway local Slurm cluster (root)"),
     "demo": ("demo", "train with TF across a throwaway local Slurm cluster (root)"),
 }

@@ -544,3 +544,10 @@ def batch_host(env: Mapping[str, str] | None = None) -> str | None:
     nodes know it by; None outside Slurm."""
     source = os.environ if env is None else env
     return source.get("SLURMD_NODENAME") or None
+
+
+def job_nodelist(env: Mapping[str, str] | None = None) -> str | None:
+    """The job's nodes as Slurm gave them (``SLURM_JOB_NODELIST``), for ``tfslurm doctor``'s
+    one step over every node of an allocation; None outside a job."""
+    source = os.environ if env is None else env
+    return source.get("SLURM_JOB_NODELIST") or source.get("SLURM_NODELIST") or None

@@ -69,6 +69,21 @@ def restore_node(cluster: LocalCluster, node: str, timeout: float = 30) -> None:
     revive_node(cluster, node, timeout)
 
 
+def set_second_link(cluster: LocalCluster, node: str, up: bool) -> None:
+    """``node``'s second network (``eth1``, its ``<node>-eth1`` names) down or up: Slurm
+    still reaches the node on the first, and nothing reaches it on the second."""
+    if not cluster._network:
+        raise ClusterError("cluster not started")
+    cluster.node_address(node)  # names an unknown node
+    net = next(n for n in cluster._network.nodes if n.name == node)
+    state = "up" if up else "down"
+    done = subprocess.run(
+        ["ip", "link", "set", net.veth2, state], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise ClusterError(f"ip link set {net.veth2} {state}: {done.stderr.strip()}")
+
+
 def _set_links(cluster: LocalCluster, node: str, state: str) -> None:
     """Set the host side of ``node``'s veths (both networks) ``up`` or ``down``."""
     if not cluster._network:
