@@ -155,9 +155,10 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
     state = cluster.wait_job(job, timeout=180)
     text = log.read_text()
     failed_at = text.index("Node failure on node2" if silent is None else silent.group(0))
-    if how == "straggler":  # the step the straggler was named at, and no step trained twice
+    if how == "straggler":  # the step it was named at; the steps past the stop's checkpoint
         named_step = int(STRAGGLER.search(text).group(1))  # type: ignore[union-attr]
         resumed = int(re.findall(resume_line, text)[0])
+        last = int(re.findall(step_line, text[: text.index("relaunching on")])[-1])
         stepped = float(found.group(3))
         nodefail.revive_node(cluster, "node2")
         cluster.wait_idle()
@@ -166,7 +167,7 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
         return {
             "named_at_step": named_step,
             "first_step": stepped - lost,
-            "steps_again": named_step - resumed,
+            "steps_again": last - resumed,
         }
     failed_step = int(re.findall(step_line, text[:failed_at])[-1])
     if strategy == "ps":  # the relaunched chief schedules from the step after its checkpoint
@@ -226,12 +227,13 @@ def main() -> int:
         "down": "scontrol update State=DOWN",
     }[how]
     what = "PS chief+ps, 4 workers + 1 spare" if args.ps else "MWMS 3 workers + 1 spare"
-    print(f"{what}, node2 lost at step 45 ({how}), median (max) of {args.runs}:")
+    when = "slow from the start" if how.startswith("the worker on node2") else "lost at step 45"
+    print(f"{what}, node2 {when} ({how}), median (max) of {args.runs}:")
     for key, label in (
         ("named_at_step", "straggler named at step"),
         ("detect", "loss -> step failed"),
         ("relaunch", "loss -> srun relaunched"),
-        ("first_step", "loss -> first step trained"),
+        ("first_step", "loss (named) -> first step trained"),
         ("steps_again", "steps trained again"),
     ):
         values = [r[key] for r in rows if key in r]
