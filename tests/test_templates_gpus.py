@@ -1,5 +1,6 @@
-"""The templates request no GPU by default, say so, and carry commented GPU lines that sbatch
-ignores until a '#' is dropped (sbatch reads only lines that start with ``#SBATCH``)."""
+"""The templates request no GPU by default, say so, and carry commented GPU lines and the
+site options most sites require (account, partition, time), which sbatch ignores until a
+'#' is dropped (sbatch reads only lines that start with ``#SBATCH``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ def test_gpu_lines_are_commented_and_the_words_match(path: Path) -> None:
     assert any(
         line.startswith(("##SBATCH --gpus-per-node=", "##SBATCH --gpus-per-task=")) for line in commented
     )
+    for site in ("--account=", "--partition=", "--time="):
+        assert any(line.startswith(f"##SBATCH {site}") for line in commented), site
+        assert not any(line.startswith(f"#SBATCH {site}") for line in active), site
     text = path.read_text()
     assert "No GPU is requested" in text and "uses the node's GPUs" not in text
     # every commented line is a real option once uncommented (the first '#' dropped)
