@@ -7,7 +7,6 @@ Test modules import the fixtures from here.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from plugin_build import build_plugin, build_tools_missing, make
+from plugin_build import build_plugin, make, plugin_work_dir
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster
 
@@ -95,13 +94,7 @@ ENV_DUMP = "emit(dict(os.environ))\n"
 
 @pytest.fixture(scope="module", name="site_files")
 def built_site_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    missing = build_tools_missing()
-    if missing:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
-            pytest.fail(f"CI=true and the plugin cannot be built: {missing}")
-        pytest.skip(f"cannot build the plugin: {missing}")
-    work = tmp_path_factory.mktemp("site")
-    work.chmod(0o755)
+    work = plugin_work_dir(tmp_path_factory, "site")
     plugin = build_plugin(work / "build")
     wrapper = prolog.write_wrapper(work / "tfslurm-taskprolog")
     (work / "dump.py").write_text(EMIT + DUMP)
@@ -132,13 +125,7 @@ def installed_deb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     are not in that database, hence --force-depends): the files a site's nodes get, where
     the site's would be. The hook runs this test's Python (the package's default,
     /usr/bin/python3, is checked in test_plugin.py; here it may be absent or too old)."""
-    missing = build_tools_missing() or (None if shutil.which("dpkg") else "dpkg not found")
-    if missing:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes", "on"):
-            pytest.fail(f"CI=true and the .deb cannot be built: {missing}")
-        pytest.skip(f"cannot build the .deb: {missing}")
-    work = tmp_path_factory.mktemp("deb")
-    work.chmod(0o755)
+    work = plugin_work_dir(tmp_path_factory, "deb", None if shutil.which("dpkg") else "dpkg not found")
     inst = work / "inst"
     done = make(
         work / "build", "deb", DEB_LIBDIR=f"{inst}/lib/slurm", DEB_SYSCONFDIR=f"{inst}/etc/slurm",

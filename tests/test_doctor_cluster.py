@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import tfslurm
-from plugin_build import build_plugin, build_tools_missing, make
+from plugin_build import build_plugin, make, plugin_work_dir
 from tfslurm import __version__, prolog
 from tfslurm.localcluster import LocalCluster, nodefail
 
@@ -51,11 +51,7 @@ SQUATTER = (
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The plugin of this release and of another, and the wrappers the site's faults use."""
-    missing = build_tools_missing()
-    if missing:
-        pytest.skip(f"cannot build the plugin: {missing}")
-    work = tmp_path_factory.mktemp("doctor")
-    work.chmod(0o755)
+    work = plugin_work_dir(tmp_path_factory, "doctor")
     other = make(work / "other", "all", TFD_VERSION=OTHER_RELEASE)
     assert other.returncode == 0, other.stdout + other.stderr
     old = work / "old" / "tfslurm"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin_build import PLUGIN_DIR, PLUGIN_NAME, build_tools_missing, make
+from plugin_build import PLUGIN_DIR, PLUGIN_NAME, build_tools_missing, make, plugin_work_dir
 from tfslurm import __version__, prolog
 from tfslurm.localcluster import LocalCluster
 
@@ -49,11 +49,7 @@ def test_plugin_and_hook_name_the_version_line_alike() -> None:
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The plugin of this tree's release and the same sources claiming another release."""
-    missing = build_tools_missing()
-    if missing:
-        pytest.skip(f"cannot build the plugin: {missing}")
-    work = tmp_path_factory.mktemp("versions")
-    work.chmod(0o755)
+    work = plugin_work_dir(tmp_path_factory, "versions")
     built = {}
     for name, variables in (("same", {}), ("other", {"TFD_VERSION": OTHER_RELEASE})):
         done = make(work / name, "all", **variables)
