@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import signal
+import statistics
 import subprocess
 import time
 
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tfslurm.errors import NodeLossError
+from tfslurm.runtime import straggler
 from tfslurm.runtime.nodeloss import BatchJob, Recovery, RecoverySettings
 from tfslurm.runtime.progress import Beacon, ProgressBoard, ProgressTarget
 from tfslurm.runtime.straggler import (
@@ -84,6 +86,14 @@ def test_a_rank_is_named_exactly_when_it_is_that_slow(base):
     others = {r: [base[o] for o in range(3) if o != r] for r in range(3)}
     expected = [r for r in range(3) if base[r] >= STRAGGLER_RATIO * (sum(others[r]) / 2)]
     assert [s.rank for s in stragglers(times)] == expected
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=40), st.data())
+def test_the_others_median_is_the_median_of_the_list_without_the_rank(values, data):
+    mine = data.draw(st.sampled_from(values))
+    others = list(values)
+    others.remove(mine)
+    assert straggler._median_without(sorted(values), mine) == statistics.median(others)
 
 
 def test_own_times_keep_the_latest_steps():

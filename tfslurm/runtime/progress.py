@@ -221,6 +221,11 @@ class ProgressBoard:
         with self._lock:
             return dict(self.states), list(self.intervals) if self._steps else []
 
+    def newest_own_step(self) -> int | None:
+        """The highest step of this launch with an own time (None: none yet)."""
+        with self._lock:
+            return self._own.newest
+
     def own_times(self) -> dict[int, dict[int, float]]:
         """This launch's own times: step -> rank -> seconds (ranks that mark their own work)."""
         with self._lock:

@@ -15,6 +15,7 @@ hide one. A program that marks nothing reports no own time, and no rank is ever 
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from typing import TYPE_CHECKING
 
@@ -37,13 +38,18 @@ class OwnTimes:
     """Each rank's own seconds per step number, for the latest :data:`STEPS_KEPT` steps
     (not thread-safe: the progress board holds it under its lock)."""
 
-    __slots__ = ("_steps",)
+    __slots__ = ("_steps", "newest")
 
     def __init__(self) -> None:
         self._steps: dict[int, dict[int, float]] = {}
+        #: The highest step number heard of (None: none yet): the table changes in a way
+        #: that can name a new straggler only when it moves on.
+        self.newest: int | None = None
 
     def add(self, rank: int, step: int, seconds: float) -> None:
         self._steps.setdefault(step, {})[rank] = seconds
+        if self.newest is None or step > self.newest:
+            self.newest = step
         while len(self._steps) > STEPS_KEPT:
             del self._steps[min(self._steps)]
 
@@ -79,15 +85,30 @@ def stragglers(table: Mapping[int, Mapping[int, float]]) -> list[Straggler]:
     steps = [step for step in sorted(table) if len(table[step]) == ranks][-STRAGGLER_STEPS:]
     if len(steps) < STRAGGLER_STEPS:
         return []
+    ordered = [sorted(table[step].values()) for step in steps]  # once a step, not once a rank
     found = []
     for rank in sorted(table[steps[-1]]):
         if any(rank not in table[step] for step in steps):
             continue
         own = [table[step][rank] for step in steps]
-        others = [statistics.median(t for r, t in table[step].items() if r != rank) for step in steps]
+        others = [_median_without(values, mine) for values, mine in zip(ordered, own, strict=True)]
         if min(others) <= 0:  # a step with nothing marked on the others: no measure
             continue
         ratio = statistics.median(mine / rest for mine, rest in zip(own, others, strict=True))
         if ratio >= STRAGGLER_RATIO:
             found.append(Straggler(rank, statistics.median(own), statistics.median(others), ratio, steps[-1]))
     return found
+
+
+def _median_without(values: list[float], value: float) -> float:
+    """The median of sorted ``values`` less one occurrence of ``value`` (one of them), as
+    :func:`statistics.median` gives it, without building the shorter list: at many ranks
+    the supervisor asks this of every rank in every step it looks at."""
+    gone = bisect.bisect_left(values, value)  # any equal value leaves the same others
+
+    def kept(i: int) -> float:  # the i-th of the values left
+        return values[i] if i < gone else values[i + 1]
+
+    left = len(values) - 1
+    middle = left // 2
+    return kept(middle) if left % 2 else (kept(middle - 1) + kept(middle)) / 2

@@ -68,7 +68,7 @@ class Supervisor:
     (:func:`tfslurm.runtime.jobend.drop_silent`) takes them out of the job."""
 
     __slots__ = (
-        "_bad", "_dead", "_hangs", "_job_nodes", "_last_line", "_named", "_pattern", "_pending", "_proc",
+        "_bad", "_checked", "_dead", "_hangs", "_job_nodes", "_last_line", "_named", "_pattern", "_pending", "_proc",
         "_stepped", "_stopping", "_swapping", "_trouble", "argv", "ask", "batch_per_worker", "board", "checkpoint_signal",
         "drop", "env", "err", "host", "job",
         "out", "prober", "recovery",
@@ -120,6 +120,7 @@ class Supervisor:
         self._stepped = False  # the step printed a step line
         self._trouble = False  # srun reported a task's failure since the last probe
         self._named: set[int] = set()  # ranks named stragglers in this launch
+        self._checked: int | None = None  # the newest step the stragglers were looked for at
         self._swapping = False  # the step was stopped to swap a straggler's node for a spare
 
     def say(self, text: str) -> None:
@@ -206,6 +207,7 @@ class Supervisor:
         self._last_line = time.monotonic()
         self._stepped = self._trouble = self._swapping = False
         self._named = set()
+        self._checked = None
         errors = subprocess.PIPE if self.prober is not None else None
         self._proc = proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=errors)
         assert proc.stdout is not None
@@ -287,6 +289,10 @@ class Supervisor:
         straggler's node out, so that the relaunch puts a spare in its place."""
         if self.board is None:
             return
+        newest = self.board.newest_own_step()
+        if newest == self._checked:  # no step since the last look: nothing new to find
+            return
+        self._checked = newest
         found = [s for s in stragglers(self.board.own_times()) if s.rank not in self._named]
         if not found:
             return
