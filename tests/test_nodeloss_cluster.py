@@ -32,6 +32,7 @@ from jobs import (
     program_pids,
     ps_done,
     step_processes,
+    task_pids,
     wait_for,
     wait_requeued_then_release,
 )
@@ -243,27 +244,46 @@ def test_straggler_is_named_and_its_node_swapped_for_the_spare(cluster, uninterr
 
 @pytest.mark.tf
 @needs("tensorflow")
-def test_ps_worker_node_lost_spare_replaces_it(cluster, lose, tmp_path):
-    """ParameterServerStrategy, chief+ps on node1, two workers on node2, spare node3: node2
-    DOWN, the step relaunched on node1,node3 and all steps scheduled, COMPLETED."""
+def test_ps_hung_worker_run_again_then_its_silent_node_replaced(cluster, lose, tmp_path):
+    """ParameterServerStrategy, chief+ps on node1, two workers on node2, spare node3. Worker
+    0's program SIGSTOPped: the chief's join waits on it, but the chief's heartbeats go on,
+    so the supervisor names the worker within the window its step times give (5 s, not the
+    start-up's 60 s) and runs the step again on the same nodes. Then node2 goes silent
+    (links down, every process SIGKILLed, nothing told to Slurm): found without Slurm,
+    relaunched on node1 and the spare, all steps scheduled, COMPLETED."""
     steps = 80
     program = example("ps", steps=steps, log_every=1, checkpoint_every=10, step_delay=0.05)
     job, log = submit(cluster, tmp_path, "ps.sbatch", program, "-N3", "--ntasks=6",
                       "--ntasks-per-node=2", TFSLURM_SPARE_NODES="1")  # fmt: skip
     wait_for(log, r"tfslurm: training on node1,node2, spare\(s\) node3")
-    wait_for(log, r"step (2\d)/", timeout=120)
-    went_down = lose("node2")
-    found = wait_for(log, RELAUNCH, timeout=90)
-    assert step_nodes(cluster, job) == [("node1", "node3")]
-    text = ended(cluster, job, log)
-    assert (
-        "tfslurm: node node2 lost (step exit " in text
-        and "relaunching on node1,node3 (spare node3 in; " in text
+    wait_for(log, r"\[chief:0\] step (2\d)/", timeout=120)
+    pids = task_pids(cluster, job, 2)  # ranks: chief, ps, worker:0, worker:1; a server is its task
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGSTOP)
+    hung = wait_for(
+        log,
+        r"tfslurm: rank 2 \(worker:0 on node2\) hung: no heartbeat for ([\d.]+) s \(window ([\d.]+) s\), "
+        r"no step reported; the other 3 rank\(s\) beat, at step (\d+): ending the step" + AT,
+        60,
     )
+    assert float(hung.group(2)) == 5.0 and 5.0 <= float(hung.group(1)) < 8.0, hung.group(0)
+    wait_for(log, r"relaunch 1 \(no node lost\)", timeout=90)
+    resumed = int(wait_for(log, r"\[chief:0\] restart \d+: resumed from \S+ at step (\d+)", 60).group(1))
+    wait_for(log, rf"\[chief:0\] step {resumed + 5}/", timeout=60)
+    killed = lose("node2", silent=True)
+    found = wait_for(log, RELAUNCH, timeout=90)
+    assert found.group(1, 2) == ("2", "node2"), found.group(0)
+    assert step_nodes(cluster, job)[-1] == ("node1", "node3")
+    text = ended(cluster, job, log)
+    silent = re.findall(r"tfslurm: node node2 silent: .* \(at ([\d.]+)\)\n", text)
+    assert len(silent) == 1 and float(silent[0]) - killed < 10, text[-4000:]
+    assert "relaunching on node1,node3 (spare node3 in; 0 spare(s) left)" in text, text[-4000:]
+    assert float(found.group(4)) < 5.0, found.group(0)  # srun at once, not held by the dead node
     assert ps_done(text)[1] == steps, text[-3000:]
     print(
-        f"\nPS 2+1 spare, worker node DOWN: first step scheduled again "
-        f"{float(found.group(8)) - went_down:.2f} s after DOWN"
+        f"\nPS worker hung: named {float(hung.group(1)):.1f} s after its last heartbeat; node2 silent: "
+        f"found {float(silent[0]) - killed:.2f} s after, first step scheduled again "
+        f"{float(found.group(8)) - killed:.2f} s after"
     )
 
 

@@ -55,6 +55,23 @@ def test_all_ranks_silent_is_not_a_hang():
     assert hung_ranks(states, now=100.0, window=5.0) == []
 
 
+def test_the_hang_line_says_which_ranks_report_steps():
+    """A TF server (ps, PS worker) never reports a step: its line says so, and the steps the
+    others are at leave it out instead of showing -1."""
+    from tfslurm.runtime.supervisor import _last_step, _steps_at
+
+    server = RankState(1, "ps:0", "node1", -1, 99.0)
+    chief = RankState(0, "chief:0", "node1", 25, 99.0)
+    assert (_last_step(-1), _last_step(0), _last_step(25)) == (
+        "no step reported",
+        "last step 0",
+        "last step 25",
+    )
+    assert _steps_at([server, chief]) == ", at step 25"
+    assert _steps_at([server, chief, state(2, 99.0)]) == ", at steps 7-25"
+    assert _steps_at([server]) == ""
+
+
 def test_a_rank_whose_program_ended_is_never_hung():
     states = {0: state(0, 99.0), 1: state(1, 50.0, exited=True)}
     assert hung_ranks(states, now=100.0, window=5.0) == []

@@ -87,6 +87,9 @@ def train(ctx: RunContext, args: argparse.Namespace) -> int:
             time.sleep(args.step_delay)
         if current % args.log_every == 0:
             coordinator.join()
+            # the steps done so far are known only here: the supervisor times them, and a
+            # worker whose heartbeats stop is hung after 3 such intervals, not the start-up's 60 s
+            ctx.step(current)
             common.say(
                 "chief:0",
                 f"step {current}/{args.steps} loss "

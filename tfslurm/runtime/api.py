@@ -245,10 +245,7 @@ def run(
     handled = config.watched and not config.in_container
     flag = life.install_preemption(also=() if handled else config.stop_signals)
     prepare(role, os.environ)
-    beacon = None
-    if config.progress is not None:
-        node = role.cluster.nodes[role.cluster.rank_node[role.rank]]
-        beacon = Beacon(config.progress, role.rank, f"{role.job}:{role.index}", node).start()
+    beacon = life.start_beacon(role)
     if role.is_server:
         life.serve(role)
     if not config.watched:  # tfslurm run's parent already watches

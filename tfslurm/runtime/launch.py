@@ -120,6 +120,7 @@ def run_task(
     if role.is_server:
         # The TF server runs in this process: its environment is this process's.
         install_environ(program_environ(role, environ, config.requeue, watched=False))
+        life.start_beacon(role)
         life.serve(role)
     if not program:
         raise TfslurmError(

@@ -19,7 +19,7 @@ from tfslurm.runtime import preemption
 from tfslurm.runtime.container import container_prefix
 from tfslurm.runtime.exits import EXIT_RESTART_CAP
 from tfslurm.runtime.preemption import Preemption
-from tfslurm.runtime.progress import ProgressTarget, progress_target
+from tfslurm.runtime.progress import Beacon, ProgressTarget, progress_target
 from tfslurm.runtime.roles import Role, resolve_role
 from tfslurm.runtime.servers import serve
 from tfslurm.runtime.stops import ignore_signals, restart_cap_message
@@ -212,6 +212,14 @@ class TaskLife:
         """Handle the preemption signal (and ``also`` these) in this process: the flag."""
         self.flag = preemption.install(self.config.preempt, also)
         return self.flag
+
+    def start_beacon(self, role: Role) -> Beacon | None:
+        """Under ``tfslurm supervise``: this task's heartbeats, from a thread of this
+        process (a TF server's too: a stopped one is then found hung like a program)."""
+        if self.config.progress is None:
+            return None
+        node = role.cluster.nodes[role.cluster.rank_node[role.rank]]
+        return Beacon(self.config.progress, role.rank, f"{role.job}:{role.index}", node).start()
 
     def serve(self, role: Role) -> NoReturn:
         """Run ``role``'s TF server (ps, PSS worker) in this process until the chief has

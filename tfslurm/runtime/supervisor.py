@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from typing import IO, TextIO
 
     from tfslurm.runtime.probe import Prober
-    from tfslurm.runtime.progress import ProgressBoard
+    from tfslurm.runtime.progress import ProgressBoard, RankState
 
 
 #: Hangs of a node's ranks after which the node is left out for the rest of the allocation.
@@ -52,6 +52,20 @@ END_AGAIN_S = 2.0
 #: Seconds srun may take to end a step with a silent node before it is killed: srun ends
 #: the survivors' tasks at once, then waits for the silent node's messages to time out.
 ABANDON_S = 0.5
+
+
+def _last_step(step: int) -> str:
+    """A rank's last step as the hang line says it: a TF server (ps, PS worker) and a
+    program before its first ``ctx.step`` have reported none."""
+    return f"last step {step}" if step >= 0 else "no step reported"
+
+
+def _steps_at(others: Sequence[RankState]) -> str:
+    """``", at step N"`` or ``", at steps N-M"`` of the ranks that report steps; empty if none."""
+    steps = sorted({s.step for s in others if s.step >= 0})
+    if not steps:
+        return ""
+    return f", at step {steps[0]}" if len(steps) == 1 else f", at steps {steps[0]}-{steps[-1]}"
 
 
 class Supervisor:
@@ -265,11 +279,9 @@ class Supervisor:
         if not hung:
             return None
         others = [s for s in states.values() if s not in hung]
-        steps = sorted({s.step for s in others})
-        at = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
         names = "; ".join(
             f"rank {s.rank} ({s.task} on {s.node}) hung: no heartbeat for {now - s.beat:.1f} s "
-            f"(window {window:.1f} s), last step {s.step}"
+            f"(window {window:.1f} s), {_last_step(s.step)}"
             for s in hung
         )
         bad = []
@@ -278,7 +290,7 @@ class Supervisor:
             if self._hangs[node] >= HANGS_PER_BAD_NODE:
                 self._bad[node] = None
                 bad.append(node)
-        line = f"{names}; the other {len(others)} rank(s) beat, at {at}: ending the step"
+        line = f"{names}; the other {len(others)} rank(s) beat{_steps_at(others)}: ending the step"
         if bad:
             line += f" (node {','.join(bad)}: {HANGS_PER_BAD_NODE} hangs in this allocation, left out)"
         return f"{line} (at {time.time():.3f})"
