@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final, NoReturn
 
 from tfslurm.errors import RestartCapReached
@@ -113,8 +113,11 @@ class RunConfig(Value):
         stop_grace: str | None = None,
         max_restarts: str | None = None,
         requeue_on_ps_failure: bool = False,
+        container: Sequence[str] = (),
     ) -> RunConfig:
-        """``tfslurm run``'s options (None: not given) over ``settings`` (``environ``'s)."""
+        """``tfslurm run``'s options (None: not given) over ``settings`` (``environ``'s);
+        ``container``: the container command typed before the program (empty: none), over
+        TFSLURM_CONTAINER."""
         cap = settings.max_restarts() if max_restarts is None else parse_max_restarts(max_restarts)
         grace = settings.stop_grace() if stop_grace is None else parse_stop_grace(stop_grace)
         restarts = restart_count_from_environ(environ)
@@ -136,7 +139,7 @@ class RunConfig(Value):
             restarts=restarts,
             requeue=requeue,
             requeue_job=requeue_job_name(environ) if requeue else "",
-            container=container_prefix(settings.container) if settings.container else (),
+            container=tuple(container) or (container_prefix(settings.container) if settings.container else ()),
             progress=progress_target(settings.progress_text),
         )
 
