@@ -136,23 +136,24 @@ def given_program(argv: Sequence[str]) -> GivenProgram:
                 f"{clip(shlex.join(argv))!r}: ch-run needs -- between the image and the program: "
                 "tfslurm run -- ch-run IMAGE -- python train.py"
             )
-        at = argv.index("--", 1)
-        return _split(argv, at + 1)
+        return _split(argv, argv.index("--", 1) + 1, "ch-run IMAGE -- python train.py")
     if name in PODMAN and "run" in argv[1:]:
-        return _split(argv, _podman_program_at(argv, argv.index("run", 1) + 1))
+        at = _podman_program_at(argv, argv.index("run", 1) + 1)
+        return _split(argv, at, f"{name} run IMAGE python train.py")
     if name in APPTAINER and len(argv) > 1 and argv[1] in ("exec", "run"):
         raise ContainerError(
-            f"{clip(shlex.join(argv))!r}: {name} is not started after -- here: "
-            f"set TFSLURM_CONTAINER='{name} exec IMAGE' and run tfslurm run -- python train.py"
+            f"{clip(shlex.join(argv))!r} after -- is not supported (a stop signal would not reach "
+            f"the program as the preemption signal): set TFSLURM_CONTAINER='{name} exec IMAGE' "
+            "and run tfslurm run -- python train.py"
         )
     return GivenProgram((), argv)
 
 
-def _split(argv: Sequence[str], at: int) -> GivenProgram:
+def _split(argv: Sequence[str], at: int, example: str) -> GivenProgram:
     if at >= len(argv):
         raise ContainerError(
             f"{clip(shlex.join(argv))!r} names no program to run in the container: "
-            "name it after the image, e.g. tfslurm run -- podman run IMAGE python train.py"
+            f"name it after the image: tfslurm run -- {example}"
         )
     return GivenProgram(argv[:at], argv[at:])
 

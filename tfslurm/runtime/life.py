@@ -129,6 +129,7 @@ class RunConfig(Value):
             else stop_signals(stop_signals_text, preempt)
         )
         requeue = requeue_on_ps_failure or settings.requeue_on_ps_failure
+        configured = container_prefix(settings.container) if settings.container and not container else ()
         return cls(
             jobs=jobs_spec(jobs, settings),
             peer_timeout=timeout,
@@ -139,7 +140,7 @@ class RunConfig(Value):
             restarts=restarts,
             requeue=requeue,
             requeue_job=requeue_job_name(environ) if requeue else "",
-            container=tuple(container) or (container_prefix(settings.container) if settings.container else ()),
+            container=tuple(container) or configured,
             progress=progress_target(settings.progress_text),
         )
 
