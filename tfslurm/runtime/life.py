@@ -90,7 +90,7 @@ class RunConfig(Value):
         self.restarts: Final = restarts  # SLURM_RESTART_COUNT
         self.requeue: Final = requeue  # requeue the job when a parameter server fails
         self.requeue_job: Final = requeue_job  # the job scontrol requeue takes; "": none
-        self.container: Final = container  # TFSLURM_CONTAINER's words; empty: no container
+        self.container: Final = container  # the container command's words; empty: no container
         self.watched: Final = watched  # tfslurm run's parent watches this process (TFSLURM_WATCHED)
         self.in_container: Final = in_container  # ... from outside the container it started
         self.progress: Final = progress  # where the program's heartbeats go (tfslurm supervise)
