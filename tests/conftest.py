@@ -115,15 +115,19 @@ def tfslurm_cli(
 SINGLE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
 
 
-def tfslurm_run(*args: str, tf_config: str = SINGLE_WORKER, **env: str) -> subprocess.Popen[str]:
-    """``tfslurm run ARGS`` outside Slurm, its role from ``tf_config``: none of this session's
-    SLURM_* and TFSLURM_* variables, TF's start-up quiet, stdout and stderr piped as text."""
+def tfslurm_run(
+    *args: str, tf_config: str = SINGLE_WORKER, cwd: Path | None = None, **env: str
+) -> subprocess.Popen[str]:
+    """``tfslurm run ARGS`` outside Slurm (in ``cwd``), its role from ``tf_config``: none of
+    this session's SLURM_* and TFSLURM_* variables, TF's start-up quiet, stdout and stderr
+    piped as text."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM"))}
     full.update({"TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"})
     full.update({"no_proxy": "*"}, **env)
     return subprocess.Popen(
         [sys.executable, "-m", "tfslurm", "run", *args],
         env=full,
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

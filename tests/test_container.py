@@ -1,10 +1,13 @@
 """TFSLURM_CONTAINER: the container command ``tfslurm run`` starts the program with, per
 runtime (tfslurm.runtime.container), and stop signals reaching a Python program through it,
-without Slurm or a container runtime (``env --`` stands in for one). The real runtimes on
-the real cluster: tests/test_containers_cluster.py, test_containers_training_cluster.py."""
+without Slurm or a container runtime (``env --`` stands in for one). The same command typed
+before the program (``tfslurm run -- ch-run IMG -- python prog.py``) in the real ch-run and
+podman, outside Slurm. The real runtimes on the real cluster:
+tests/test_containers_cluster.py, test_containers_training_cluster.py."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,9 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tfslurm_run
+import containers
+from conftest import SINGLE_WORKER, tfslurm_run
+from containers import image_root  # noqa: F401  (the `root` fixture)
 from tfslurm.errors import ContainerError
-from tfslurm.runtime.container import container_prefix, container_start, passed_names
+from tfslurm.runtime.container import (
+    GivenProgram,
+    container_prefix,
+    container_start,
+    given_program,
+    passed_names,
+)
+from tfslurm.runtime.life import RunConfig
 from tfslurm.settings import Settings
 
 # the same on every Slurm version: tests/matrix.sh leaves these to the host's run
@@ -282,3 +294,119 @@ def test_bad_container_setting_fails_tfslurm_run_with_one_line():
     assert proc.returncode == 2 and err.strip().splitlines()[-1].startswith(
         "tfslurm run: error: TFSLURM_CONTAINER='podman --rm IMAGE' is a podman command without 'run'"
     ), err
+
+
+@pytest.mark.parametrize(
+    "argv, at",
+    [
+        (("ch-run", "/img", "--", "python", "t.py"), 3),
+        (("/usr/bin/ch-run", "-b", "/a:/b", "-c", "/w", "/img", "--", "python", "-m", "m", "--", "x"), 7),
+        (("podman", "run", "IMG", "python", "t.py"), 3),
+        (("podman", "--runtime", "runc", "run", "--rm", "-it", "IMG", "python"), 7),
+        (("podman", "run", "-e", "A", "-eB=1", "-ie", "C", "--name", "n", "--env-host", "IMG", "x"), 11),
+        (("podman", "run", "--network=host", "--rootfs", "/root:O", "sh", "-c", "x"), 5),
+        (("podman", "run", "--rm", "--", "IMG", "python"), 5),
+        (("podman-hpc", "run", "-v", "/a:/a", "IMG", "python"), 5),
+    ],
+)
+def test_a_container_command_typed_before_the_program_is_split_off(argv, at):
+    assert given_program(argv) == GivenProgram(argv[:at], argv[at:])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("python", "t.py"),
+        ("podman", "ps"),
+        ("apptainer", "version"),
+        ("env", "ch-run", "/img", "--", "x"),
+        (),
+    ],
+)
+def test_other_programs_are_no_container_command(argv):
+    assert given_program(argv) == GivenProgram((), argv)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ("ch-run", "/img", "python", "t.py"),
+            "'ch-run /img python t.py': ch-run needs -- between the image",
+        ),
+        (
+            ("ch-run", "/img", "--"),
+            "'ch-run /img --' names no program to run in the container: name it after",
+        ),
+        (
+            ("podman", "run", "-e", "A", "IMG"),
+            "'podman run -e A IMG' names no program to run in the container",
+        ),
+        (("apptainer", "exec", "x.sif", "python"), "'apptainer exec x.sif python' after -- is not supported"),
+        (("singularity", "run", "x.sif"), "'singularity run x.sif' after -- is not supported"),
+    ],
+)
+def test_container_commands_not_run_are_one_line_errors(argv, message):
+    with pytest.raises(ContainerError) as raised:
+        given_program(argv)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def test_a_container_command_typed_wins_over_the_setting():
+    settings = Settings.from_environ({"TFSLURM_CONTAINER": "ch-run /img --"})
+    typed = RunConfig.for_command(settings, {}, container=("podman", "run", "IMG"))
+    assert typed.container == ("podman", "run", "IMG")
+    assert RunConfig.for_command(settings, {}).container == ("ch-run", "/img", "--")
+
+
+def test_an_apptainer_command_fails_tfslurm_run_with_one_line():
+    proc = tfslurm_run("--", "apptainer", "exec", "tf.sif", "python", "train.py")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and err.strip().splitlines() == [
+        "tfslurm run: error: 'apptainer exec tf.sif python train.py' after -- is not supported (a stop "
+        "signal would not reach the program as the preemption signal): set "
+        "TFSLURM_CONTAINER='apptainer exec IMAGE' and run tfslurm run -- python train.py"
+    ], err
+
+
+# What the program in the container got: the plan's variables, its directory, and the
+# signals that came within 0.3 s of the first (a raw SIGTERM after the translated one too).
+SEEING = (
+    "import json, os, signal, time\n"
+    "got = []\n"
+    "signal.signal(signal.SIGUSR1, lambda s, f: got.append('USR1'))\n"
+    "signal.signal(signal.SIGTERM, lambda s, f: got.append('TERM'))\n"
+    "names = ('TF_CONFIG', 'TFSLURM_ROLE', 'TFSLURM_WATCHED', 'TFSLURM_CONTAINER')\n"
+    "print(json.dumps({n: os.environ.get(n) for n in names} | {'cwd': os.getcwd()}), flush=True)\n"
+    "end = time.time() + 20\n"
+    "while not got and time.time() < end: time.sleep(0.02)\n"
+    "time.sleep(0.3)\n"
+    "print(*got, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+def test_sigterm_reaches_a_program_typed_after_a_container_command_as_usr1(tmp_path, root, runtime):
+    """``tfslurm run -- ch-run IMG -- python prog.py`` (and podman's): run as with
+    TFSLURM_CONTAINER, not as a plain command that gets the raw SIGTERM and, in podman,
+    none of the plan's variables."""
+    (tmp_path / "prog.py").write_text(SEEING)
+    (tmp_path / "tmp").mkdir()
+    container = containers.prefix(runtime, root, tmp_path, with_tfslurm=False)
+    # podman's container ID goes under TMPDIR; ch-run binds the host's TMPDIR at /tmp: keep it
+    scratch = {"TMPDIR": str(tmp_path / "tmp")} if runtime == "podman" else {}
+    proc = tfslurm_run("--", *container, "python", "prog.py", cwd=tmp_path, **scratch)
+    assert proc.stdout is not None
+    seen = json.loads(proc.stdout.readline() or "{}")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert seen | {"TF_CONFIG": json.loads(seen.get("TF_CONFIG") or "{}")} == {
+        "TF_CONFIG": json.loads(SINGLE_WORKER),
+        "TFSLURM_ROLE": "worker:0",
+        "TFSLURM_WATCHED": "container",
+        "TFSLURM_CONTAINER": None,
+        "cwd": str(tmp_path),
+    }, err
+    # podman passes the signal on itself and through `podman kill`: twice (docs/containers.md)
+    assert (set(out.split()), proc.returncode) == ({"USR1"}, 85), err
+    assert list((tmp_path / "tmp").iterdir()) == [], "the container ID's directory is removed"

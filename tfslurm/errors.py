@@ -97,7 +97,7 @@ class StopError(TfslurmError):
 
 
 class ContainerError(TfslurmError):
-    """A TFSLURM_CONTAINER command that cannot be used."""
+    """A container command (TFSLURM_CONTAINER, or typed before the program) that cannot be used."""
 
 
 class PreemptionError(TfslurmError):

@@ -15,6 +15,7 @@ import os
 
 from tfslurm.errors import RestartCapReached
 from tfslurm.runtime import exits
+from tfslurm.runtime.container import given_program
 from tfslurm.runtime.launch import run_task
 from tfslurm.runtime.life import RunConfig, TaskLife, cap_refusal
 from tfslurm.settings import Settings
@@ -95,7 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rank 0 prints the plan table (rank, job, host:port, GPUs) first",
     )
-    parser.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
+    parser.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        help="the program and its arguments, after --; in a container: ch-run IMAGE -- python train.py "
+        "or podman run IMAGE python train.py (as with TFSLURM_CONTAINER)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if program and program[0] == "--":
         program = program[1:]
     settings = Settings.from_environ()  # tfslurm's settings, read once for this process
+    given = given_program(program)  # a container command typed before the program
     try:
         config = RunConfig.for_command(
             settings,
@@ -114,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
             stop_grace=args.stop_grace,
             max_restarts=args.max_restarts,
             requeue_on_ps_failure=args.requeue_on_ps_failure,
+            container=given.container,
         )
         life = TaskLife(config, settings, os.environ)
-        return run_task(life, program, cap_check=args.cap_check, show_plan=args.show_plan)
+        return run_task(life, given.program, cap_check=args.cap_check, show_plan=args.show_plan)
     except RestartCapReached as reached:
         return cap_refusal(reached)

@@ -18,6 +18,12 @@ environment and the start differently, so the prefix is completed per runtime
 
 A stop signal reaches a Python program in the container as the preemption signal, as it
 does a bare one (``runtime.launch``): the decision is made on the program after the prefix.
+
+The same prefix may be typed before the program instead (``tfslurm run -- ch-run /img --
+python train.py``, ``tfslurm run -- podman run IMAGE python train.py``): :func:`given_program`
+splits it off there, and it is then started just as ``TFSLURM_CONTAINER`` would be. Apptainer
+and Singularity typed there are refused with one line: their options, and so where the
+program starts, were not verified here (docs/containers.md).
 """
 
 from __future__ import annotations
@@ -35,6 +41,40 @@ from tfslurm.value import Value
 
 CHARLIECLOUD = ("ch-run",)
 PODMAN = ("podman", "podman-hpc")
+APPTAINER = ("apptainer", "singularity")
+
+# podman run's options that take no value (podman 4.3's, and --no-hostname of later
+# releases); every other option takes one, as the next word unless given with "=".
+PODMAN_RUN_FLAGS = frozenset(
+    {
+        "--detach",
+        "--disable-content-trust",
+        "--env-host",
+        "--help",
+        "--http-proxy",
+        "--init",
+        "--interactive",
+        "--no-healthcheck",
+        "--no-hostname",
+        "--no-hosts",
+        "--oom-kill-disable",
+        "--passwd",
+        "--privileged",
+        "--publish-all",
+        "--quiet",
+        "--read-only",
+        "--read-only-tmpfs",
+        "--replace",
+        "--rm",
+        "--rmi",
+        "--rootfs",
+        "--sig-proxy",
+        "--tls-verify",
+        "--tty",
+        "--unsetenv-all",
+    }
+)
+PODMAN_RUN_SHORT_FLAGS = frozenset("diPqt")
 
 # The host's own paths and shell state: inside an image its own values must win.
 HOST_ONLY = frozenset(
@@ -71,6 +111,70 @@ class ContainerStart(Value):
         self.argv: Final = tuple(argv)
         self.env: Final[Mapping[str, str]] = dict(env)
         self.signaller: Final = tuple(signaller)
+
+
+class GivenProgram(Value):
+    """``tfslurm run``'s program as typed: the container command before it (``ch-run /img
+    --``, ``podman run IMAGE``; empty: none) and the program to run in it."""
+
+    __slots__ = ("container", "program")
+    __match_args__ = ("container", "program")
+
+    def __init__(self, container: Sequence[str], program: Sequence[str]) -> None:
+        self.container: Final = tuple(container)
+        self.program: Final = tuple(program)
+
+
+def given_program(argv: Sequence[str]) -> GivenProgram:
+    """``argv`` split into the container command it starts with, if any, and the program
+    after it; a ContainerError (one line, the form and the fix) for a container command
+    whose program cannot be told apart or that is not started here."""
+    name = os.path.basename(argv[0]) if argv else ""
+    if name in CHARLIECLOUD:
+        if "--" not in argv[1:]:
+            raise ContainerError(
+                f"{clip(shlex.join(argv))!r}: ch-run needs -- between the image and the program: "
+                "tfslurm run -- ch-run IMAGE -- python train.py"
+            )
+        return _split(argv, argv.index("--", 1) + 1, "ch-run IMAGE -- python train.py")
+    if name in PODMAN and "run" in argv[1:]:
+        at = _podman_program_at(argv, argv.index("run", 1) + 1)
+        return _split(argv, at, f"{name} run IMAGE python train.py")
+    if name in APPTAINER and len(argv) > 1 and argv[1] in ("exec", "run"):
+        raise ContainerError(
+            f"{clip(shlex.join(argv))!r} after -- is not supported (a stop signal would not reach "
+            f"the program as the preemption signal): set TFSLURM_CONTAINER='{name} exec IMAGE' "
+            "and run tfslurm run -- python train.py"
+        )
+    return GivenProgram((), argv)
+
+
+def _split(argv: Sequence[str], at: int, example: str) -> GivenProgram:
+    if at >= len(argv):
+        raise ContainerError(
+            f"{clip(shlex.join(argv))!r} names no program to run in the container: "
+            f"name it after the image: tfslurm run -- {example}"
+        )
+    return GivenProgram(argv[:at], argv[at:])
+
+
+def _podman_program_at(argv: Sequence[str], at: int) -> int:
+    """Where the program starts in ``podman run``'s words from ``at``: after the image, the
+    first word that is neither an option nor an option's value."""
+    while at < len(argv):
+        word = argv[at]
+        if word == "--":
+            return at + 2  # the image, then the program
+        if word.startswith("--"):
+            at += 1 if "=" in word or word in PODMAN_RUN_FLAGS else 2
+        elif word.startswith("-") and len(word) > 1:
+            letters = word[1:]
+            valued = [i for i, letter in enumerate(letters) if letter not in PODMAN_RUN_SHORT_FLAGS]
+            # -it: flags only; -e NAME, -ie NAME: the next word is the value; -eNAME: in this word
+            at += 2 if valued and valued[0] == len(letters) - 1 else 1
+        else:
+            return at + 1
+    return at
 
 
 def container_prefix(setting: str) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ the child's status. A Python program (``python script.py``, ``python -m mod``,
 ``script.py``) runs inside the child, after the preemption handler is in place; any other
 command runs as the child's own child, which passes signals on to it.
 
-With TFSLURM_CONTAINER set, the child starts that container command with the program after
-it (``runtime.container``); a Python program in it still gets stop signals translated.
+With a container command (TFSLURM_CONTAINER, or typed before the program), the child starts
+it with the program after it (``runtime.container``); a Python program in it still gets stop
+signals translated.
 
 The program's environment is one dict (:func:`program_environ`): this process's
 environment plus TF_CONFIG, TFSLURM_ROLE, the role's GPU variables, no_proxy and
@@ -151,7 +152,7 @@ def launch(role: Role, argv: Sequence[str], env: Mapping[str, str], life: TaskLi
     process is its parent and returns the run's status (128+N for a signal, 85 when a stop
     signal cut the training short; it exits 3 itself when a peer never came up).
 
-    With the life's container prefix (TFSLURM_CONTAINER) the child starts the container
+    With the life's container prefix (TFSLURM_CONTAINER, or typed) the child starts the container
     command with ``argv`` after it; a stop signal still reaches a Python ``argv`` as the
     preemption signal, through the container runtime (``runtime.container``)."""
     config = life.config

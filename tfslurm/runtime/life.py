@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final, NoReturn
 
 from tfslurm.errors import RestartCapReached
@@ -90,7 +90,7 @@ class RunConfig(Value):
         self.restarts: Final = restarts  # SLURM_RESTART_COUNT
         self.requeue: Final = requeue  # requeue the job when a parameter server fails
         self.requeue_job: Final = requeue_job  # the job scontrol requeue takes; "": none
-        self.container: Final = container  # TFSLURM_CONTAINER's words; empty: no container
+        self.container: Final = container  # the container command's words; empty: no container
         self.watched: Final = watched  # tfslurm run's parent watches this process (TFSLURM_WATCHED)
         self.in_container: Final = in_container  # ... from outside the container it started
         self.progress: Final = progress  # where the program's heartbeats go (tfslurm supervise)
@@ -113,8 +113,11 @@ class RunConfig(Value):
         stop_grace: str | None = None,
         max_restarts: str | None = None,
         requeue_on_ps_failure: bool = False,
+        container: Sequence[str] = (),
     ) -> RunConfig:
-        """``tfslurm run``'s options (None: not given) over ``settings`` (``environ``'s)."""
+        """``tfslurm run``'s options (None: not given) over ``settings`` (``environ``'s);
+        ``container``: the container command typed before the program (empty: none), over
+        TFSLURM_CONTAINER."""
         cap = settings.max_restarts() if max_restarts is None else parse_max_restarts(max_restarts)
         grace = settings.stop_grace() if stop_grace is None else parse_stop_grace(stop_grace)
         restarts = restart_count_from_environ(environ)
@@ -126,6 +129,7 @@ class RunConfig(Value):
             else stop_signals(stop_signals_text, preempt)
         )
         requeue = requeue_on_ps_failure or settings.requeue_on_ps_failure
+        configured = container_prefix(settings.container) if settings.container and not container else ()
         return cls(
             jobs=jobs_spec(jobs, settings),
             peer_timeout=timeout,
@@ -136,7 +140,7 @@ class RunConfig(Value):
             restarts=restarts,
             requeue=requeue,
             requeue_job=requeue_job_name(environ) if requeue else "",
-            container=container_prefix(settings.container) if settings.container else (),
+            container=tuple(container) or configured,
             progress=progress_target(settings.progress_text),
         )
 
