@@ -45,7 +45,7 @@ RELAUNCH = re.compile(
 
 
 SILENT = re.compile(
-    r"tfslurm: (?:node node2 silent|rank 1 \(worker:1 on node2\) (?:hung|straggles)): .* \(at ([\d.]+)\)"
+    r"tfslurm: (?:node node2 silent|rank \d+ \(worker:\d+ on node2\) (?:hung|straggles)): .* \(at ([\d.]+)\)"
 )
 NAMED = ("silent", "partition", "hang", "straggler")  # the ways the supervisor finds itself and names
 STRAGGLER = re.compile(r"straggles: .* \(to step (\d+)\)")
@@ -53,7 +53,8 @@ STRAGGLER = re.compile(r"straggles: .* \(to step (\d+)\)")
 
 def program_of(cluster: LocalCluster, job: int, procid: int) -> int:
     """The PID of task ``procid``'s program: the process ``tfslurm run`` forked, the one of
-    the task's processes whose parent is another of them."""
+    the task's processes whose parent is another of them; a TF server (PS) runs in the
+    task's own process, then that one."""
     pids = []
     for pid in procs.pids_in_netns(cluster._network.netns_inodes()):
         try:
@@ -66,6 +67,8 @@ def program_of(cluster: LocalCluster, job: int, procid: int) -> int:
         parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
         if parent in pids:
             return pid
+    if len(pids) == 1:
+        return pids[0]
     raise SystemExit(f"no program of task {procid} of job {job}")
 
 
@@ -137,7 +140,8 @@ def one_run(cluster: LocalCluster, work: Path, how: str, strategy: str) -> dict[
         nodefail.partition_node(cluster, "node2")
         lost = time.time()
     elif how == "hang":
-        os.kill(program_of(cluster, job, 1), signal.SIGSTOP)
+        # MWMS: worker 1 on node2; PS (chief, ps on node1): worker 0, the server on node2
+        os.kill(program_of(cluster, job, 2 if strategy == "ps" else 1), signal.SIGSTOP)
         lost = time.time()
     elif how == "kill":
         nodefail.kill_node(cluster, "node2")
@@ -196,7 +200,7 @@ def main() -> int:
         "--silent", action="store_true", help="take node2's links down, then kill it (SlurmdTimeout 300 s)"
     )
     how.add_argument("--partition", action="store_true", help="take node2's links down, its processes alive")
-    how.add_argument("--hang", action="store_true", help="SIGSTOP worker 1's program (on node2)")
+    how.add_argument("--hang", action="store_true", help="SIGSTOP a worker's program on node2")
     how.add_argument("--straggler", action="store_true", help="the worker on node2 1.5x slower; replace")
     parser.add_argument(
         "--ps", action="store_true", help="ParameterServerStrategy (ps.sbatch) instead of MWMS"
@@ -221,7 +225,7 @@ def main() -> int:
     how = {
         "silent": "links down, then every process killed (SlurmdTimeout 300 s)",
         "partition": "links down, processes alive (SlurmdTimeout 300 s)",
-        "hang": "worker 1's program SIGSTOPped",
+        "hang": "a worker's program on node2 SIGSTOPped (PS: its server)",
         "straggler": "the worker on node2 1.5x slower in its own time, TFSLURM_STRAGGLER=replace",
         "kill": "slurmd and processes killed (SlurmdTimeout 5 s)",
         "down": "scontrol update State=DOWN",
