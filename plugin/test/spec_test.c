@@ -185,7 +185,7 @@ static void unit_config(void)
 	config_case("host_template={node}.cluster.example.org", 1, "worker:*",
 		    "{node}.cluster.example.org", NULL);
 	config_case("default_spec=bogus", 0, NULL, NULL, "not a valid jobs spec");
-	config_case("default_spec=", 0, NULL, NULL, "empty jobs spec");
+	config_case("default_spec=", 0, NULL, NULL, "not a valid jobs spec: empty");
 	config_case("default_spec=chief:2", 0, NULL, NULL, "at most one");
 	config_case("host_template=node-ib", 0, NULL, NULL, "must contain {node}");
 	config_case("host_template={node}{node}", 0, NULL, NULL, "must contain {node} once");
@@ -689,8 +689,8 @@ static int unit(void)
 	expect("chief:*", 1, NULL);
 
 	expect(NULL, 0, "no jobs spec");
-	expect("", 0, "empty jobs spec");
-	expect(" \t ", 0, "empty jobs spec");
+	expect("", 0, "empty; write NAME:COUNT");
+	expect(" \t ", 0, "empty; write NAME:COUNT");
 	expect("worker", 0, "has no count");
 	expect("worker,ps:1", 0, "has no count");
 	expect("worker:", 0, "needs a count");
