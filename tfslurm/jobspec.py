@@ -86,56 +86,18 @@ def _as_bytes(spec: str) -> str:
 
 
 def _walk(text: str) -> list[tuple[str, int | None]]:
+    """split_spec on ``text`` (one character per byte): the entries, or JobSpecError at the
+    first error, the one tfd_spec_check reports."""
     end = len(text)
     if end > _MAX_SPEC_CHARS:
         _refuse(text, "TOO_LONG", str(_MAX_SPEC_CHARS))
     if _skip_space(text, 0) == end:
         _refuse(text, "EMPTY")
     entries: list[tuple[str, int | None]] = []
-    seen_rest = any_fixed = False
     pos = 0
     while True:
-        pos = _skip_space(text, pos)
-        if pos == end or text[pos] == ",":
-            _refuse(text, "EMPTY_ENTRY", str(pos))
-        if text[pos] not in _LETTERS:
-            _bad_byte(text, pos, "WHERE_NAME")
-        start = pos
-        while pos < end and text[pos] in _NAME_CHARS:
-            pos += 1
-        name = text[start:pos]
-        shown = _c_quoted(name, _SHOWN_NAME)
-        meant = near_tf_name(name)
-        if meant:
-            _refuse(text, "NEAR_TF_NAME", shown, meant, meant)
-        pos = _skip_space(text, pos)
-        if pos == end or text[pos] == ",":
-            _refuse(text, "NO_COUNT", shown, shown, shown)
-        if text[pos] != ":":
-            _bad_byte(text, pos, "AFTER_NAME", shown)
-        if any(name == seen for seen, _ in entries):
-            _refuse(text, "TWICE", shown)
-        pos = _skip_space(text, pos + 1)
-        count: int | None = None
-        if pos < end and text[pos] == REST:
-            if seen_rest:
-                _refuse(text, "TWO_RESTS")
-            seen_rest = True
-            pos += 1
-        elif pos < end and text[pos] in _DIGITS:
-            first = pos
-            while pos < end and text[pos] in _DIGITS:
-                pos += 1
-            if pos - first > _MAX_COUNT_DIGITS:
-                _refuse(text, "TOO_MANY_DIGITS", shown, str(_MAX_COUNT_DIGITS))
-            count = int(text[first:pos])
-            any_fixed = any_fixed or count > 0
-            if count > 1 and name in _AT_MOST_ONE:
-                _refuse(text, "AT_MOST_ONE", shown, str(count))
-        elif pos == end or text[pos] == ",":
-            _refuse(text, "COUNT_MISSING", shown)
-        else:
-            _bad_byte(text, pos, "IN_COUNT", shown)
+        name, shown, pos = _walk_name(text, pos, entries)
+        count, pos = _walk_count(text, pos, name, shown, entries)
         entries.append((name, count))
         pos = _skip_space(text, pos)
         if pos == end:
@@ -143,9 +105,59 @@ def _walk(text: str) -> list[tuple[str, int | None]]:
         if text[pos] != ",":
             _bad_byte(text, pos, "AFTER_COUNT", shown)
         pos += 1
-    if not seen_rest and not any_fixed:
+    if all(count == 0 for _, count in entries):
         _refuse(text, "ALL_ZERO")
     return entries
+
+
+def _walk_name(text: str, pos: int, entries: list[tuple[str, int | None]]) -> tuple[str, str, int]:
+    """The job name from ``pos`` up to its ':', as quoted in messages, and where its count starts."""
+    end = len(text)
+    pos = _skip_space(text, pos)
+    if pos == end or text[pos] == ",":
+        _refuse(text, "EMPTY_ENTRY", str(pos))
+    if text[pos] not in _LETTERS:
+        _bad_byte(text, pos, "WHERE_NAME")
+    start = pos
+    while pos < end and text[pos] in _NAME_CHARS:
+        pos += 1
+    name = text[start:pos]
+    shown = _c_quoted(name, _SHOWN_NAME)
+    meant = near_tf_name(name)
+    if meant:
+        _refuse(text, "NEAR_TF_NAME", shown, meant, meant)
+    pos = _skip_space(text, pos)
+    if pos == end or text[pos] == ",":
+        _refuse(text, "NO_COUNT", shown, shown, shown)
+    if text[pos] != ":":
+        _bad_byte(text, pos, "AFTER_NAME", shown)
+    if any(name == seen for seen, _ in entries):
+        _refuse(text, "TWICE", shown)
+    return name, shown, _skip_space(text, pos + 1)
+
+
+def _walk_count(
+    text: str, pos: int, name: str, shown: str, entries: list[tuple[str, int | None]]
+) -> tuple[int | None, int]:
+    """The count at ``pos`` (None for '*') and where it ends."""
+    end = len(text)
+    if pos < end and text[pos] == REST:
+        if any(count is None for _, count in entries):
+            _refuse(text, "TWO_RESTS")
+        return None, pos + 1
+    if pos < end and text[pos] in _DIGITS:
+        first = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        if pos - first > _MAX_COUNT_DIGITS:
+            _refuse(text, "TOO_MANY_DIGITS", shown, str(_MAX_COUNT_DIGITS))
+        count = int(text[first:pos])
+        if count > 1 and name in _AT_MOST_ONE:
+            _refuse(text, "AT_MOST_ONE", shown, str(count))
+        return count, pos
+    if pos == end or text[pos] == ",":
+        _refuse(text, "COUNT_MISSING", shown)
+    _bad_byte(text, pos, "IN_COUNT", shown)
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -157,7 +169,11 @@ def _skip_space(text: str, pos: int) -> int:
 def _bad_byte(text: str, pos: int, where: str, *args: str) -> NoReturn:
     """Refuse the byte at ``pos``; ``where`` names the message that says where it stands."""
     code = ord(text[pos])
-    kind = "CONTROL_BYTE" if code < 0x20 or code == 0x7F else "NON_ASCII_BYTE" if code >= 0x80 else "UNEXPECTED_BYTE"
+    kind = "UNEXPECTED_BYTE"
+    if code < 0x20 or code == 0x7F:
+        kind = "CONTROL_BYTE"
+    elif code >= 0x80:
+        kind = "NON_ASCII_BYTE"
     _refuse(text, kind, _c_quoted(text[pos], 1), str(pos), spec_message(where, *args))
 
 

@@ -62,7 +62,7 @@ const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen)
 	if (tfd_spec_check(spec, reason, sizeof(reason)) != 0) {
 		/* the line tfslurm/jobspec.py writes for the same spec, after the option's name */
 		tfd_spec_error(spec, reason, line, sizeof(line));
-		snprintf(err, errlen, "--tf-dist: %s", line);
+		snprintf(err, errlen, "invalid --tf-dist: %s", line);
 		return NULL;
 	}
 	return spec;
