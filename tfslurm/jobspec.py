@@ -49,8 +49,8 @@ TF_JOB_NAMES = ("chief", "worker", "ps", "evaluator")
 _MAX_COUNT_DIGITS = 18
 # TF's multi_worker_util rejects clusters with more than one of these.
 _AT_MOST_ONE = ("chief", "evaluator")
-_MAX_SPEC_CHARS = 4096
-_SHOWN = 80  # characters of a spec quoted in a message
+_MAX_SPEC_CHARS = 4096  # bytes of UTF-8, as spec.c counts them (TFD_SPEC_MAX)
+_SHOWN = 80  # characters of a spec quoted in a message (TFD_SPEC_SHOWN in spec.h)
 
 
 def split_spec(spec: str) -> list[tuple[str, int | None]]:
