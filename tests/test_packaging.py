@@ -67,11 +67,14 @@ def test_wheel_holds_the_package_and_its_data(dist: Path) -> None:
         for template in TEMPLATES:
             packed = z.read(f"tfslurm/data/sbatch_templates/{template}")
             assert packed == (ROOT / "sbatch_templates" / template).read_bytes(), template
+        # the jobs spec messages the plugin compiles in: one file, read by the package too
+        table = z.read("tfslurm/data/spec_messages.def")
     modules = {
         str(p.relative_to(ROOT)) for p in (ROOT / "tfslurm").rglob("*.py") if "__pycache__" not in p.parts
     }
     assert modules <= names
     assert {"tfslurm/py.typed", "tfslurm/data/taskprolog.sh.in"} <= names
+    assert table == (ROOT / "tfslurm" / "data" / "spec_messages.def").read_bytes()
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -86,15 +89,16 @@ def test_sdist_holds_the_templates_as_files(dist: Path) -> None:
 
 def test_template_command_works_from_the_installed_wheel(dist: Path, tmp_path: Path) -> None:
     """A pure wheel unpacked is an installed one: there is no checkout beside it, so the
-    template can only come from the package data."""
+    template (and the jobs spec messages) can only come from the package data."""
     (wheel,) = dist.glob("*.whl")
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
     dest = tmp_path / "job.sbatch"
     code = (
-        "import sys, tfslurm; from tfslurm.cli import main; "
-        "assert tfslurm.__file__.startswith(sys.argv[1]), tfslurm.__file__; "
+        "import sys, tfslurm; from tfslurm.cli import main; from tfslurm.jobspec import split_spec\n"
+        "assert tfslurm.__file__.startswith(sys.argv[1]), tfslurm.__file__\n"
+        "try:\n    split_spec('ps')\nexcept ValueError as error:\n    print(error)\n"
         "sys.exit(main(['template', 'ps-evaluator', sys.argv[2]]))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": str(site)}
@@ -103,4 +107,5 @@ def test_template_command_works_from_the_installed_wheel(dist: Path, tmp_path: P
         capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "jobs spec 'ps': job 'ps' has no count; write ps:N or ps:*"
     assert dest.read_bytes() == (ROOT / "sbatch_templates" / "ps-evaluator.sbatch").read_bytes()

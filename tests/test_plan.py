@@ -551,7 +551,7 @@ def test_plan_is_printed_once_per_step_by_rank_0() -> None:
             "batch script",
         ),
         (task_env(), ["--jobs", "ps:1,worker:1"], "asks for 2 tasks but the step has 3"),
-        (task_env(), ["--jobs", "ps"], "is not NAME:COUNT"),
+        (task_env(), ["--jobs", "ps"], "jobs spec 'ps': job 'ps' has no count; write ps:N or ps:*"),
     ],
 )
 def test_cli_errors_are_one_line_and_exit_2(

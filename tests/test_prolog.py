@@ -195,7 +195,7 @@ def fixture_env(name: str = "11_gres_gpu2.txt", rank: int = 0, **extra: str) -> 
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [("ps:1,worker:1", "asks for 2 tasks but the step has 4"),
-     ("bogus", "is not NAME:COUNT"),
+     ("bogus", "jobs spec 'bogus': job 'bogus' has no count; write bogus:N or bogus:*"),
      ("chief:*,worker:1", "at most one")],
 )  # fmt: skip
 def test_bad_spec_prints_one_line_and_fails_the_task(spec: str, needle: str) -> None:

@@ -18,7 +18,7 @@ from tfslurm.numbers import ascii_int, is_int_in
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the TaskProlog path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Final, Literal, TypeGuard
+    from typing import Final, Literal, NoReturn, TypeGuard
 
     #: A jobs spec as callers give it: the ``--tf-dist`` text, a mapping, or None (all workers).
     JobsSpec = str | Mapping[str, int | str] | None
@@ -49,35 +49,161 @@ TF_JOB_NAMES = ("chief", "worker", "ps", "evaluator")
 _MAX_COUNT_DIGITS = 18
 # TF's multi_worker_util rejects clusters with more than one of these.
 _AT_MOST_ONE = ("chief", "evaluator")
-_MAX_SPEC_CHARS = 4096
-_SHOWN = 80  # characters of a spec quoted in a message
+_MAX_SPEC_CHARS = 4096  # bytes of UTF-8, as spec.c counts them (TFD_SPEC_MAX)
+_SHOWN = 80  # characters of a spec quoted in a message (TFD_SPEC_SHOWN in spec.h)
 
 
 def split_spec(spec: str) -> list[tuple[str, int | None]]:
     """Parse ``"ps:1,worker:*"`` into ``[("ps", 1), ("worker", None)]`` (None = the rest).
 
-    Checks the grammar only; :func:`parse_jobs` checks the counts against a step.
+    Checks the grammar and what no step could run (every count 0, a fixed chief or
+    evaluator count above 1); :func:`parse_jobs` checks the counts against a step.
     """
     if not isinstance(spec, str):
         raise JobSpecError(f"jobs spec {spec!r} is not a string")
-    shown = _shown(spec, _SHOWN)
-    if len(spec) > _MAX_SPEC_CHARS:
-        raise JobSpecError(f"jobs spec {shown} is longer than {_MAX_SPEC_CHARS} characters")
-    if not spec.strip():
-        raise JobSpecError(
-            "jobs spec is empty; write it as NAME:COUNT[,NAME:COUNT...], e.g. chief:1,worker:*"
-        )
+    return _walk(spec if spec.isascii() else _as_bytes(spec))
+
+
+# The walk below is plugin/src/spec.c's tfd_spec_check, step for step, on the same bytes:
+# the first error it meets is the one the plugin reports at submit time, and the message
+# comes from the same table (data/spec_messages.def), so a bad spec reads the same in srun's
+# error and here. Keep the two in step (tests/test_spec_messages.py compares them).
+_SPACE = " \t"
+_DIGITS = "0123456789"
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_NAME_CHARS = _LETTERS + _DIGITS + "_"
+_SHOWN_NAME = 60  # characters of a job name quoted in a message (spec.c's buffer holds 60)
+
+
+def _as_bytes(spec: str) -> str:
+    """``spec`` as the plugin sees it: its UTF-8 bytes (undecodable bytes from the
+    environment back as they were), one character per byte."""
+    try:
+        data = spec.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = spec.encode("utf-8", "surrogatepass")
+    return data.decode("latin-1")
+
+
+def _walk(text: str) -> list[tuple[str, int | None]]:
+    """split_spec on ``text`` (one character per byte): the entries, or JobSpecError at the
+    first error, the one tfd_spec_check reports."""
+    end = len(text)
+    if end > _MAX_SPEC_CHARS:
+        _refuse(text, "TOO_LONG", str(_MAX_SPEC_CHARS))
+    if _skip_space(text, 0) == end:
+        _refuse(text, "EMPTY")
     entries: list[tuple[str, int | None]] = []
-    for part in spec.split(","):
-        name, sep, count = part.partition(":")
-        name, count = name.strip(), count.strip()
-        if not sep:
-            raise JobSpecError(
-                f"jobs spec {shown}: {part.strip()!r} is not NAME:COUNT (e.g. worker:3 or worker:*)"
-            )
-        entries.append((_check_name(spec, name), _check_count(spec, name, count)))
-    _check_entries(spec, entries)
+    pos = 0
+    while True:
+        name, shown, pos = _walk_name(text, pos, entries)
+        count, pos = _walk_count(text, pos, name, shown, entries)
+        entries.append((name, count))
+        pos = _skip_space(text, pos)
+        if pos == end:
+            break
+        if text[pos] != ",":
+            _bad_byte(text, pos, "AFTER_COUNT", shown)
+        pos += 1
+    if all(count == 0 for _, count in entries):
+        _refuse(text, "ALL_ZERO")
     return entries
+
+
+def _walk_name(text: str, pos: int, entries: list[tuple[str, int | None]]) -> tuple[str, str, int]:
+    """The job name from ``pos`` up to its ':', as quoted in messages, and where its count starts."""
+    end = len(text)
+    pos = _skip_space(text, pos)
+    if pos == end or text[pos] == ",":
+        _refuse(text, "EMPTY_ENTRY", str(pos))
+    if text[pos] not in _LETTERS:
+        _bad_byte(text, pos, "WHERE_NAME")
+    start = pos
+    while pos < end and text[pos] in _NAME_CHARS:
+        pos += 1
+    name = text[start:pos]
+    shown = _c_quoted(name, _SHOWN_NAME)
+    meant = near_tf_name(name)
+    if meant:
+        _refuse(text, "NEAR_TF_NAME", shown, meant, meant)
+    pos = _skip_space(text, pos)
+    if pos == end or text[pos] == ",":
+        _refuse(text, "NO_COUNT", shown, shown, shown)
+    if text[pos] != ":":
+        _bad_byte(text, pos, "AFTER_NAME", shown)
+    if any(name == seen for seen, _ in entries):
+        _refuse(text, "TWICE", shown)
+    return name, shown, _skip_space(text, pos + 1)
+
+
+def _walk_count(
+    text: str, pos: int, name: str, shown: str, entries: list[tuple[str, int | None]]
+) -> tuple[int | None, int]:
+    """The count at ``pos`` (None for '*') and where it ends."""
+    end = len(text)
+    if pos < end and text[pos] == REST:
+        if any(count is None for _, count in entries):
+            _refuse(text, "TWO_RESTS")
+        return None, pos + 1
+    if pos < end and text[pos] in _DIGITS:
+        first = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        if pos - first > _MAX_COUNT_DIGITS:
+            _refuse(text, "TOO_MANY_DIGITS", shown, str(_MAX_COUNT_DIGITS))
+        count = int(text[first:pos])
+        if count > 1 and name in _AT_MOST_ONE:
+            _refuse(text, "AT_MOST_ONE", shown, str(count))
+        return count, pos
+    if pos == end or text[pos] == ",":
+        _refuse(text, "COUNT_MISSING", shown)
+    _bad_byte(text, pos, "IN_COUNT", shown)
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _SPACE:
+        pos += 1
+    return pos
+
+
+def _bad_byte(text: str, pos: int, where: str, *args: str) -> NoReturn:
+    """Refuse the byte at ``pos``; ``where`` names the message that says where it stands."""
+    code = ord(text[pos])
+    kind = "UNEXPECTED_BYTE"
+    if code < 0x20 or code == 0x7F:
+        kind = "CONTROL_BYTE"
+    elif code >= 0x80:
+        kind = "NON_ASCII_BYTE"
+    _refuse(text, kind, _c_quoted(text[pos], 1), str(pos), spec_message(where, *args))
+
+
+def _refuse(text: str, key: str, *args: str) -> NoReturn:
+    raise JobSpecError(spec_message("SPEC_IS", _c_quoted(text, _SHOWN), spec_message(key, *args)))
+
+
+def _c_quoted(text: str, limit: int) -> str:
+    """``text`` (one character per byte) shown as the plugin's tfd_quote shows it: bytes
+    outside printable ASCII, and backslashes, as \\xNN; past ``limit`` bytes, "..."."""
+    head = text[:limit]
+    if not (head.isascii() and head.isprintable() and "\\" not in head):
+        head = "".join(c if " " <= c <= "~" and c != "\\" else f"\\x{ord(c):02x}" for c in head)
+    return head + ("..." if len(text) > limit else "")
+
+
+_MESSAGES: dict[str, str] = {}
+
+
+def spec_message(key: str, *args: str) -> str:
+    """Message ``key`` of data/spec_messages.def (the table the plugin compiles in), its
+    ``%s`` filled with ``args``. The table is read on the first refusal only: a valid spec
+    (every task's TaskProlog) costs no file read."""
+    if not _MESSAGES:
+        import re
+        from importlib.resources import files
+
+        table = files("tfslurm").joinpath("data", "spec_messages.def").read_text("ascii")
+        _MESSAGES.update(re.findall(r'^TFD_SPEC_MESSAGE\((\w+), "([^"\\]*)"\)$', table, re.MULTILINE))
+    return _MESSAGES[key] % args
 
 
 def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
@@ -209,8 +335,7 @@ def _check_name(spec: str, name: str) -> str:
     meant = near_tf_name(name)
     if meant:
         raise JobSpecError(
-            f"jobs spec {_shown(spec, _SHOWN)}: job {name!r} is not TensorFlow's {meant!r} (its job names "
-            f"are exact: {', '.join(TF_JOB_NAMES)}); write {meant}"
+            f"jobs spec {_shown(spec, _SHOWN)}: " + spec_message("NEAR_TF_NAME", name, meant, meant)
         )
     return name
 
@@ -234,7 +359,7 @@ def _check_entries(spec: str, entries: list[tuple[str, int | None]]) -> None:
             raise JobSpecError(f"jobs spec {_shown(spec, _SHOWN)} names {name!r} twice")
         seen.add(name)
     if sum(count is None for _, count in entries) > 1:
-        raise JobSpecError(f"jobs spec {_shown(spec, _SHOWN)}: only one job can take the rest ('*')")
+        raise JobSpecError(f"jobs spec {_shown(spec, _SHOWN)}: " + spec_message("TWO_RESTS"))
 
 
 def _show_mapping(spec: Mapping[str, int | str], limit: int = 80) -> str:

@@ -51,7 +51,7 @@ int tfd_bare(const char *optarg)
 const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen)
 {
 	const char *spec;
-	char reason[160], shown[96];
+	char reason[256], line[400];
 
 	if (!state_config.valid) {
 		snprintf(err, errlen, "--tf-dist is misconfigured at this site (%s); "
@@ -60,9 +60,9 @@ const char *tfd_resolve_spec(const char *optarg, char *err, size_t errlen)
 	}
 	spec = tfd_bare(optarg) ? state_config.default_spec : optarg;
 	if (tfd_spec_check(spec, reason, sizeof(reason)) != 0) {
-		tfd_quote(spec, 60, shown, sizeof(shown));
-		snprintf(err, errlen, "invalid --tf-dist=%s: %s (expected JOB:COUNT[,JOB:COUNT...]"
-			 " with one COUNT allowed to be *, e.g. ps:1,worker:*)", shown, reason);
+		/* the line tfslurm/jobspec.py writes for the same spec, after the option's name */
+		tfd_spec_error(spec, reason, line, sizeof(line));
+		snprintf(err, errlen, "invalid --tf-dist: %s", line);
 		return NULL;
 	}
 	return spec;

@@ -3,32 +3,85 @@
  *
  * Written as a single bounded left-to-right scan: no allocation, no recursion, and no
  * read past TFD_SPEC_MAX + 1 bytes, so hostile input (huge, binary, unterminated
- * entries) costs nothing and cannot overrun.
+ * entries) costs nothing and cannot overrun.  tfslurm/jobspec.py walks a spec the same
+ * way and takes its messages from the same table (spec_messages.def), so a bad spec gets
+ * the same explanation at submit time and in the task.
  */
 #include "spec.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "text.h"
 
+/* The message table, shared with tfslurm/jobspec.py (the Python package holds it, so that
+ * an installed wheel finds it too). */
+enum tfd_spec_message {
+#define TFD_SPEC_MESSAGE(name, text) MSG_##name,
+#include "../../tfslurm/data/spec_messages.def"
+#undef TFD_SPEC_MESSAGE
+};
+
+static const char *const messages[] = {
+#define TFD_SPEC_MESSAGE(name, text) [MSG_##name] = text,
+#include "../../tfslurm/data/spec_messages.def"
+#undef TFD_SPEC_MESSAGE
+};
+
+/*
+ * Fill message `id` into err[0..errlen): each %s takes the next of the `nargs` strings
+ * (numbers are formatted to text by the caller).  Not printf: the templates are data, and
+ * Python fills the same ones with its % operator, which agrees with this on %s alone.
+ */
+static void say(char *err, size_t errlen, enum tfd_spec_message id, int nargs, ...)
+{
+	const char *t = messages[id];
+	size_t o = 0;
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, nargs);
+	while (*t && o + 1 < errlen) {
+		if (t[0] == '%' && t[1] == 's') {
+			const char *arg = nargs-- > 0 ? va_arg(ap, const char *) : "";
+
+			while (*arg && o + 1 < errlen)
+				err[o++] = *arg++;
+			t += 2;
+		} else {
+			err[o++] = *t++;
+		}
+	}
+	va_end(ap);
+	err[o] = '\0';
+}
+
+void tfd_spec_error(const char *spec, const char *reason, char *out, size_t outlen)
+{
+	char shown[TFD_SPEC_SHOWN * 4 + 4];
+
+	tfd_quote(spec, TFD_SPEC_SHOWN, shown, sizeof(shown));
+	say(out, outlen, MSG_SPEC_IS, 2, shown, reason);
+}
+
 static int is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_space(char c) { return c == ' ' || c == '\t'; }
 
-/* The message for a byte that is not allowed where it stands. */
+/* The message for a byte that is not allowed where it stands; `where` is a filled message. */
 static void bad_byte(char *err, size_t errlen, const char *spec, size_t pos, const char *where)
 {
 	unsigned char c = (unsigned char) spec[pos];
-	char shown[8];
+	char shown[8], at[24];
 
 	tfd_quote_n(spec + pos, 1, shown, sizeof(shown));
-	if (c < 0x20 || c == 0x7f)
-		tfd_set_err(err, errlen, "control character '%s' at byte %zu %s", shown, pos, where);
-	else if (c >= 0x80)
-		tfd_set_err(err, errlen, "non-ASCII byte '%s' at byte %zu %s", shown, pos, where);
-	else
-		tfd_set_err(err, errlen, "unexpected '%s' at byte %zu %s", shown, pos, where);
+	snprintf(at, sizeof(at), "%zu", pos);
+	say(err, errlen, c < 0x20 || c == 0x7f ? MSG_CONTROL_BYTE
+			 : c >= 0x80		 ? MSG_NON_ASCII_BYTE
+						 : MSG_UNEXPECTED_BYTE,
+	    3, shown, at, where);
 }
 
 /* TensorFlow's own job names: exact, lower case (tfslurm/jobspec.py TF_JOB_NAMES). */
@@ -95,20 +148,22 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 	unsigned short name_at[TFD_SPEC_MAX / 4 + 2], name_len[TFD_SPEC_MAX / 4 + 2];
 	size_t len, pos, entries = 0, k;
 	int seen_rest = 0, any_fixed = 0;
-	char shown[64], where[160];
+	char shown[64], where[160], number[24];
 
-	tfd_set_err(err, errlen, "no error");
+	if (err && errlen)
+		err[0] = '\0';
 	if (!spec) {
-		tfd_set_err(err, errlen, "no jobs spec given");
+		say(err, errlen, MSG_NO_SPEC, 0);
 		return -1;
 	}
 	len = strnlen(spec, TFD_SPEC_MAX + 1);
 	if (len > TFD_SPEC_MAX) {
-		tfd_set_err(err, errlen, "jobs spec longer than %d bytes", TFD_SPEC_MAX);
+		snprintf(number, sizeof(number), "%d", TFD_SPEC_MAX);
+		say(err, errlen, MSG_TOO_LONG, 1, number);
 		return -1;
 	}
 	if (skip_space(spec, 0, len) == len) {
-		tfd_set_err(err, errlen, "empty jobs spec; expected e.g. worker:* or ps:1,worker:*");
+		say(err, errlen, MSG_EMPTY, 0);
 		return -1;
 	}
 
@@ -119,13 +174,13 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		/* job name: [A-Za-z][A-Za-z0-9_]* */
 		pos = skip_space(spec, pos, len);
 		if (pos == len || spec[pos] == ',') {
-			tfd_set_err(err, errlen, "empty entry at byte %zu (two commas, or a comma at "
-				"the start or end)", pos);
+			snprintf(number, sizeof(number), "%zu", pos);
+			say(err, errlen, MSG_EMPTY_ENTRY, 1, number);
 			return -1;
 		}
 		if (!is_alpha(spec[pos])) {
-			bad_byte(err, errlen, spec, pos, "where a job name should start (job names "
-				 "are a letter followed by letters, digits or _)");
+			say(where, sizeof(where), MSG_WHERE_NAME, 0);
+			bad_byte(err, errlen, spec, pos, where);
 			return -1;
 		}
 		start = pos;
@@ -137,27 +192,23 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 			const char *meant = near_tf_name(spec + start, nlen);
 
 			if (meant) {
-				tfd_set_err(err, errlen, "job '%s' is not TensorFlow's '%s' (its job names "
-					"are exact: chief, worker, ps, evaluator); write %s", shown,
-					meant, meant);
+				say(err, errlen, MSG_NEAR_TF_NAME, 3, shown, meant, meant);
 				return -1;
 			}
 		}
 		pos = skip_space(spec, pos, len);
 		if (pos == len || spec[pos] == ',') {
-			tfd_set_err(err, errlen, "job '%s' has no count; write %s:N or %s:*", shown,
-				shown, shown);
+			say(err, errlen, MSG_NO_COUNT, 3, shown, shown, shown);
 			return -1;
 		}
 		if (spec[pos] != ':') {
-			snprintf(where, sizeof(where), "after job '%s' (job names are a letter "
-				 "followed by letters, digits or _)", shown);
+			say(where, sizeof(where), MSG_AFTER_NAME, 1, shown);
 			bad_byte(err, errlen, spec, pos, where);
 			return -1;
 		}
 		for (k = 0; k < entries; k++) {
 			if (name_len[k] == nlen && memcmp(spec + name_at[k], spec + start, nlen) == 0) {
-				tfd_set_err(err, errlen, "job '%s' appears twice", shown);
+				say(err, errlen, MSG_TWICE, 1, shown);
 				return -1;
 			}
 		}
@@ -169,7 +220,7 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		/* count: '*' or 1 to TFD_COUNT_DIGITS decimal digits */
 		if (pos < len && spec[pos] == '*') {
 			if (seen_rest) {
-				tfd_set_err(err, errlen, "more than one job has the count *");
+				say(err, errlen, MSG_TWO_RESTS, 0);
 				return -1;
 			}
 			seen_rest = 1;
@@ -177,8 +228,8 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		} else if (pos < len && is_digit(spec[pos])) {
 			while (pos < len && is_digit(spec[pos])) {
 				if (++digits > TFD_COUNT_DIGITS) {
-					tfd_set_err(err, errlen, "count of job '%s' has more than %d digits",
-						shown, TFD_COUNT_DIGITS);
+					snprintf(number, sizeof(number), "%d", TFD_COUNT_DIGITS);
+					say(err, errlen, MSG_TOO_MANY_DIGITS, 2, shown, number);
 					return -1;
 				}
 				count = count * 10 + (spec[pos] - '0');
@@ -188,17 +239,15 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 				any_fixed = 1;
 			if (count > 1 && ((nlen == 5 && memcmp(spec + start, "chief", 5) == 0) ||
 					  (nlen == 9 && memcmp(spec + start, "evaluator", 9) == 0))) {
-				tfd_set_err(err, errlen, "job '%s' has count %lld; TensorFlow allows at "
-					"most one", shown, count);
+				snprintf(number, sizeof(number), "%lld", count);
+				say(err, errlen, MSG_AT_MOST_ONE, 2, shown, number);
 				return -1;
 			}
 		} else if (pos == len || spec[pos] == ',') {
-			tfd_set_err(err, errlen, "job '%s' needs a count (a number or *) after ':'",
-				shown);
+			say(err, errlen, MSG_COUNT_MISSING, 1, shown);
 			return -1;
 		} else {
-			snprintf(where, sizeof(where), "in the count of job '%s' (a number or *)",
-				 shown);
+			say(where, sizeof(where), MSG_IN_COUNT, 1, shown);
 			bad_byte(err, errlen, spec, pos, where);
 			return -1;
 		}
@@ -206,15 +255,14 @@ int tfd_spec_check(const char *spec, char *err, size_t errlen)
 		if (pos == len)
 			break;
 		if (spec[pos] != ',') {
-			snprintf(where, sizeof(where), "after the count of job '%s'; separate "
-				 "jobs with ','", shown);
+			say(where, sizeof(where), MSG_AFTER_COUNT, 1, shown);
 			bad_byte(err, errlen, spec, pos, where);
 			return -1;
 		}
 		pos++; /* ',' */
 	}
 	if (!seen_rest && !any_fixed) {
-		tfd_set_err(err, errlen, "every count is 0: no task would get a job");
+		say(err, errlen, MSG_ALL_ZERO, 0);
 		return -1;
 	}
 	return 0;

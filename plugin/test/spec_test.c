@@ -13,6 +13,9 @@
  *                             compare with tfslurm/jobspec.py)
  *   spec_test check-template  the same for host_template= values (src/config.c), compared
  *                             with tfslurm/plan.py's check
+ *   spec_test check-message   as check, with the whole line --tf-dist prints after its
+ *                             name (tfd_spec_error), which tests/test_spec_messages.py
+ *                             compares with tfslurm/jobspec.py's message
  *
  * Every input is copied into a heap buffer of exactly its size, so AddressSanitizer and
  * valgrind see any read past the end.
@@ -149,6 +152,22 @@ static void unit_hostile(void)
 		printf("FAIL NULL err buffer\n");
 		failures++;
 	}
+	/* a short buffer gets the start of the message, terminated */
+	if (tfd_spec_check("ps:1;worker:3", err, 12) != -1 || strcmp(err, "unexpected ") != 0) {
+		printf("FAIL errlen 12: '%s'\n", err);
+		failures++;
+	}
+	{
+		char reason[256], line[256];
+
+		tfd_spec_check("ps:1;worker:3", reason, sizeof(reason));
+		tfd_spec_error("ps:1;worker:3", reason, line, sizeof(line));
+		if (strcmp(line, "jobs spec 'ps:1;worker:3': unexpected ';' at byte 4 after the count "
+			    "of job 'ps'; separate jobs with ','") != 0) {
+			printf("FAIL tfd_spec_error: '%s'\n", line);
+			failures++;
+		}
+	}
 }
 
 static void config_case(const char *args, int want_valid, const char *want_spec,
@@ -185,7 +204,7 @@ static void unit_config(void)
 	config_case("host_template={node}.cluster.example.org", 1, "worker:*",
 		    "{node}.cluster.example.org", NULL);
 	config_case("default_spec=bogus", 0, NULL, NULL, "not a valid jobs spec");
-	config_case("default_spec=", 0, NULL, NULL, "empty jobs spec");
+	config_case("default_spec=", 0, NULL, NULL, "not a valid jobs spec: empty");
 	config_case("default_spec=chief:2", 0, NULL, NULL, "at most one");
 	config_case("host_template=node-ib", 0, NULL, NULL, "must contain {node}");
 	config_case("host_template={node}{node}", 0, NULL, NULL, "must contain {node} once");
@@ -689,8 +708,8 @@ static int unit(void)
 	expect("chief:*", 1, NULL);
 
 	expect(NULL, 0, "no jobs spec");
-	expect("", 0, "empty jobs spec");
-	expect(" \t ", 0, "empty jobs spec");
+	expect("", 0, "empty; write NAME:COUNT");
+	expect(" \t ", 0, "empty; write NAME:COUNT");
 	expect("worker", 0, "has no count");
 	expect("worker,ps:1", 0, "has no count");
 	expect("worker:", 0, "needs a count");
@@ -1063,7 +1082,9 @@ static int fuzz(long iterations, uint64_t seed)
 
 /* ---------------------------------------------------------------- check mode */
 
-static int check_stdin(int templates)
+enum check_what { CHECK_SPEC, CHECK_TEMPLATE, CHECK_MESSAGE };
+
+static int check_stdin(enum check_what what)
 {
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap), *grown;
@@ -1075,13 +1096,17 @@ static int check_stdin(int templates)
 	while ((c = getchar()) != EOF) {
 		if (c == '\0') {
 			char *input = exact_copy(buf, n);
-			char err[256];
+			char err[256], line[1024];
 
-			if ((templates ? tfd_host_template_check(input, err, sizeof(err))
-				       : tfd_spec_check(input, err, sizeof(err))) == 0)
+			if ((what == CHECK_TEMPLATE ? tfd_host_template_check(input, err, sizeof(err))
+						    : tfd_spec_check(input, err, sizeof(err))) == 0) {
 				printf("OK\n");
-			else
+			} else if (what == CHECK_MESSAGE) {
+				tfd_spec_error(input, err, line, sizeof(line));
+				printf("ERR %s\n", line);
+			} else {
 				printf("ERR %s\n", err);
+			}
 			free(input);
 			n = 0;
 			continue;
@@ -1108,10 +1133,12 @@ int main(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[1], "fuzz") == 0)
 		return fuzz(atol(argv[2]), argc >= 4 ? strtoull(argv[3], NULL, 0) : 0);
 	if (argc == 2 && strcmp(argv[1], "check") == 0)
-		return check_stdin(0);
+		return check_stdin(CHECK_SPEC);
 	if (argc == 2 && strcmp(argv[1], "check-template") == 0)
-		return check_stdin(1);
-	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check < NUL-terminated specs | "
+		return check_stdin(CHECK_TEMPLATE);
+	if (argc == 2 && strcmp(argv[1], "check-message") == 0)
+		return check_stdin(CHECK_MESSAGE);
+	fprintf(stderr, "usage: %s unit | fuzz N [SEED] | check[-message] < NUL-terminated specs | "
 		"check-template < NUL-terminated host templates\n", argv[0]);
 	return 2;
 }
