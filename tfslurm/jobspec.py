@@ -190,13 +190,20 @@ def _c_quoted(text: str, limit: int) -> str:
     return head + ("..." if len(text) > limit else "")
 
 
-def spec_message(key: str, *args: str) -> str:
-    """Message ``key`` of the table the plugin compiles in, its ``%s`` filled with ``args``."""
-    # the table and its reader load on a refused spec only: a valid spec, as in every
-    # task's TaskProlog, never imports them
-    from tfslurm.spec_messages import message
+_MESSAGES: dict[str, str] = {}
 
-    return message(key, *args)
+
+def spec_message(key: str, *args: str) -> str:
+    """Message ``key`` of data/spec_messages.def (the table the plugin compiles in), its
+    ``%s`` filled with ``args``. The table is read on the first refusal only: a valid spec
+    (every task's TaskProlog) costs no file read."""
+    if not _MESSAGES:
+        import re
+        from importlib.resources import files
+
+        table = files("tfslurm").joinpath("data", "spec_messages.def").read_text("ascii")
+        _MESSAGES.update(re.findall(r'^TFD_SPEC_MESSAGE\((\w+), "([^"\\]*)"\)$', table, re.MULTILINE))
+    return _MESSAGES[key] % args
 
 
 def parse_jobs(spec: JobsSpec, num_tasks: int) -> dict[str, int]:
