@@ -34,3 +34,11 @@ def task_env(
         "SLURMD_NODENAME": layout.nodes[node],
         "SLURM_GTIDS": ",".join(map(str, layout.ranks_on(node))),
     }
+
+
+# Task 1 of a two-task step on one node with two GPUs, as slurmstepd writes it.
+ONE_NODE_STEP = {
+    "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODEID": "0",
+    "SLURMD_NODENAME": "n1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "2",
+    "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2",
+}  # fmt: skip

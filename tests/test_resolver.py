@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from hypothesis import strategies as st
 
 import observed
 import tfslurm
+from stepenv import ONE_NODE_STEP as STEP
 from tfslurm.errors import GpuError, LayoutError, SlurmEnvError
 from tfslurm.resolver import SlurmResolverMixin
 
@@ -380,67 +379,6 @@ def test_is_a_tf_cluster_resolver_usable_by_mwms_validation(slurm_env) -> None:
 
 
 # -- import behaviour, warnings (fresh processes) --------------------------------------------
-
-
-def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "CUDA"))}
-    clean.update({"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}, **env)
-    return subprocess.run(
-        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180, check=False
-    )
-
-
-STEP = {
-    "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODEID": "0",
-    "SLURMD_NODENAME": "n1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "2",
-    "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "0,1", "SLURM_GPUS_ON_NODE": "2",
-}  # fmt: skip
-
-
-def test_importing_tfslurm_and_the_resolver_does_not_import_tf() -> None:
-    done = python(
-        "import sys, tfslurm, tfslurm.resolver, tfslurm.plan\n"
-        "assert 'tensorflow' not in sys.modules, 'imported TF'\n"
-        "cls = tfslurm.SlurmClusterResolver\n"
-        "assert 'tensorflow' in sys.modules\n"
-        "import tensorflow as tf\n"
-        "assert issubclass(cls, tf.distribute.cluster_resolver.ClusterResolver)\n"
-        "assert cls is tfslurm.resolver.SlurmClusterResolver\n"
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
-def test_without_tensorflow_the_resolver_works_on_plain_dicts() -> None:
-    done = python(
-        "import sys; sys.modules['tensorflow'] = None\n"
-        "import tfslurm\n"
-        "r = tfslurm.SlurmClusterResolver(port_base=5000)\n"
-        "print(r.cluster_spec(), r.task_type, r.task_id, r.num_accelerators())\n",
-        **STEP,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "{'worker': ['n1:5000', 'n1:5001']} worker 1 {'GPU': 1}"
-
-
-def test_auto_set_gpu_warns_once_tf_devices_are_initialised() -> None:
-    code = (
-        "import warnings, os, tensorflow as tf, tfslurm\n"
-        "tf.constant(1.0) + 1\n"  # initialises TF's devices: CUDA_VISIBLE_DEVICES is read now
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        "    r = tfslurm.SlurmClusterResolver()\n"
-        "    again = tfslurm.SlurmClusterResolver()\n"  # idempotent: nothing to change, no warning
-        "print(os.environ['CUDA_VISIBLE_DEVICES'], [w.category.__name__ for w in caught])\n"
-        "print(' | '.join(str(w.message) for w in caught))\n"
-    )
-    done = python(code, **STEP)
-    assert done.returncode == 0, done.stderr[-2000:]
-    first, message = done.stdout.strip().splitlines()
-    assert first == "1 ['RuntimeWarning']"
-    assert "already initialised" in message
-    quiet = python(code.replace("tf.constant(1.0) + 1\n", ""), **STEP)
-    assert quiet.returncode == 0, quiet.stderr[-2000:]
-    assert quiet.stdout.splitlines()[0] == "1 []"  # set before TF's devices exist: no warning
 
 
 def test_mixin_is_the_resolver_logic_without_tf(slurm_env) -> None:
