@@ -54,7 +54,10 @@ PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
     apt-get install -y -qq python3-venv
 fi
-[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+# A .venv whose creation was cut short (no working pip in it) is made again, not reused.
+if ! { [[ -x .venv/bin/python ]] && .venv/bin/python -m pip --version >/dev/null 2>&1; }; then
+    "$PYTHON" -m venv --clear .venv
+fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q -e '.[tf,test]' 2>&1 | grep -v '^WARNING: Location' || true
 # The jax and torch extras (docs/runtimes.md), so the runtime tests run too. PyTorch only as a

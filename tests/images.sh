@@ -16,7 +16,8 @@
 # "without tfslurm" otherwise. /usr/local/bin has python, python3 and tfslurm (a launcher
 # that fails with "No module named 'tfslurm'" in the image without it).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SELF=$(realpath "${BASH_SOURCE[0]}")
+cd "$(dirname "$SELF")/.."
 CACHE=${TFSLURM_IMAGE_CACHE:-/var/cache/tfslurm-images}
 MIRROR=${TFSLURM_MATRIX_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${1:-.venv/bin/python}
@@ -29,13 +30,23 @@ ready && { echo "$ROOT"; exit 0; }
 [[ $EUID -eq 0 ]] || die "must run as root (debootstrap, chroot)"
 command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
 [[ -x $PYTHON ]] || die "no Python at $PYTHON to take the runtime versions from"
+# The build's mounts (/proc, this machine's pip settings bound into the image) live in a
+# mount namespace of the build's own: a build killed half-way takes them with it, instead of
+# leaving them on the half-built image, read-only, for the next run to trip over.
+if [[ -z ${TFSLURM_IMAGES_PRIVATE:-} ]]; then
+    TFSLURM_IMAGES_PRIVATE=1 exec unshare --mount --propagation private -- "$SELF" "$@"
+fi
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9  # one build at a time; a second caller waits and finds the image ready
 ready && { echo "$ROOT"; exit 0; }
 t0=$SECONDS
 log=$ROOT.build.log
-rm -rf "$ROOT"
+cleanup() {  # every mount under the image: this build's, or one a killed older build left
+    for m in $(awk -v r="$ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+}
+cleanup
+rm -rf --one-file-system "$ROOT"
 mkdir -p "$ROOT"
 echo "images.sh: building $ROOT (once; several minutes; log $log)" >&2
 # The runtimes' releases of the suite's environment, so the image trains like the host does.
@@ -48,9 +59,6 @@ debootstrap --variant=minbase bookworm "$ROOT" "$MIRROR" >"$log" 2>&1 || {
 printf 'deb %s bookworm main\n' "$MIRROR" >"$ROOT/etc/apt/sources.list"
 printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
 chmod +x "$ROOT/usr/sbin/policy-rc.d"
-cleanup() {  # the bind mounts of the build, whatever happens
-    for m in $(awk -v r="$ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
-}
 trap cleanup EXIT
 mount -t proc proc "$ROOT/proc"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true

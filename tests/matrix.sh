@@ -66,7 +66,10 @@ declare -A SUITE_PYTHON=([sid]=python3.13)
 build_root() {  # build_root SUITE ROOT: debootstrap once; a marker says it is complete
     local suite=$1 root=$2
     [[ -e $root/.tfslurm-root-ready ]] && return 0
-    rm -rf "$root"
+    # a build killed half-way before this script built in a namespace of its own may have
+    # left /proc mounted in the root: unmount it, and never delete across a mount
+    for m in $(awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+    rm -rf --one-file-system "$root"
     mkdir -p "$root"
     echo "matrix.sh: building the $suite root in $root (once; several minutes)"
     debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$root.build.log" 2>&1 || {
@@ -79,13 +82,13 @@ build_root() {  # build_root SUITE ROOT: debootstrap once; a marker says it is c
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"  # no daemons start in the root
     chmod +x "$root/usr/sbin/policy-rc.d"
     echo "127.0.0.1 localhost $(hostname)" >"$root/etc/hosts"
-    mount -t proc proc "$root/proc"
     local rc=0
-    {
-        chroot "$root" apt-get update -qq &&
-            chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${ROOT_PKGS[@]}" ${EXTRA_PKGS[$suite]:-}
-    } >>"$root.build.log" 2>&1 || rc=$?
-    umount "$root/proc"
+    # /proc for apt-get, in a mount namespace of its own: killed half-way, it leaves no mount
+    unshare --mount --propagation private --fork -- bash -c '
+        mount -t proc proc "$1/proc" &&
+            chroot "$1" apt-get update -qq &&
+            chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}"
+    ' build "$root" "${ROOT_PKGS[@]}" ${EXTRA_PKGS[$suite]:-} >>"$root.build.log" 2>&1 || rc=$?
     ((rc == 0)) || { tail -20 "$root.build.log" >&2; die "apt-get in the $suite root failed (log: $root.build.log)"; }
     chroot "$root" apt-get clean
     touch "$root/.tfslurm-root-ready"
