@@ -173,56 +173,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # What marks a module `pure`: this line, exactly, at its top level. The xdist scheduler
 # below sees only test ids, not marks, so it reads the modules; the collection hook checks
-# that both readings agree. Likewise a module whose top-level `pytestmark` line names
-# CONTAINERS_MARK: its cluster tests need the container runtimes, which only the host has.
+# that both readings agree.
 PURE_LINE = "pytestmark = pytest.mark.pure"
-CONTAINERS_MARK = "pytest.mark.containers"
 SLURM_GROUP = "slurm"
-CONTAINERS_GROUP = "slurm-containers"
 
 
 @functools.cache
-def module_group(path: Path) -> str | None:
-    """The work unit of the test module at ``path``: None for a ``pure`` module (each of
-    its tests a unit of its own), else the group of Slurm tests it belongs to."""
+def pure_module(path: Path) -> bool:
+    """Whether the test module at ``path`` is marked ``pure`` for all its tests."""
     try:
-        lines = path.read_text().splitlines()
+        return PURE_LINE in path.read_text().splitlines()
     except OSError:
-        return SLURM_GROUP
-    if PURE_LINE in lines:
-        return None
-    marks = [line for line in lines if line.startswith("pytestmark = ")]
-    return CONTAINERS_GROUP if any(CONTAINERS_MARK in line for line in marks) else SLURM_GROUP
+        return False
 
 
-class SlurmGroupsScheduling(LoadScopeScheduling):
-    """The Slurm tests in two work units, each run in one worker, in order: those that
-    need the container runtimes (the host has them, the other versions' roots do not, so
-    they are the host's alone) and all the others. The ``pure`` tests fill the workers
-    after them. Largest units go first (xdist's loadscope order), so the two Slurm units
-    start at once on the two workers."""
+class SlurmTestsInOneWorker(LoadScopeScheduling):
+    """Every test not marked ``pure`` in one work unit: they run in one worker, in order,
+    never beside each other (two clusters at once would share the CPUs that their timing
+    assertions were measured with). The ``pure`` tests fill the other workers, which the
+    cluster tests' waits leave mostly idle."""
 
     def _split_scope(self, nodeid: str) -> str:
-        group = module_group(self.config.rootpath / nodeid.split("::", 1)[0])
-        return nodeid if group is None else group
+        module = self.config.rootpath / nodeid.split("::", 1)[0]
+        return nodeid if pure_module(module) else SLURM_GROUP
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmGroupsScheduling:
-    return SlurmGroupsScheduling(config, log)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmTestsInOneWorker:
+    return SlurmTestsInOneWorker(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        group = module_group(item.path)
-        if (item.get_closest_marker("pure") is not None) != (group is None):
+        if (item.get_closest_marker("pure") is not None) != pure_module(item.path):
             raise pytest.UsageError(
                 f"{item.nodeid}: mark a module pure only with the top-level line {PURE_LINE!r} "
-                "(the scheduler that groups the Slurm tests reads that line)"
-            )
-        if (item.get_closest_marker("containers") is not None) != (group == CONTAINERS_GROUP):
-            raise pytest.UsageError(
-                f"{item.nodeid}: mark a module containers only in its top-level `pytestmark = ` line "
-                "(the scheduler that groups the Slurm tests reads that line)"
+                "(the scheduler that keeps the Slurm tests in one worker reads that line)"
             )
 
 

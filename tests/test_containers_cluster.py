@@ -37,7 +37,7 @@ from containers import (
 from jobs import tfslurm_command
 from tfslurm.localcluster import LocalCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.containers]
+pytestmark = [pytest.mark.cluster]
 
 SPEC = "chief:1,worker:*"
 SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {  # srun options, one tuple per het component
