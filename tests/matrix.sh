@@ -10,7 +10,8 @@
 # For each Debian release it builds, once, a root with Debian's own Slurm packages
 # (debootstrap, cached in $TFSLURM_MATRIX_CACHE, default /var/cache/tfslurm-matrix), copies
 # this checkout into it (tracked and untracked files git does not ignore), and runs README's
-# two set-up commands there exactly: `./install.sh`, then `.venv/bin/python -m pytest`, in a
+# two set-up commands there: `./install.sh` (with --no-demo: tests/test_demo.py runs the demo
+# there), then `.venv/bin/python -m pytest`, in a
 # mount namespace whose root is the tree (pivot_root, so slurmd is the root's binary, not the
 # host's). The venv inside the root is kept between runs. The versions run side by side
 # (--serial: one after another); their clusters share the host's network namespace and one
@@ -132,7 +133,8 @@ umount -l /.oldroot
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 cd /work/tfslurm
 export TFSLURM_MATRIX_ROOT=1  # install.sh: no container runtimes in a root
-./install.sh
+# the demo runs in the suite (tests/test_demo.py), on every version: once is enough
+./install.sh --no-demo
 exec .venv/bin/python -m pytest "$@"
 '
 
