@@ -38,8 +38,10 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("requeue", "abc"),
     ("requeue", "1234; scancel 1"),
     ("requeue", "--hold", "1234_"),
+    ("requeue", "12", "13"),  # one JOB (several: 12,13)
     ("cluster", "status", "--state", "{tmp}/missing"),
     ("cluster", "status", "--state", "{tmp}/file"),  # a file, not a state dir
+    ("cluster", "status", "extra"),
     ("cluster", "up", "--nodes", "0", "--state", "{tmp}/state"),
     ("demo", "--nodes", "0"),
     ("template", "nope"),
@@ -71,6 +73,20 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], tmp_path: Path)
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_unknown_option_is_one_line_and_exit_2(command: str, tmp_path: Path) -> None:
     _one_usage_error((command, "--no-such-option"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [("requeue", "12 13"), ("cluster status", "extra"), ("hostlist expand", "n1 -x"), ("layout", "x")],
+)
+def test_an_unknown_word_is_refused_by_its_own_command(command: str, words: str) -> None:
+    done = tfslurm_cli(*command.split(), *words.split())
+    assert done.returncode == 2, done.stderr
+    unknown = words.split()[-1]
+    assert (
+        done.stderr
+        == f"tfslurm {command}: error: unrecognized arguments: {unknown} (see tfslurm {command} --help)\n"
+    )
 
 
 def test_every_command_has_a_bad_input_case() -> None:
@@ -167,6 +183,7 @@ def test_supervise_help_lists_its_exit_statuses() -> None:
 def _shown_to_users() -> list[Path]:
     return [
         ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
         *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "sbatch_templates").iterdir()),
         *sorted((ROOT / "tfslurm").rglob("*.py")),
