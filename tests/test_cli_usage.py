@@ -26,7 +26,9 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("layout",),  # outside a job step
     ("plan",),
     ("tf-config",),
+    ("tf-config", "--port-base", "70000"),
     ("env",),
+    ("env", "--gpus-per-task", "-1"),
     ("env", "--for", "nope"),
     ("prolog", "--write-wrapper", "{tmp}/missing/wrapper.sh"),
     ("prolog", "--print-wrapper", "--python", "python-not-installed-anywhere"),
@@ -87,6 +89,26 @@ def test_an_unknown_word_is_refused_by_its_own_command(command: str, words: str)
         done.stderr
         == f"tfslurm {command}: error: unrecognized arguments: {unknown} (see tfslurm {command} --help)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("tf-config", "--port-base", "70000"),
+            "argument --port-base: '70000' is not a port: give one of 1..65535",
+        ),
+        (("plan", "--port-base", "8k"), "argument --port-base: '8k' is not a port: give one of 1..65535"),
+        (
+            ("env", "--gpus-per-task", "-1"),
+            "argument --gpus-per-task: '-1' is not a GPU count: give one of 0..4096",
+        ),
+    ],
+)
+def test_a_malformed_number_names_its_option(args: tuple[str, ...], line: str) -> None:
+    done = tfslurm_cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"tfslurm {args[0]}: error: {line} (see tfslurm {args[0]} --help)\n"
 
 
 def test_every_command_has_a_bad_input_case() -> None:
