@@ -121,6 +121,16 @@ def test_requeue_names_a_malformed_job_of_the_environment(tmp_path: Path) -> Non
     assert "SLURM_JOB_ID" in done.stderr and "'12x'" in done.stderr
 
 
+def test_requeue_says_its_reason_on_one_line(tmp_path: Path) -> None:
+    """No scontrol on PATH (and pyslurm not asked): the refusal (exit 1) comes after the line."""
+    env = {"PATH": str(tmp_path), "TFSLURM_CONTROLLER": "commands"}
+    done = tfslurm_cli("requeue", "--reason", "pre\nempted", "1234", env=env)
+    assert done.stdout == "tfslurm: requeueing job 1234 (pre\\nempted)\n"
+    assert done.returncode == 1 and done.stderr.startswith(
+        "tfslurm requeue: error: scontrol not found on PATH"
+    )
+
+
 @pytest.mark.parametrize("job", ["1234", "1234_7", "1234_[1-3,5]", "1234_*", "1234+1", "12,13_2"])
 def test_requeue_takes_every_form_of_job_id_scontrol_takes(job: str) -> None:
     assert JOB_IDS.fullmatch(job)
