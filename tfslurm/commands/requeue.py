@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the job to requeue (default: this task's job, <array>_<task> in an array job)",
     )  # fmt: skip
     parser.add_argument("--hold", action="store_true", help="requeue held (release it with scontrol release)")
-    parser.add_argument("--reason", default="", help="said in the line printed before requeueing")
+    parser.add_argument(
+        "--reason", metavar="TEXT", default="", help="said in the line printed before requeueing"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
