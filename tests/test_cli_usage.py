@@ -26,7 +26,9 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("layout",),  # outside a job step
     ("plan",),
     ("tf-config",),
+    ("tf-config", "--port-base", "70000"),
     ("env",),
+    ("env", "--gpus-per-task", "-1"),
     ("env", "--for", "nope"),
     ("prolog", "--write-wrapper", "{tmp}/missing/wrapper.sh"),
     ("prolog", "--print-wrapper", "--python", "python-not-installed-anywhere"),
@@ -38,8 +40,10 @@ BAD_INPUT: list[tuple[str, ...]] = [
     ("requeue", "abc"),
     ("requeue", "1234; scancel 1"),
     ("requeue", "--hold", "1234_"),
+    ("requeue", "12", "13"),  # one JOB (several: 12,13)
     ("cluster", "status", "--state", "{tmp}/missing"),
     ("cluster", "status", "--state", "{tmp}/file"),  # a file, not a state dir
+    ("cluster", "status", "extra"),
     ("cluster", "up", "--nodes", "0", "--state", "{tmp}/state"),
     ("demo", "--nodes", "0"),
     ("template", "nope"),
@@ -73,6 +77,40 @@ def test_an_unknown_option_is_one_line_and_exit_2(command: str, tmp_path: Path) 
     _one_usage_error((command, "--no-such-option"), tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [("requeue", "12 13"), ("cluster status", "extra"), ("hostlist expand", "n1 -x"), ("layout", "x")],
+)
+def test_an_unknown_word_is_refused_by_its_own_command(command: str, words: str) -> None:
+    done = tfslurm_cli(*command.split(), *words.split())
+    assert done.returncode == 2, done.stderr
+    unknown = words.split()[-1]
+    assert (
+        done.stderr
+        == f"tfslurm {command}: error: unrecognized arguments: {unknown} (see tfslurm {command} --help)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("tf-config", "--port-base", "70000"),
+            "argument --port-base: '70000' is not a port: give one of 1..65535",
+        ),
+        (("plan", "--port-base", "8k"), "argument --port-base: '8k' is not a port: give one of 1..65535"),
+        (
+            ("env", "--gpus-per-task", "-1"),
+            "argument --gpus-per-task: '-1' is not a GPU count: give one of 0..4096",
+        ),
+    ],
+)
+def test_a_malformed_number_names_its_option(args: tuple[str, ...], line: str) -> None:
+    done = tfslurm_cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"tfslurm {args[0]}: error: {line} (see tfslurm {args[0]} --help)\n"
+
+
 def test_every_command_has_a_bad_input_case() -> None:
     assert {args[0] for args in BAD_INPUT} == set(COMMANDS)
 
@@ -81,6 +119,16 @@ def test_requeue_names_a_malformed_job_of_the_environment(tmp_path: Path) -> Non
     _one_usage_error(("requeue",), tmp_path, env={"SLURM_JOB_ID": "12x"})
     done = tfslurm_cli("requeue", env={"SLURM_JOB_ID": "12x"})
     assert "SLURM_JOB_ID" in done.stderr and "'12x'" in done.stderr
+
+
+def test_requeue_says_its_reason_on_one_line(tmp_path: Path) -> None:
+    """No scontrol on PATH (and pyslurm not asked): the refusal (exit 1) comes after the line."""
+    env = {"PATH": str(tmp_path), "TFSLURM_CONTROLLER": "commands"}
+    done = tfslurm_cli("requeue", "--reason", "pre\nempted", "1234", env=env)
+    assert done.stdout == "tfslurm: requeueing job 1234 (pre\\nempted)\n"
+    assert done.returncode == 1 and done.stderr.startswith(
+        "tfslurm requeue: error: scontrol not found on PATH"
+    )
 
 
 @pytest.mark.parametrize("job", ["1234", "1234_7", "1234_[1-3,5]", "1234_*", "1234+1", "12,13_2"])
@@ -167,6 +215,7 @@ def test_supervise_help_lists_its_exit_statuses() -> None:
 def _shown_to_users() -> list[Path]:
     return [
         ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
         *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "sbatch_templates").iterdir()),
         *sorted((ROOT / "tfslurm").rglob("*.py")),

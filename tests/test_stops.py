@@ -43,7 +43,7 @@ def one_line_error(proc: subprocess.Popen) -> str:
     [
         ((), {"TFSLURM_PREEMPT_SIGNAL": "²"}, "preemption signal '²' is not a signal name"),  # T4
         (("--stop-signals", "TERM,NOPE"), {}, "stop signal 'NOPE' is not a signal name"),
-        (("--stop-signals", "KILL"), {}, "stop signal 'KILL' cannot be caught"),
+        (("--stop-signals", "KILL"), {}, "stop signal 'KILL' cannot be caught (try USR1, USR2, TERM)"),
         (("--stop-signals", "INT"), {}, "stop signal INT: SIGINT stays Ctrl-C"),
         (("--stop-grace", "-1"), {}, "stop grace '-1' is not a number of seconds >= 0"),
         ((), {"TFSLURM_STOP_GRACE": "nan"}, "stop grace 'nan' is not a number of seconds >= 0"),

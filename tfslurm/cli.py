@@ -48,6 +48,16 @@ class _Parser(argparse.ArgumentParser):
         # argparse quotes some arguments raw (an unrecognised one): escaped like any error
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A command's parser refuses what it does not know itself, so that the error names
+        # the command and its --help (argparse would hand the words up to "tfslurm").
+        known, extra = super().parse_known_args(args, namespace)
+        if extra and self._subparsers is None:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return known, extra
+
 
 def _load(name: str) -> ModuleType:
     return importlib.import_module(f"tfslurm.commands.{COMMANDS[name][0]}")

@@ -328,7 +328,7 @@ def signal_number(name: str | int, what: str = PREEMPTION_SIGNAL) -> int:
             raise error(f"{what} {shown} is not a signal name (try USR1, USR2, TERM)") from None
     assert number is not None
     if number in (signal.SIGKILL, signal.SIGSTOP):
-        raise error(f"{what} {shown} cannot be caught")
+        raise error(f"{what} {shown} cannot be caught (try USR1, USR2, TERM)")
     return number
 
 

@@ -11,13 +11,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
-from tfslurm.errors import ClusterError
+from tfslurm.errors import ClusterConfigError, ClusterError
 from tfslurm.localcluster import ClusterConfig, LocalCluster
 from tfslurm.localcluster.slurmconf import StateFiles
 
 DEFAULT_STATE = "/tmp/tfslurm-localcluster"
+
+# ClusterConfig's errors name its fields; `cluster up` says the option the value came from.
+_OPTIONS = {
+    "num_nodes": "--nodes", "gpus": "--gpus", "cpus": "--cpus", "node_prefix": "--prefix",
+    "node_digits": "--digits", "task_prolog": "--task-prolog", "plugstack_lines": "--plugstack-line",
+    "extra_conf_lines": "--conf-line", "resv_ports": "--resv-ports", "preempt_grace": "--preempt-grace",
+    "ctld_port": "--ctld-port", "subnet": "--subnet", "timeout": "--timeout", "state_dir": "--state",
+}  # fmt: skip
+_FIELD = re.compile(r"(\w+)([=:])")
+
+
+def _named_by_option(message: str) -> str:
+    """``gpus=-1: expected ...`` as ``--gpus -1: expected ...``."""
+    m = _FIELD.match(message)
+    if m is None or m[1] not in _OPTIONS:
+        return message
+    return _OPTIONS[m[1]] + (" " if m[2] == "=" else ":") + message[m.end() :]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,13 +90,17 @@ def run(args: argparse.Namespace) -> int:
     state = os.path.abspath(args.state)
     try:
         if args.action == "up":
-            config = ClusterConfig(
-                num_nodes=args.nodes, node_prefix=args.prefix, node_digits=args.digits, cpus=args.cpus,
-                gpus=args.gpus, task_prolog=args.task_prolog, plugstack_lines=args.plugstack_line,
-                extra_conf_lines=args.conf_line, resv_ports=args.resv_ports, state_dir=state,
-                ctld_port=args.ctld_port, subnet=args.subnet, timeout=args.timeout,
-                preempt_grace=args.preempt_grace,
-            )  # fmt: skip
+            try:
+                config = ClusterConfig(
+                    num_nodes=args.nodes, node_prefix=args.prefix, node_digits=args.digits, cpus=args.cpus,
+                    gpus=args.gpus, task_prolog=args.task_prolog, plugstack_lines=args.plugstack_line,
+                    extra_conf_lines=args.conf_line, resv_ports=args.resv_ports, state_dir=state,
+                    ctld_port=args.ctld_port, subnet=args.subnet, timeout=args.timeout,
+                    preempt_grace=args.preempt_grace,
+                )  # fmt: skip
+            except ClusterConfigError as exc:
+                print(f"tfslurm cluster up: error: {_named_by_option(str(exc))}", file=sys.stderr)
+                return 2
             cluster = LocalCluster(config).start()
             cluster.detach()
             t = cluster.timings

@@ -22,11 +22,30 @@ from typing import TYPE_CHECKING
 
 from tfslurm import hostlist
 from tfslurm.errors import HostlistError, PlanError
+from tfslurm.gpus import MAX_DEVICES
+from tfslurm.numbers import ascii_int
 from tfslurm.plan import Plan, PlanOptions, aligned, resolve_plan
 from tfslurm.step import Step
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+
+def _number(text: str, low: int, high: int, what: str) -> int:
+    """``text`` as a decimal integer in ``low..high``, else the argparse error that says so
+    (the option named: the plan's own check would name its argument, ``port_base``)."""
+    value = ascii_int(text)
+    if value is None or not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}: give one of {low}..{high}")
+    return value
+
+
+def _port(text: str) -> int:
+    return _number(text, 1, 65535, "a port")
+
+
+def _gpus(text: str) -> int:
+    return _number(text, 0, MAX_DEVICES, "a GPU count")
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +55,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="jobs in rank order, e.g. 'chief:1,worker:*' (default: $TFSLURM_TF_DIST, else all workers)",
     )  # fmt: skip
     parser.add_argument(
-        "--port-base", metavar="PORT", type=int,
+        "--port-base", metavar="PORT", type=_port,
         help="first port on each node (default: reserved ports, else derived from job and step id)",
     )  # fmt: skip
     parser.add_argument(
@@ -47,7 +66,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
 
 def add_gpu_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gpus-per-task", metavar="N", type=int,
+        "--gpus-per-task", metavar="N", type=_gpus,
         help="share the node's GPUs out N per task (default: as Slurm bound them)",
     )  # fmt: skip
 

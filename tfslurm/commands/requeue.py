@@ -14,7 +14,7 @@ import re
 import sys
 
 from tfslurm.controller import ControllerError, controller
-from tfslurm.errors import shown
+from tfslurm.errors import one_line, shown
 from tfslurm.step import requeue_job_name
 
 # What scontrol requeue takes: job IDs, comma-separated, each optionally an array task
@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the job to requeue (default: this task's job, <array>_<task> in an array job)",
     )  # fmt: skip
     parser.add_argument("--hold", action="store_true", help="requeue held (release it with scontrol release)")
-    parser.add_argument("--reason", default="", help="said in the line printed before requeueing")
+    parser.add_argument(
+        "--reason", metavar="TEXT", default="", help="said in the line printed before requeueing"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    why = f" ({args.reason})" if args.reason else ""
+    why = f" ({one_line(args.reason)})" if args.reason else ""  # one line in the job's log
     print(f"tfslurm: requeueing job {job}{why}", flush=True)
     try:
         controller().requeue(job, hold=args.hold)
