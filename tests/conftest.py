@@ -173,41 +173,57 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # What marks a module `pure`: this line, exactly, at its top level. The xdist scheduler
 # below sees only test ids, not marks, so it reads the modules; the collection hook checks
-# that both readings agree.
+# that both readings agree. Likewise a module whose top-level `pytestmark` line names
+# TRAIN_MARK: its Slurm tests run training programs.
 PURE_LINE = "pytestmark = pytest.mark.pure"
+TRAIN_MARK = "pytest.mark.train"
 SLURM_GROUP = "slurm"
+TRAIN_GROUP = "slurm-train"
 
 
 @functools.cache
-def pure_module(path: Path) -> bool:
-    """Whether the test module at ``path`` is marked ``pure`` for all its tests."""
+def module_group(path: Path) -> str | None:
+    """The work unit of the test module at ``path``: None for a ``pure`` module (each of
+    its tests a unit of its own), else its group of Slurm tests."""
     try:
-        return PURE_LINE in path.read_text().splitlines()
+        lines = path.read_text().splitlines()
     except OSError:
-        return False
+        return SLURM_GROUP
+    if PURE_LINE in lines:
+        return None
+    marks = [line for line in lines if line.startswith("pytestmark = ")]
+    return TRAIN_GROUP if any(TRAIN_MARK in line for line in marks) else SLURM_GROUP
 
 
-class SlurmTestsInOneWorker(LoadScopeScheduling):
-    """Every test not marked ``pure`` in one work unit: they run in one worker, in order,
-    never beside each other (two clusters at once would share the CPUs that their timing
-    assertions were measured with). The ``pure`` tests fill the other workers, which the
-    cluster tests' waits leave mostly idle."""
+class SlurmGroupsScheduling(LoadScopeScheduling):
+    """The Slurm tests in two work units, each run in one worker, in order: those that run
+    training programs (TensorFlow and the other frameworks: most of the CPU) and the rest
+    (the hook, the plugin, layouts, ports: mostly waiting on Slurm). Both start at once
+    (xdist's loadscope gives the largest units out first); the ``pure`` tests fill the
+    workers after them. Training beside training would double the heaviest load; the light
+    group beside it shortens the run by its own length."""
 
     def _split_scope(self, nodeid: str) -> str:
-        module = self.config.rootpath / nodeid.split("::", 1)[0]
-        return nodeid if pure_module(module) else SLURM_GROUP
+        group = module_group(self.config.rootpath / nodeid.split("::", 1)[0])
+        return nodeid if group is None else group
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmTestsInOneWorker:
-    return SlurmTestsInOneWorker(config, log)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmGroupsScheduling:
+    return SlurmGroupsScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if (item.get_closest_marker("pure") is not None) != pure_module(item.path):
+        group = module_group(item.path)
+        if (item.get_closest_marker("pure") is not None) != (group is None):
             raise pytest.UsageError(
                 f"{item.nodeid}: mark a module pure only with the top-level line {PURE_LINE!r} "
-                "(the scheduler that keeps the Slurm tests in one worker reads that line)"
+                "(the scheduler that groups the Slurm tests reads that line)"
+            )
+        if (item.get_closest_marker("train") is not None) != (group == TRAIN_GROUP):
+            raise pytest.UsageError(
+                f"{item.nodeid}: mark a module train only in its top-level `pytestmark = ` line "
+                "(the scheduler that groups the Slurm tests reads that line)"
             )
 
 

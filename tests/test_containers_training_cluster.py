@@ -42,7 +42,7 @@ from jobs import (
 )
 from stopping import GRACE, preempt, preemption_outlives_requeue, usr1_to_steps_requeued_by_exit
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
+pytestmark = [pytest.mark.cluster, pytest.mark.train, pytest.mark.tf, needs("tensorflow")]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ import pytest
 
 from conftest import skip_without
 
+pytestmark = pytest.mark.train
+
 TFSLURM = [sys.executable, "-m", "tfslurm"]
 
 

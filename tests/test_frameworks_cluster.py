@@ -26,7 +26,7 @@ from conftest import skip_without
 from tfslurm import prolog
 from tfslurm.localcluster import LocalCluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.train]
 
 TASK = Path(__file__).parent / "tasks" / "runtime_task.py"
 # What each runtime_task.py runtime imports (Keras 3 runs here on its JAX backend).

@@ -41,7 +41,7 @@ from tfslurm.controller.commands import CommandController
 from tfslurm.localcluster import nodefail, slurm_version
 from tfslurm.runtime.templates import template_path
 
-pytestmark = [pytest.mark.cluster]
+pytestmark = [pytest.mark.cluster, pytest.mark.train]
 
 STEPPER = str(Path(__file__).with_name("tasks") / "stepper.py")
 AT = r" \(at [\d.]+\)\n"  # the clock time a supervisor line ends with

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import needs
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
+pytestmark = [pytest.mark.cluster, pytest.mark.train, pytest.mark.tf, needs("tensorflow")]
 
 WORKER = r"""
 import json, os, sys

@@ -38,7 +38,7 @@ from jobs import (
     wait_requeued_then_release,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
+pytestmark = [pytest.mark.cluster, pytest.mark.train, pytest.mark.tf, needs("tensorflow")]
 
 
 def test_mwms_preempt_requeue_resume_identical_weights(slurm_cluster, tmp_path):

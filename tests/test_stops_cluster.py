@@ -38,7 +38,7 @@ from jobs import (
 )
 from stopping import GRACE, preempt, preemption_outlives_requeue, usr1_to_steps_requeued_by_exit
 
-pytestmark = [pytest.mark.cluster]
+pytestmark = [pytest.mark.cluster, pytest.mark.train]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 from conftest import needs
 from jobs import completed, example, final_digests, finish_times, job_env, ps_done, submit
 
-pytestmark = [pytest.mark.cluster, pytest.mark.tf, needs("tensorflow")]
+pytestmark = [pytest.mark.cluster, pytest.mark.train, pytest.mark.tf, needs("tensorflow")]
 
 
 def test_ps_evaluator_template(slurm_cluster, tmp_path):
