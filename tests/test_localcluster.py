@@ -79,6 +79,9 @@ def test_bad_options_raise_one_line_error_naming_the_option(options: dict, named
     message = str(info.value)
     assert named in message and "\n" not in message
     assert isinstance(info.value, TfslurmError)
+    # the field it names, for `cluster up` to say its option instead
+    field = {"longer than 40": "node_prefix", "bogus": None}.get(named, named.split("=")[0])
+    assert info.value.field == field, info.value.field
 
 
 def test_slurm_conf_keeps_everything_in_the_state_dir() -> None:

@@ -130,7 +130,24 @@ class ClusterTimeout(ClusterError):
 
 
 class ClusterConfigError(TfslurmError):
-    """An option of the local test cluster is out of range or malformed."""
+    """An option of the local test cluster is out of range or malformed: ``field`` (a
+    :class:`ClusterConfig` field; None for what names no one field), the value as shown
+    (None: not shown) and the problem; the message names the field, :meth:`named` another
+    name for it (the command-line option it came from)."""
+
+    def __init__(self, field: str | None, value: str | None, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        super().__init__(self.named(field, "="))
+
+    def named(self, name: str | None, between: str) -> str:
+        """``name<between>value: problem`` (``name: problem`` without a value)."""
+        if name is None:
+            return self.problem
+        if self.value is None:
+            return f"{name}: {self.problem}"
+        return f"{name}{between}{self.value}: {self.problem}"
 
 
 class ParameterServerFailure(RuntimeError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 
 from tfslurm.errors import ClusterConfigError, ClusterError
@@ -27,15 +26,13 @@ _OPTIONS = {
     "extra_conf_lines": "--conf-line", "resv_ports": "--resv-ports", "preempt_grace": "--preempt-grace",
     "ctld_port": "--ctld-port", "subnet": "--subnet", "timeout": "--timeout", "state_dir": "--state",
 }  # fmt: skip
-_FIELD = re.compile(r"(\w+)([=:])")
 
 
-def _named_by_option(message: str) -> str:
+def _named_by_option(error: ClusterConfigError) -> str:
     """``gpus=-1: expected ...`` as ``--gpus -1: expected ...``."""
-    m = _FIELD.match(message)
-    if m is None or m[1] not in _OPTIONS:
-        return message
-    return _OPTIONS[m[1]] + (" " if m[2] == "=" else ":") + message[m.end() :]
+    if error.field not in _OPTIONS:
+        return str(error)
+    return error.named(_OPTIONS[error.field], " ")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                     preempt_grace=args.preempt_grace,
                 )  # fmt: skip
             except ClusterConfigError as exc:
-                print(f"tfslurm cluster up: error: {_named_by_option(str(exc))}", file=sys.stderr)
+                print(f"tfslurm cluster up: error: {_named_by_option(exc)}", file=sys.stderr)
                 return 2
             cluster = LocalCluster(config).start()
             cluster.detach()

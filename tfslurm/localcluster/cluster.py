@@ -132,7 +132,7 @@ class LocalCluster:
             raise ClusterError("cannot start a local Slurm cluster: " + "; ".join(missing))
         if self.config.task_prolog and not os.access(self.config.task_prolog, os.X_OK):
             # checked here, not in ClusterConfig: a record must still load once the file is gone
-            raise ClusterConfigError(f"task_prolog={self.config.task_prolog}: not an executable file")
+            raise ClusterConfigError("task_prolog", str(self.config.task_prolog), "not an executable file")
         t0 = time.monotonic()
         if self._state_dir is None:
             self._state_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir="/tmp")

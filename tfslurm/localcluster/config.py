@@ -134,46 +134,52 @@ class ClusterConfig(Value):
         for name in ("plugstack_lines", "extra_conf_lines"):
             for line in getattr(self, name):
                 if not isinstance(line, str) or "\n" in line:
-                    raise ClusterConfigError(f"{name}: {line!r} is not a single line of text")
+                    raise ClusterConfigError(name, None, f"{line!r} is not a single line of text")
         self._check_placement()
         if self.preempt_grace is not None:
             _check_int("preempt_grace", self.preempt_grace, 0, 3600)
         if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
-            raise ClusterConfigError(f"timeout={self.timeout!r}: expected a positive number of seconds")
+            raise ClusterConfigError("timeout", repr(self.timeout), "expected a positive number of seconds")
 
     def _check_names(self) -> None:
         """The node names: a prefix slurm.conf and hostlists take, digits wide enough."""
         if not isinstance(self.node_prefix, str) or not _NAME_PREFIX.match(self.node_prefix):
             raise ClusterConfigError(
-                f"node_prefix={self.node_prefix!r}: expected a letter followed by letters, digits, '-' or '_'"
+                "node_prefix",
+                repr(self.node_prefix),
+                "expected a letter followed by letters, digits, '-' or '_'",
             )
         if len(self.node_prefix) > 40:
-            raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: longer than 40 characters")
+            raise ClusterConfigError("node_prefix", repr(self.node_prefix), "longer than 40 characters")
         if self.node_prefix[-1].isdigit():
-            raise ClusterConfigError(f"node_prefix={self.node_prefix!r}: must not end in a digit")
+            raise ClusterConfigError("node_prefix", repr(self.node_prefix), "must not end in a digit")
         if self.node_digits and len(str(self.num_nodes)) > self.node_digits:
-            raise ClusterConfigError(f"node_digits={self.node_digits}: too narrow for {self.num_nodes} nodes")
+            raise ClusterConfigError(
+                "node_digits", str(self.node_digits), f"too narrow for {self.num_nodes} nodes"
+            )
 
     def _check_paths(self) -> None:
         """The paths written into slurm.conf: absolute, nothing it would misread."""
         if self.task_prolog is not None and not os.path.isabs(str(self.task_prolog)):
-            raise ClusterConfigError(f"task_prolog={self.task_prolog!r}: must be an absolute path")
+            raise ClusterConfigError("task_prolog", repr(self.task_prolog), "must be an absolute path")
         for name in ("task_prolog", "state_dir"):
             value = getattr(self, name)
             if value is not None and any(c.isspace() or c in _CONF_UNSAFE for c in str(value)):
                 raise ClusterConfigError(
-                    f"{name}={value!r}: blanks, quotes, '#', '%' and '\\' cannot be written into slurm.conf"
+                    name, repr(value), "blanks, quotes, '#', '%' and '\\' cannot be written into slurm.conf"
                 )
 
     def _check_placement(self) -> None:
         """Where the cluster lives: ports and subnet in the ranges it may use, a state dir."""
         m = _PORT_RANGE.match(str(self.resv_ports))
         if self.resv_ports is not None and (not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535):
-            raise ClusterConfigError(f"resv_ports={self.resv_ports!r}: expected LOW-HIGH within 1024-65535")
+            raise ClusterConfigError(
+                "resv_ports", repr(self.resv_ports), "expected LOW-HIGH within 1024-65535"
+            )
         if self.ctld_port is not None and not (
             isinstance(self.ctld_port, int) and 1024 <= self.ctld_port <= 65534
         ):
-            raise ClusterConfigError(f"ctld_port={self.ctld_port!r}: expected an integer in 1024..65534")
+            raise ClusterConfigError("ctld_port", repr(self.ctld_port), "expected an integer in 1024..65534")
         if self.subnet is not None:
             parts = str(self.subnet).split(".")
             if (
@@ -183,12 +189,12 @@ class ClusterConfig(Value):
                 or not 0 <= int(parts[2]) <= 255
             ):
                 raise ClusterConfigError(
-                    f"subnet={self.subnet!r}: expected three octets inside 10.213.0.0/16, e.g. 10.213.140"
+                    "subnet", repr(self.subnet), "expected three octets inside 10.213.0.0/16, e.g. 10.213.140"
                 )
         if self.state_dir is not None:
             path = str(self.state_dir)
             if not os.path.isabs(path) or os.path.normpath(path) == "/":
-                raise ClusterConfigError(f"state_dir={path!r}: must be an absolute path other than /")
+                raise ClusterConfigError("state_dir", repr(path), "must be an absolute path other than /")
 
     @classmethod
     def from_options(cls, **options: Any) -> ClusterConfig:
@@ -197,7 +203,9 @@ class ClusterConfig(Value):
         unknown = sorted(set(options) - known)
         if unknown:
             raise ClusterConfigError(
-                f"unknown cluster option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                None,
+                None,
+                f"unknown cluster option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
             )
         return cls(**options)
 
@@ -226,10 +234,10 @@ class ClusterConfig(Value):
 def _lines(name: str, value: Sequence[str]) -> tuple[str, ...]:
     """Lines given as a list or tuple, kept as a tuple; one string is a mistake, not lines."""
     if isinstance(value, str):
-        raise ClusterConfigError(f"{name}: expected a list of lines, got the string {value!r}")
+        raise ClusterConfigError(name, None, f"expected a list of lines, got the string {value!r}")
     return tuple(value)
 
 
 def _check_int(name: str, value: object, lo: int, hi: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ClusterConfigError(f"{name}={value!r}: expected an integer in {lo}..{hi}")
+        raise ClusterConfigError(name, repr(value), f"expected an integer in {lo}..{hi}")
