@@ -90,7 +90,11 @@ def wait_for(path: Path, pattern: str, timeout: float = 90) -> re.Match[str]:
         if found:
             return found
         time.sleep(0.1)
-    raise AssertionError(f"{pattern!r} not in {path} after {timeout} s:\n{text[-3000:]}")
+    # the supervisor's own lines tell what happened to the job; the tail, where the ranks were
+    said = "".join(
+        line for line in text.splitlines(keepends=True) if "tfslurm: " in line or "restart " in line
+    )
+    raise AssertionError(f"{pattern!r} not in {path} after {timeout} s:\n{said[-4000:]}---\n{text[-3000:]}")
 
 
 def preempted_at(log: Path, timeout: float = 60) -> int:

@@ -252,13 +252,17 @@ def test_ps_hung_worker_run_again_then_its_silent_node_replaced(cluster, lose, t
     (links down, every process SIGKILLed, nothing told to Slurm): found without Slurm,
     relaunched on node1 and the spare, all steps scheduled, COMPLETED."""
     steps = 80
-    program = example("ps", steps=steps, log_every=1, checkpoint_every=10, step_delay=0.05)
+    program = example("ps", steps=steps, log_every=1, checkpoint_every=20, step_delay=0.1)
     job, log = submit(cluster, tmp_path, "ps.sbatch", program, "-N3", "--ntasks=6",
                       "--ntasks-per-node=2", TFSLURM_SPARE_NODES="1")  # fmt: skip
     wait_for(log, r"tfslurm: training on node1,node2, spare\(s\) node3")
-    wait_for(log, r"\[chief:0\] step (2\d)/", timeout=120)
+    wait_for(log, r"\[chief:0\] step 1/", timeout=120)
     pids = task_pids(cluster, job, 2)  # ranks: chief, ps, worker:0, worker:1; a server is its task
     assert len(pids) == 1, pids
+    # stopped well between step 20's checkpoint and step 40's, as the chief waits in a join: a save
+    # waits on every worker's pending work, and may do so holding the GIL, so that the
+    # chief's heartbeats stop too and both are named (docs/fault-tolerance.md)
+    wait_for(log, r"\[chief:0\] step 2[2-5]/", timeout=120)
     os.kill(pids[0], signal.SIGSTOP)
     hung = wait_for(
         log,
@@ -269,6 +273,7 @@ def test_ps_hung_worker_run_again_then_its_silent_node_replaced(cluster, lose, t
     assert float(hung.group(2)) == 5.0 and 5.0 <= float(hung.group(1)) < 8.0, hung.group(0)
     wait_for(log, r"relaunch 1 \(no node lost\)", timeout=90)
     resumed = int(wait_for(log, r"\[chief:0\] restart \d+: resumed from \S+ at step (\d+)", 60).group(1))
+    assert resumed == 20, resumed  # steps lost: at most the checkpoint interval
     wait_for(log, rf"\[chief:0\] step {resumed + 5}/", timeout=60)
     killed = lose("node2", silent=True)
     found = wait_for(log, RELAUNCH, timeout=90)
@@ -409,6 +414,39 @@ def test_partitioned_node_ends_its_side_and_the_step_goes_on_without_it(cluster,
         f"\npartition of node2: its program ended {program_ended - cut:.1f} s after the cut, first step "
         f"trained again {float(found.group(8)) - cut:.1f} s after it, old step gone {time.time() - healed:.1f} s "
         "after the link was back"
+    )
+
+
+@pytest.mark.tf
+@needs("tensorflow")
+def test_ps_partitioned_workers_node_ends_its_servers_and_the_step_goes_on(cluster, lose, tmp_path):
+    """ParameterServerStrategy, chief+ps on node1, both workers on node2, spare node3;
+    node2's links cut at step 15 with its TF servers alive. The supervisor finds node2
+    silent and relaunches on node1 and the spare; on node2 each server's ``tfslurm run``
+    finds it cannot reach the supervisor and ends its server within seconds, so nothing of
+    the old step serves on there when the link comes back; every step is scheduled,
+    COMPLETED."""
+    steps = 50
+    program = example("ps", steps=steps, log_every=1, checkpoint_every=10, step_delay=0.05)
+    job, log = submit(cluster, tmp_path, "ps.sbatch", program, "-N3", "--ntasks=6",
+                      "--ntasks-per-node=2", TFSLURM_SPARE_NODES="1")  # fmt: skip
+    wait_for(log, r"\[chief:0\] step 15/", timeout=120)
+    cut = lose("node2", partition=True)
+    servers_ended = gone(lambda: [c for c in step_processes(cluster, job, 0, "node2") if b"tfslurm" in c], 30)
+    found = wait_for(log, RELAUNCH, timeout=60)
+    assert step_nodes(cluster, job)[-1] == ("node1", "node3")
+    text = ended(cluster, job, log)  # node2 stays cut off: Slurm's cleanup there is the MWMS test's
+    assert found.group(1, 2) == ("1", "node2"), found.group(0)
+    assert re.search(
+        r"tfslurm: node node2 silent: no answer from its slurmd .*ending the step without waiting", text
+    )
+    assert "relaunching on node1,node3 (spare node3 in; 0 spare(s) left)" in text, text[-4000:]
+    assert servers_ended - cut < 8, servers_ended - cut  # their own fence: 3 connects unanswered
+    assert servers_ended < float(found.group(8)), (servers_ended, found.group(0))
+    assert ps_done(text)[1] == steps, text[-3000:]
+    print(
+        f"\nPS, partition of the workers' node2: its servers ended {servers_ended - cut:.1f} s after the cut, "
+        f"first step scheduled again {float(found.group(8)) - cut:.1f} s after it"
     )
 
 

@@ -9,8 +9,10 @@ the config, the settings and the environment mapping are passed down.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Final, NoReturn
 
@@ -19,7 +21,7 @@ from tfslurm.runtime import preemption
 from tfslurm.runtime.container import container_prefix
 from tfslurm.runtime.exits import EXIT_RESTART_CAP
 from tfslurm.runtime.preemption import Preemption
-from tfslurm.runtime.progress import Beacon, ProgressTarget, progress_target
+from tfslurm.runtime.progress import Beacon, ProgressTarget, cut_off_line, progress_target, watch_reach
 from tfslurm.runtime.roles import Role, resolve_role
 from tfslurm.runtime.servers import serve
 from tfslurm.runtime.stops import ignore_signals, restart_cap_message
@@ -228,5 +230,17 @@ class TaskLife:
     def serve(self, role: Role) -> NoReturn:
         """Run ``role``'s TF server (ps, PSS worker) in this process until the chief has
         finished; the stop signals other than SIGTERM are ignored (the chief checkpoints)."""
+        target = self.config.progress
+        if target is not None:  # under tfslurm supervise: end the server if cut off
+
+            def on_cut_off(silent: float) -> None:
+                print(
+                    cut_off_line(f"{role.job}:{role.index}", target, silent, "its server"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(128 + signal.SIGKILL)  # as a program cut off ends: killed
+
+            threading.Thread(target=watch_reach, args=(target, on_cut_off), daemon=True).start()
         late = tuple(n for n in self.config.stop_signals if n != signal.SIGTERM)
         serve(role, peer_timeout=self.config.peer_timeout, ignore_signals=late)

@@ -34,7 +34,7 @@ from tfslurm.runtime.container import ContainerStart
 from tfslurm.runtime.exits import EXIT_PEER_TIMEOUT, EXIT_STOPPED
 from tfslurm.runtime.life import RunConfig
 from tfslurm.runtime.peers import wait_for_peers
-from tfslurm.runtime.progress import watch_reach
+from tfslurm.runtime.progress import cut_off_line, watch_reach
 from tfslurm.runtime.roles import Role
 
 TERM_GRACE = 5.0
@@ -256,8 +256,7 @@ def run_parent(
 
         def on_cut_off(silent: float) -> None:
             print(
-                f"tfslurm run: {role.job}:{role.index}: cut off from the supervisor on {target.host} "
-                f"(no answer for {silent:.1f} s): ending the program, so that nothing of this step runs on",
+                cut_off_line(f"{role.job}:{role.index}", target, silent, "the program"),
                 file=sys.stderr,
                 flush=True,
             )

@@ -290,6 +290,15 @@ FENCE_TRIES = 3
 FENCE_EVERY_S = 1.0
 
 
+def cut_off_line(task: str, target: ProgressTarget, silent: float, what: str) -> str:
+    """The line a rank's ``tfslurm run`` says when :func:`watch_reach` finds it cut off and
+    it ends ``what`` (its program, its server)."""
+    return (
+        f"tfslurm run: {task}: cut off from the supervisor on {target.host} (no answer for {silent:.1f} s): "
+        f"ending {what}, so that nothing of this step runs on"
+    )
+
+
 def watch_reach(target: ProgressTarget, on_cut_off: Callable[[float], None]) -> None:
     """In a thread of a rank's ``tfslurm run``: connect to the supervisor every
     :data:`FENCE_EVERY_S`; after :data:`FENCE_TRIES` unanswered in a row, call
