@@ -28,8 +28,8 @@ STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 #: What ``import tensorflow`` loads when installed only for parts a server never runs:
-#: TF Lite's converter imports JAX if it can (about 0.6 CPU-s of the 5 here), and a server
-#: process runs no program that could want it.
+#: TF Lite's converter imports JAX if it can (1.0 of the 6.5 CPU-s of the import here),
+#: and a server process runs no program that could want it.
 SERVER_SKIPS = ("jax",)
 
 
