@@ -13,6 +13,7 @@ instead, so a CI run can never pass by skipping the tests that matter.
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib.util
 import json
@@ -210,6 +211,35 @@ class SlurmGroupsScheduling(LoadScopeScheduling):
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SlurmGroupsScheduling:
     return SlurmGroupsScheduling(config, log)
+
+
+class GroupTimes:
+    """Each work unit's summed test time, in the run's summary. A Slurm group runs one test
+    after another in one worker, so its sum is about how long the run waits for it: which
+    group is CI's tail, and by how much."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.seconds: collections.Counter[str] = collections.Counter()
+        self.tests: collections.Counter[str] = collections.Counter()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = module_group(self.root / report.nodeid.split("::", 1)[0]) or "pure"
+        self.seconds[group] += report.duration
+        self.tests[group] += report.when == "call"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.seconds:
+            groups = ", ".join(
+                f"{group} {seconds / 60:.1f} min ({self.tests[group]} tests)"
+                for group, seconds in self.seconds.most_common()
+            )
+            terminalreporter.write_line(f"summed test time by group: {groups}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controlling process sees every report
+        config.pluginmanager.register(GroupTimes(config.rootpath), "tfslurm-group-times")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tfslurm.errors import ClusterTimeout
 from tfslurm.runtime.templates import template_path
 
 PREEMPTED = r"preempted: checkpoint \S+ saved at step (\d+)"
@@ -78,8 +79,24 @@ def submit(
 
 def completed(cluster: Any, job: int, log: Path, timeout: float = 150, state: str = "COMPLETED") -> str:
     """The job's log, once the job ended in ``state``."""
-    assert cluster.wait_job(job, timeout=timeout) == state, log.read_text()[-3000:]
+    try:
+        ended = cluster.wait_job(job, timeout=timeout)
+    except ClusterTimeout as exc:
+        # a job that never ends: what Slurm holds of it and its steps, beside what it printed
+        held = cluster.run(["squeue", "-h", "-s", "-j", str(job)], timeout=10).stdout
+        raise AssertionError(f"{exc}; its steps now:\n{held}{said(log)}") from None
+    assert ended == state, said(log)
     return log.read_text()
+
+
+def said(log: Path) -> str:
+    """The supervisor's lines from the whole log, then the log's tail: the tail alone often
+    misses why a job went the way it did."""
+    text = log.read_text() if log.exists() else ""
+    lines = "".join(
+        line for line in text.splitlines(keepends=True) if "tfslurm: " in line or "restart " in line
+    )
+    return f"{lines[-4000:]}---\n{text[-3000:]}"
 
 
 def wait_for(path: Path, pattern: str, timeout: float = 90) -> re.Match[str]:
@@ -90,11 +107,7 @@ def wait_for(path: Path, pattern: str, timeout: float = 90) -> re.Match[str]:
         if found:
             return found
         time.sleep(0.1)
-    # the supervisor's own lines tell what happened to the job; the tail, where the ranks were
-    said = "".join(
-        line for line in text.splitlines(keepends=True) if "tfslurm: " in line or "restart " in line
-    )
-    raise AssertionError(f"{pattern!r} not in {path} after {timeout} s:\n{said[-4000:]}---\n{text[-3000:]}")
+    raise AssertionError(f"{pattern!r} not in {path} after {timeout} s:\n{said(path)}")
 
 
 def preempted_at(log: Path, timeout: float = 60) -> int:
