@@ -6,24 +6,13 @@ runs a fresh Python with a written step environment: nothing of the installed Sl
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from conftest import needs
+from fresh import python
 from stepenv import ONE_NODE_STEP as STEP
 
 pytestmark = pytest.mark.pure
-
-
-def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "CUDA"))}
-    clean.update({"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}, **env)
-    return subprocess.run(
-        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=180, check=False
-    )
 
 
 @pytest.mark.tf

@@ -3,13 +3,10 @@ its own: TensorFlow without what only a program would use, and the server still 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from conftest import needs
+from fresh import python
 
 pytestmark = pytest.mark.pure
 
@@ -26,10 +23,6 @@ def test_a_server_imports_tensorflow_without_jax_and_serves() -> None:
         "server = tf.distribute.Server.create_local_server()\n"
         "print(server.target)\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFSLURM", "TF_CONFIG"))}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180, check=False
-    )
+    done = python(code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("grpc://localhost:"), done.stdout
