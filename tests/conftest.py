@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -170,6 +171,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = _skip_reason(report)
         report.outcome = "failed"
         report.longrepr = f"CI=true: cluster test was skipped ({reason}); skips count as failures in CI"
+    if report.failed and report.when == "call":
+        for name, value in getattr(item, "funcargs", {}).items():
+            if isinstance(value, LocalCluster):
+                report.sections.append(
+                    (f"slurmctld of {name}: node and job events", controller_events(value))
+                )
+
+
+# What the controller decided about nodes and jobs: a failed cluster test's own output
+# shows what the job saw (a "Node failure"), never why the controller decided it.
+CONTROLLER_EVENT = re.compile(
+    r"not responding|DOWN|Removing failed|requeue|Requeuing|update_node|drain", re.I
+)
+
+
+def controller_events(cluster: LocalCluster, last: int = 40) -> str:
+    path = cluster.files.path("log", "slurmctld.log")
+    try:
+        with open(path, errors="replace") as log:
+            lines = [line for line in log if CONTROLLER_EVENT.search(line)]
+    except OSError as exc:
+        return f"(no controller log: {exc})"
+    return "".join(lines[-last:]) or "(none)"
 
 
 # What marks a module `pure`: this line, exactly, at its top level. The xdist scheduler
