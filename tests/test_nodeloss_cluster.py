@@ -23,6 +23,7 @@ import pytest
 
 from conftest import needs
 from jobs import (
+    completed,
     example,
     final_digests,
     finish_times,
@@ -151,9 +152,9 @@ def stepper(tmp: Path, steps: int = 60, delay: float = 0.1, *more: str) -> tuple
     return ("python", STEPPER, str(state), str(steps), str(delay), *more)
 
 
-def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED", timeout: float = 120) -> str:
-    assert cluster.wait_job(job, timeout=timeout) == state, log.read_text()[-4000:]
-    return log.read_text()
+def ended(cluster: Any, job: int, log: Path, state: str = "COMPLETED") -> str:
+    """:func:`jobs.completed` within the 120 s these jobs get to end."""
+    return completed(cluster, job, log, timeout=120, state=state)
 
 
 def training_end(text: str) -> float:

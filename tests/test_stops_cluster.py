@@ -305,7 +305,7 @@ def wait_quiet(cluster, job: int, epilogs: int, timeout: float) -> None:
     """Until every node is idle, no process of ``job`` runs on them any more and the
     controller has had ``epilogs`` epilog-complete messages. A node set DOWN is no longer
     waited for, but its late epilog-complete is still counted against the job: when it
-    comes after the next run has started (seen on 22.05, 1 run in 5 under load), that run
+    comes after the next run has started (seen on 22.05 in 2 of 7 runs under load), that run
     has one node fewer as far as srun is told ("SLURM_JOB_NUM_NODES environment variable
     conflicts with allocated node count (2 != 1)"), and its step waits for ever."""
     marker = f"SLURM_JOB_ID={job}".encode()
